@@ -1,0 +1,25 @@
+/* SPDX-License-Identifier: MIT */
+/* Growable text buffer for building JSON, Prometheus text and paths. */
+#ifndef COORDFS_COMMON_STRBUF_H
+#define COORDFS_COMMON_STRBUF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct strbuf {
+	char *buf;   /* NUL-terminated when len > 0 or after any append */
+	size_t len;
+	size_t cap;
+	bool failed; /* an allocation failed; content is truncated */
+};
+
+void strbuf_init(struct strbuf *sb);
+void strbuf_fini(struct strbuf *sb);
+void strbuf_reset(struct strbuf *sb);
+void strbuf_append(struct strbuf *sb, const char *data, size_t len);
+void strbuf_puts(struct strbuf *sb, const char *s);
+void strbuf_printf(struct strbuf *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Append s as a JSON string literal, quotes included. */
+void strbuf_json_string(struct strbuf *sb, const char *s);
+
+#endif

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# Installs every Debian package coordfs needs to build, test and benchmark.
+# Idempotent: packages already present are skipped quickly.
+set -euo pipefail
+
+pkgs=(
+	build-essential meson ninja-build pkg-config
+	fuse3 libfuse3-dev
+	libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev
+	libcurl4-openssl-dev libmicrohttpd-dev
+	check valgrind clang
+	python3-torch python3-torchvision python3-pil python3-numpy
+	e2fsprogs util-linux attr curl
+)
+
+missing=()
+for p in "${pkgs[@]}"; do
+	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+		missing+=("$p")
+	fi
+done
+
+if [ "${#missing[@]}" -gt 0 ]; then
+	if [ "$(id -u)" -ne 0 ]; then
+		echo "install-deps: need root to install: ${missing[*]}" >&2
+		exit 1
+	fi
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -q
+	apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+# /dev/fuse must exist for the mount tests.
+[ -e /dev/fuse ] || modprobe fuse 2>/dev/null || true

@@ -1,0 +1,100 @@
+/* SPDX-License-Identifier: MIT */
+/* Unit tests for common/: size parsing, hashing, strbuf. */
+#include <check.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/hash.h"
+#include "common/size.h"
+#include "common/strbuf.h"
+
+START_TEST(size_plain_and_suffixes)
+{
+	uint64_t v = 0;
+
+	ck_assert_int_eq(size_parse("0", 0, &v), 0);
+	ck_assert_uint_eq(v, 0);
+	ck_assert_int_eq(size_parse("12345", 0, &v), 0);
+	ck_assert_uint_eq(v, 12345);
+	ck_assert_int_eq(size_parse("4K", 0, &v), 0);
+	ck_assert_uint_eq(v, 4096);
+	ck_assert_int_eq(size_parse("4M", 0, &v), 0);
+	ck_assert_uint_eq(v, 4u << 20);
+	ck_assert_int_eq(size_parse("1.5G", 0, &v), 0);
+	ck_assert_uint_eq(v, 3ull << 29);
+	ck_assert_int_eq(size_parse("2T", 0, &v), 0);
+	ck_assert_uint_eq(v, 2ull << 40);
+	ck_assert_int_eq(size_parse("8MiB", 0, &v), 0);
+	ck_assert_uint_eq(v, 8u << 20);
+}
+END_TEST
+
+START_TEST(size_percent)
+{
+	uint64_t v = 0;
+
+	ck_assert_int_eq(size_parse("25%", 1000, &v), 0);
+	ck_assert_uint_eq(v, 250);
+	ck_assert_int_eq(size_parse("100%", 1000, &v), 0);
+	ck_assert_uint_eq(v, 1000);
+}
+END_TEST
+
+START_TEST(size_rejects_bad_input)
+{
+	static const char *bad[] = { "", "12Q", "-1", "200%", "0%", "abc", "4KB5", "%", "1e400", "K", " 5", "5 " };
+	uint64_t v = 77;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		int rc = size_parse(bad[i], 1000, &v);
+		ck_assert_msg(rc == -EINVAL, "size_parse(\"%s\") returned %d, want -EINVAL", bad[i], rc);
+	}
+	ck_assert_int_eq(size_parse(NULL, 1000, &v), -EINVAL);
+	ck_assert_uint_eq(v, 77);
+}
+END_TEST
+
+START_TEST(hash_is_stable_and_spreads)
+{
+	ck_assert_uint_eq(hash_bytes("train/a.jpg", 11, 0), hash_bytes("train/a.jpg", 11, 0));
+	ck_assert_uint_ne(hash_bytes("train/a.jpg", 11, 0), hash_bytes("train/b.jpg", 11, 0));
+	ck_assert_uint_ne(hash_bytes("train/a.jpg", 11, 0), hash_bytes("train/a.jpg", 11, 1));
+	ck_assert_int_eq(hash_ct_compare("secret", "secret", 6), 0);
+	ck_assert_int_ne(hash_ct_compare("secret", "secreT", 6), 0);
+}
+END_TEST
+
+START_TEST(strbuf_json_escapes)
+{
+	struct strbuf sb;
+
+	strbuf_init(&sb);
+	strbuf_json_string(&sb, "a\"b\\c\n");
+	ck_assert_str_eq(sb.buf, "\"a\\\"b\\\\c\\u000a\"");
+	strbuf_reset(&sb);
+	for (int i = 0; i < 1000; i++)
+		strbuf_printf(&sb, "%d,", i);
+	ck_assert(!sb.failed);
+	ck_assert_uint_eq(strlen(sb.buf), sb.len);
+	strbuf_fini(&sb);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("common");
+	TCase *tc = tcase_create("core");
+
+	tcase_add_test(tc, size_plain_and_suffixes);
+	tcase_add_test(tc, size_percent);
+	tcase_add_test(tc, size_rejects_bad_input);
+	tcase_add_test(tc, hash_is_stable_and_spreads);
+	tcase_add_test(tc, strbuf_json_escapes);
+	suite_add_tcase(s, tc);
+	SRunner *sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
