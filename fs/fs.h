@@ -101,6 +101,10 @@ ssize_t fs_read_file(struct fs_ctx *fs, uint32_t node, int fd, uint64_t off, siz
 ssize_t fs_read_file_ref(struct fs_ctx *fs, uint32_t node, int fd, uint64_t off, size_t len,
 			 void *buf, const void **direct);
 
+/* The same for a peer's request: never forwarded to another node. */
+ssize_t fs_read_file_local(struct fs_ctx *fs, uint32_t node, uint64_t off, size_t len, void *buf,
+			   const void **direct);
+
 /* Open SOURCE's file for node, checking it still matches the snapshot.
  * Returns an fd or -errno (-EIO and a log line when it changed). */
 int fs_open_source(struct fs_ctx *fs, uint32_t node);

@@ -114,6 +114,7 @@ struct fill_ctx {
 	uint32_t node;
 	int fd; /* -1 until opened here */
 	bool own_fd;
+	bool allow_peer; /* false when serving a peer: never forward */
 };
 
 static int fill_ctx_fd(struct fill_ctx *fc)
@@ -151,9 +152,11 @@ static int read_unit(struct fill_ctx *fc, uint32_t k, uint64_t uoff, size_t len,
 	const struct ns_node *n = &fs->ns.nodes[fc->node];
 	uint64_t unit = (uint64_t)n->first + k;
 	uint64_t unit_len = ns_unit_len(&fs->ns, fc->node, k);
-	bool mine = fs_peer_owns(fs, fc->node, k);
 	const void *data;
-
+	/* Ownership only matters on a miss; a hit skips the hashing. */
+	bool mine = cache_holds(fs->cache, unit) || fs_peer_owns(fs, fc->node, k);
+	/* A node serving a peer admits what it owns; what it does not own it
+	 * reads from SOURCE rather than forwarding (no loops). */
 	int rc = cache_get(fs->cache, unit, unit_len, len, mine, fill_unit, fc, &data);
 	if (rc == 0) {
 		*direct = (const char *)data + uoff;
@@ -162,7 +165,7 @@ static int read_unit(struct fill_ctx *fc, uint32_t k, uint64_t uoff, size_t len,
 	if (rc != -ENOSPC)
 		return rc;
 	*direct = NULL;
-	if (!mine && fs_peer_fetch(fs, fc->node, k, uoff, len, buf) == 0)
+	if (!mine && fc->allow_peer && fs_peer_fetch(fs, fc->node, k, uoff, len, buf) == 0)
 		return 0;
 	int fd = fill_ctx_fd(fc);
 	if (fd < 0)
@@ -170,11 +173,11 @@ static int read_unit(struct fill_ctx *fc, uint32_t k, uint64_t uoff, size_t len,
 	return source_pread(fs, fc->node, fd, (uint64_t)k * fs->ns.chunk_size + uoff, len, buf);
 }
 
-ssize_t fs_read_file_ref(struct fs_ctx *fs, uint32_t node, int fd, uint64_t off, size_t len,
-			 void *buf, const void **direct)
+static ssize_t read_file(struct fs_ctx *fs, uint32_t node, int fd, uint64_t off, size_t len,
+			 void *buf, const void **direct, bool allow_peer)
 {
 	const struct ns_node *n = &fs->ns.nodes[node];
-	struct fill_ctx fc = { fs, node, fd, false };
+	struct fill_ctx fc = { fs, node, fd, false, allow_peer };
 	size_t done = 0;
 	ssize_t ret;
 
@@ -210,6 +213,18 @@ out:
 	if (fc.own_fd)
 		close(fc.fd);
 	return ret;
+}
+
+ssize_t fs_read_file_ref(struct fs_ctx *fs, uint32_t node, int fd, uint64_t off, size_t len,
+			 void *buf, const void **direct)
+{
+	return read_file(fs, node, fd, off, len, buf, direct, true);
+}
+
+ssize_t fs_read_file_local(struct fs_ctx *fs, uint32_t node, uint64_t off, size_t len, void *buf,
+			   const void **direct)
+{
+	return read_file(fs, node, -1, off, len, buf, direct, false);
 }
 
 ssize_t fs_read_file(struct fs_ctx *fs, uint32_t node, int fd, uint64_t off, size_t len, void *buf)

@@ -309,6 +309,11 @@ int main(int argc, char *argv[])
 		free(fs->opt.source);
 		fs->opt.source = abs;
 	}
+	abs = realpath(fs->opt.mountpoint, NULL);
+	if (abs) {
+		free(fs->opt.mountpoint);
+		fs->opt.mountpoint = abs;
+	}
 	if (fs->opt.log_file && fs->opt.log_file[0] != '/') {
 		char cwd[PATH_MAX], *lf;
 		if (getcwd(cwd, sizeof(cwd)) && asprintf(&lf, "%s/%s", cwd, fs->opt.log_file) > 0) {

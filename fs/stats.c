@@ -75,8 +75,11 @@ void fs_stats_json(struct fs_ctx *fs, struct strbuf *sb)
 static void metric(struct strbuf *sb, const char *name, const char *type, const char *help,
 		   double v)
 {
-	strbuf_printf(sb, "# HELP coordfs_%s %s\n# TYPE coordfs_%s %s\ncoordfs_%s %.17g\n", name,
-		      help, name, type, name, v);
+	strbuf_printf(sb, "# HELP coordfs_%s %s\n# TYPE coordfs_%s %s\n", name, help, name, type);
+	if (v == (double)(uint64_t)v)
+		strbuf_printf(sb, "coordfs_%s %llu\n", name, (unsigned long long)v);
+	else
+		strbuf_printf(sb, "coordfs_%s %.3f\n", name, v);
 }
 
 void fs_stats_metrics(struct fs_ctx *fs, struct strbuf *sb)
