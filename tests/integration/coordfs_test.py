@@ -185,7 +185,10 @@ class Checker:
 		took = time.monotonic() - self.start
 		print(f'# {self.name} took {took:.1f}s')
 		if self.failed:
-			print('failed: ' + ', '.join(self.failed))
+			shown = self.failed[:15]
+			more = len(self.failed) - len(shown)
+			print('failed: ' + '; '.join(shown) +
+			      (f'; and {more} more' if more else ''))
 		print(f'{self.passed} passed, {len(self.failed)} failed')
 		sys.stdout.flush()
 		sys.exit(1 if self.failed else 0)
@@ -381,6 +384,8 @@ class TempDirs:
 		self.mnt = os.path.join(self.root, 'mnt')
 		os.mkdir(self.src)
 		os.mkdir(self.mnt)
+		with _active_lock:
+			_active_mounts.add(self.mnt)
 
 	def __enter__(self):
 		return self
@@ -398,6 +403,8 @@ class TempDirs:
 			print(f'# warning: {self.root} still has a mount, '
 			      'leaving it in place')
 			return
+		with _active_lock:
+			_active_mounts.discard(self.mnt)
 		_rmtree(self.root)
 
 
@@ -434,8 +441,6 @@ class Mount(TempDirs):
 
 	def mount(self, timeout=30):
 		args = self.opts + [self.src, self.mnt] + self.extra_args
-		with _active_lock:
-			_active_mounts.add(self.mnt)
 		rc, out, err = run_coordfs(args, timeout=timeout)
 		self.mount_stderr = err
 		if rc != 0:
