@@ -1,0 +1,251 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * MinIO cache implementation. Unit state words:
+ *   0                 empty
+ *   STATE_FILLING     one caller is filling it; others wait on its stripe
+ *   (off << 2) | 2    held at arena offset off
+ * A failed fill returns the word to 0 and wakes the waiters, who retry.
+ */
+#include "cache/cache.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#define STATE_EMPTY 0u
+#define STATE_FILLING 1u
+#define STATE_HELD 2u
+#define NSTRIPES 64
+#define ALIGN 64
+
+struct cache_stripe {
+	pthread_mutex_t lock;
+	pthread_cond_t filled;
+} __attribute__((aligned(64)));
+
+struct cache {
+	uint64_t capacity;
+	uint64_t nunits;
+	unsigned char *arena;
+	int memfd;
+	_Atomic uint64_t *state;
+	_Atomic uint64_t used;
+	_Atomic uint64_t items, hits, misses, hit_bytes, miss_bytes, admitted, refused, fill_errors;
+	struct cache_stripe stripes[NSTRIPES];
+};
+
+static inline void count(_Atomic uint64_t *ctr, uint64_t n)
+{
+	atomic_fetch_add_explicit(ctr, n, memory_order_relaxed);
+}
+
+int cache_create(uint64_t capacity, uint64_t nunits, struct cache **out)
+{
+	struct cache *c = calloc(1, sizeof(*c));
+	int rc;
+
+	if (!c)
+		return -ENOMEM;
+	c->memfd = -1;
+	c->capacity = capacity;
+	c->nunits = nunits;
+	/* calloc of a large array maps zero pages lazily: untouched units cost nothing. */
+	c->state = calloc(nunits ? nunits : 1, sizeof(*c->state));
+	if (!c->state) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	if (capacity > 0) {
+		c->memfd = memfd_create("coordfs-cache", MFD_CLOEXEC);
+		if (c->memfd < 0) {
+			rc = -errno;
+			goto fail;
+		}
+		if (ftruncate(c->memfd, (off_t)capacity) < 0) {
+			rc = -errno;
+			goto fail;
+		}
+		c->arena = mmap(NULL, capacity, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE,
+				c->memfd, 0);
+		if (c->arena == MAP_FAILED) {
+			c->arena = NULL;
+			rc = -errno;
+			goto fail;
+		}
+	}
+	for (int i = 0; i < NSTRIPES; i++) {
+		pthread_mutex_init(&c->stripes[i].lock, NULL);
+		pthread_cond_init(&c->stripes[i].filled, NULL);
+	}
+	*out = c;
+	return 0;
+fail:
+	if (c->memfd >= 0)
+		close(c->memfd);
+	free(c->state);
+	free(c);
+	return rc;
+}
+
+void cache_destroy(struct cache *c)
+{
+	if (!c)
+		return;
+	for (int i = 0; i < NSTRIPES; i++) {
+		pthread_mutex_destroy(&c->stripes[i].lock);
+		pthread_cond_destroy(&c->stripes[i].filled);
+	}
+	if (c->arena)
+		munmap(c->arena, c->capacity);
+	if (c->memfd >= 0)
+		close(c->memfd);
+	free(c->state);
+	free(c);
+}
+
+/* Reserve len bytes of arena; false when they do not fit. */
+static bool arena_alloc(struct cache *c, size_t len, uint64_t *off)
+{
+	uint64_t need = (len + ALIGN - 1) & ~(uint64_t)(ALIGN - 1);
+	uint64_t cur = atomic_load_explicit(&c->used, memory_order_relaxed);
+
+	if (need == 0)
+		need = ALIGN;
+	do {
+		if (cur > c->capacity || need > c->capacity - cur)
+			return false;
+	} while (!atomic_compare_exchange_weak_explicit(&c->used, &cur, cur + need,
+							memory_order_relaxed, memory_order_relaxed));
+	*off = cur;
+	return true;
+}
+
+/* Give back the last reservation if nothing was allocated after it. */
+static void arena_unalloc(struct cache *c, uint64_t off, size_t len)
+{
+	uint64_t need = (len + ALIGN - 1) & ~(uint64_t)(ALIGN - 1);
+	uint64_t expect = off + (need ? need : ALIGN);
+
+	atomic_compare_exchange_strong_explicit(&c->used, &expect, off, memory_order_relaxed,
+						memory_order_relaxed);
+}
+
+static void wake_waiters(struct cache *c, uint64_t unit)
+{
+	struct cache_stripe *s = &c->stripes[unit % NSTRIPES];
+
+	pthread_mutex_lock(&s->lock);
+	pthread_cond_broadcast(&s->filled);
+	pthread_mutex_unlock(&s->lock);
+}
+
+static uint64_t wait_fill(struct cache *c, uint64_t unit)
+{
+	struct cache_stripe *s = &c->stripes[unit % NSTRIPES];
+	uint64_t st;
+
+	pthread_mutex_lock(&s->lock);
+	while ((st = atomic_load_explicit(&c->state[unit], memory_order_acquire)) == STATE_FILLING)
+		pthread_cond_wait(&s->filled, &s->lock);
+	pthread_mutex_unlock(&s->lock);
+	return st;
+}
+
+int cache_get(struct cache *c, uint64_t unit, size_t unit_len, size_t want_bytes, bool admit,
+	      cache_fill_fn fill, void *arg, const void **data)
+{
+	if (unit >= c->nunits)
+		return -EINVAL;
+	uint64_t st = atomic_load_explicit(&c->state[unit], memory_order_acquire);
+
+	if ((st & 3u) == STATE_HELD) {
+		count(&c->hits, 1);
+		count(&c->hit_bytes, want_bytes);
+		*data = c->arena + (st >> 2);
+		return 0;
+	}
+	count(&c->misses, 1);
+	count(&c->miss_bytes, want_bytes);
+	if (!admit)
+		return -ENOSPC;
+	for (;;) {
+		if (st == STATE_FILLING)
+			st = wait_fill(c, unit);
+		if ((st & 3u) == STATE_HELD) {
+			*data = c->arena + (st >> 2);
+			return 0;
+		}
+		/* Empty: try to become the filler. */
+		uint64_t expect = STATE_EMPTY;
+		if (atomic_compare_exchange_strong_explicit(&c->state[unit], &expect, STATE_FILLING,
+							    memory_order_acq_rel,
+							    memory_order_acquire))
+			break;
+		st = expect;
+	}
+
+	uint64_t off;
+	if (!arena_alloc(c, unit_len, &off)) {
+		count(&c->refused, 1);
+		atomic_store_explicit(&c->state[unit], STATE_EMPTY, memory_order_release);
+		wake_waiters(c, unit);
+		return -ENOSPC;
+	}
+	int rc = fill(arg, unit, c->arena + off, unit_len);
+	if (rc < 0) {
+		count(&c->fill_errors, 1);
+		arena_unalloc(c, off, unit_len);
+		atomic_store_explicit(&c->state[unit], STATE_EMPTY, memory_order_release);
+		wake_waiters(c, unit);
+		return rc;
+	}
+	count(&c->admitted, 1);
+	count(&c->items, 1);
+	atomic_store_explicit(&c->state[unit], (off << 2) | STATE_HELD, memory_order_release);
+	wake_waiters(c, unit);
+	*data = c->arena + off;
+	return 0;
+}
+
+bool cache_holds(const struct cache *c, uint64_t unit)
+{
+	if (unit >= c->nunits)
+		return false;
+	return (atomic_load_explicit(&c->state[unit], memory_order_acquire) & 3u) == STATE_HELD;
+}
+
+void cache_count_bypass(struct cache *c, size_t want_bytes)
+{
+	count(&c->misses, 1);
+	count(&c->miss_bytes, want_bytes);
+}
+
+void cache_get_stats(const struct cache *c, struct cache_stats *out)
+{
+	struct cache *m = (struct cache *)c;
+
+	out->capacity_bytes = c->capacity;
+	out->used_bytes = atomic_load_explicit(&m->used, memory_order_relaxed);
+	out->items = atomic_load_explicit(&m->items, memory_order_relaxed);
+	out->hits = atomic_load_explicit(&m->hits, memory_order_relaxed);
+	out->misses = atomic_load_explicit(&m->misses, memory_order_relaxed);
+	out->hit_bytes = atomic_load_explicit(&m->hit_bytes, memory_order_relaxed);
+	out->miss_bytes = atomic_load_explicit(&m->miss_bytes, memory_order_relaxed);
+	out->admitted = atomic_load_explicit(&m->admitted, memory_order_relaxed);
+	out->refused = atomic_load_explicit(&m->refused, memory_order_relaxed);
+	out->fill_errors = atomic_load_explicit(&m->fill_errors, memory_order_relaxed);
+}
+
+int cache_fd(const struct cache *c)
+{
+	return c->memfd;
+}
+
+uint64_t cache_offset_of(const struct cache *c, const void *p)
+{
+	return (uint64_t)((const unsigned char *)p - c->arena);
+}

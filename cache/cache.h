@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The MinIO cache: units (whole files, or fixed chunks of large files) are
+ * admitted on first read until the budget is full, and never evicted. Under
+ * random per-epoch access every later epoch then hits exactly the cached
+ * fraction, which no LRU-like policy achieves.
+ *
+ * Because nothing is ever freed, storage is a bump allocator over one
+ * memfd mapped once. A pointer returned by cache_get() stays valid until
+ * cache_destroy(); the memfd (cache_fd()) may feed splice()/sendfile().
+ *
+ * Units are dense ids 0..nunits-1 chosen by the caller (fs/ numbers the
+ * units of each file consecutively). Per unit the cache keeps one 8-byte
+ * atomic word, so the hit path is a single acquire load.
+ *
+ * Thread-safety: every function may be called concurrently, except
+ * cache_destroy(). Lock order: a stripe lock is a leaf; no lock is held
+ * while the fill callback runs.
+ */
+#ifndef COORDFS_CACHE_H
+#define COORDFS_CACHE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct cache;
+
+/*
+ * Fill dst with exactly len bytes of unit. Returns 0 or -errno. Called
+ * without any cache lock held; may block on I/O.
+ */
+typedef int (*cache_fill_fn)(void *arg, uint64_t unit, void *dst, size_t len);
+
+struct cache_stats {
+	uint64_t capacity_bytes, used_bytes, items;
+	uint64_t hits, misses, hit_bytes, miss_bytes;
+	uint64_t admitted, refused, fill_errors;
+};
+
+/*
+ * Create a cache of capacity bytes for nunits units. capacity 0 is a valid
+ * cache that admits nothing. Returns 0 and *out, or -errno (memfd/mmap
+ * failure, -ENOMEM).
+ */
+int cache_create(uint64_t capacity, uint64_t nunits, struct cache **out);
+void cache_destroy(struct cache *c);
+
+/*
+ * Get unit's bytes (unit_len of them), admitting it if it is not held and
+ * there is room: the first caller fills it through fill(arg, ...), while
+ * concurrent callers for the same unit wait for that fill only (single
+ * flight). On success *data points into the cache, valid until destroy.
+ * want_bytes is the size of the caller's read, for the hit/miss byte
+ * counters. Returns:
+ *   0        *data set (hit, or a miss that was admitted);
+ *   -ENOSPC  not held and no room: the caller reads it elsewhere;
+ *   -errno   the fill failed (nothing admitted; a later call retries).
+ * Blocks while the unit is being filled. admit=false never fills (used by
+ * nodes that do not own the unit): it returns 0 on a hit, else -ENOSPC.
+ */
+int cache_get(struct cache *c, uint64_t unit, size_t unit_len, size_t want_bytes, bool admit,
+	      cache_fill_fn fill, void *arg, const void **data);
+
+/* Whether unit is held (a cheap load; no counters move). */
+bool cache_holds(const struct cache *c, uint64_t unit);
+
+/* Count want_bytes of a read that went around the cache as a miss. */
+void cache_count_bypass(struct cache *c, size_t want_bytes);
+
+void cache_get_stats(const struct cache *c, struct cache_stats *out);
+
+/* The memfd behind the arena, and the offset of a pointer into it. */
+int cache_fd(const struct cache *c);
+uint64_t cache_offset_of(const struct cache *c, const void *p);
+
+#endif

@@ -1,0 +1,120 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fs/: the FUSE front end. It owns the context of a mount and wires the
+ * namespace, the MinIO cache, the peers (remote/) and the prepared view
+ * (prep/) together. Only this module knows FUSE.
+ *
+ * Inode numbers: node i of the namespace is inode i + 1 (the root is
+ * FUSE_ROOT_ID). Inodes of the prepared view have bit 62 set; see prepview.c.
+ */
+#ifndef COORDFS_FS_FS_H
+#define COORDFS_FS_FS_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include "fs/ns.h"
+
+struct cache;
+struct remote_peers;
+struct remote_client;
+struct remote_server;
+struct prep_view;
+
+/* Options from the command line / -o (SPEC §1). */
+struct fs_options {
+	char *source;
+	char *mountpoint;
+	bool foreground;
+	bool debug;
+	char *cache_size;
+	char *chunk_size;
+	char *peers;
+	int node;
+	char *listen;
+	char *secret_file;
+	bool prepared;
+	char *prepared_name;
+	int prep_threads;
+	char *prep_mem;
+	char *seed;
+	char *log_file;
+	bool kernel_cache;
+	bool show_help;
+	bool show_version;
+	int npos;          /* positional arguments seen while parsing */
+	char *parse_error; /* first problem found while parsing */
+};
+
+struct fs_counters {
+	_Atomic uint64_t source_reads, source_bytes, source_errors;
+	_Atomic uint64_t opens, reads, read_bytes;
+	_Atomic uint64_t peer_fallbacks;
+};
+
+struct fs_ctx {
+	struct fs_options opt;
+	struct ns ns;
+	int source_fd;
+	struct cache *cache;
+	uint64_t cache_bytes;
+	uint64_t chunk_bytes;
+	struct fs_counters ctr;
+	struct timespec started;
+	/* peers (NULL when single node) */
+	struct remote_peers *peers;
+	struct remote_client *client;
+	struct remote_server *server;
+	int listen_fd;
+	char *secret;
+	unsigned node;
+	/* prepared view (NULL when off) */
+	struct prep_view *prep;
+	uint64_t prep_mem;
+	uint64_t seed;
+};
+
+static inline void fs_count(_Atomic uint64_t *c, uint64_t n)
+{
+	atomic_fetch_add_explicit(c, n, memory_order_relaxed);
+}
+
+/* The low-level operations table (ops.c). */
+struct fuse_lowlevel_ops;
+extern const struct fuse_lowlevel_ops fs_ops;
+
+/*
+ * Read [off, off+len) of regular file node into buf, through the cache,
+ * the owning peer or SOURCE (io.c). fd is an open SOURCE fd for the file,
+ * or -1 to open one when needed. Returns the bytes read (short only at EOF)
+ * or -errno (-EIO when the source file changed since mount).
+ */
+ssize_t fs_read_file(struct fs_ctx *fs, uint32_t node, int fd, uint64_t off, size_t len, void *buf);
+
+/*
+ * Like fs_read_file, but when the range lies in one held unit, returns a
+ * pointer into the cache instead of copying (*direct set, buf untouched).
+ */
+ssize_t fs_read_file_ref(struct fs_ctx *fs, uint32_t node, int fd, uint64_t off, size_t len,
+			 void *buf, const void **direct);
+
+/* The same for a peer's request: never forwarded to another node. */
+ssize_t fs_read_file_local(struct fs_ctx *fs, uint32_t node, uint64_t off, size_t len, void *buf,
+			   const void **direct);
+
+/* Open SOURCE's file for node, checking it still matches the snapshot.
+ * Returns an fd or -errno (-EIO and a log line when it changed). */
+int fs_open_source(struct fs_ctx *fs, uint32_t node);
+
+/* The statistics JSON of SPEC §4 into sb (stats.c). */
+struct strbuf;
+void fs_stats_json(struct fs_ctx *fs, struct strbuf *sb);
+void fs_stats_metrics(struct fs_ctx *fs, struct strbuf *sb);
+
+/* Whether every unit of file node is held by the cache. */
+bool fs_file_cached(struct fs_ctx *fs, uint32_t node);
+
+#endif

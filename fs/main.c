@@ -1,0 +1,437 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * coordfs: parse the command line (SPEC §1), check everything that can be
+ * checked while the caller is still attached, mount, then daemonize and
+ * serve. Every failure before the mount prints one line and exits 1 with
+ * nothing mounted.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <fuse_lowlevel.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cache/cache.h"
+#include "common/log.h"
+#include "common/size.h"
+#include "fs/fs.h"
+#include "fs/peer.h"
+#include "fs/prepview.h"
+
+enum { KEY_HELP, KEY_VERSION, KEY_FOREGROUND, KEY_DEBUG };
+
+#define OPT2(dash, key, field) {dash, offsetof(struct fs_options, field), 0}, {key, offsetof(struct fs_options, field), 0}
+
+static const struct fuse_opt fs_opt_spec[] = {
+	OPT2("--cache-size=%s", "cache_size=%s", cache_size),
+	OPT2("--chunk-size=%s", "chunk_size=%s", chunk_size),
+	OPT2("--peers=%s", "peers=%s", peers),
+	OPT2("--node=%d", "node=%d", node),
+	OPT2("--listen=%s", "listen=%s", listen),
+	OPT2("--secret-file=%s", "secret_file=%s", secret_file),
+	{"--prepared", offsetof(struct fs_options, prepared), 1},
+	{"prepared", offsetof(struct fs_options, prepared), 1},
+	OPT2("--prepared-name=%s", "prepared_name=%s", prepared_name),
+	OPT2("--prep-threads=%d", "prep_threads=%d", prep_threads),
+	OPT2("--prep-mem=%s", "prep_mem=%s", prep_mem),
+	OPT2("--seed=%s", "seed=%s", seed),
+	OPT2("--log-file=%s", "log_file=%s", log_file),
+	{"--kernel-cache", offsetof(struct fs_options, kernel_cache), 1},
+	{"kernel_cache", offsetof(struct fs_options, kernel_cache), 1},
+	FUSE_OPT_KEY("-h", KEY_HELP),
+	FUSE_OPT_KEY("--help", KEY_HELP),
+	FUSE_OPT_KEY("-V", KEY_VERSION),
+	FUSE_OPT_KEY("--version", KEY_VERSION),
+	FUSE_OPT_KEY("-f", KEY_FOREGROUND),
+	FUSE_OPT_KEY("--foreground", KEY_FOREGROUND),
+	FUSE_OPT_KEY("-d", KEY_DEBUG),
+	FUSE_OPT_KEY("--debug", KEY_DEBUG),
+	FUSE_OPT_KEY("debug", KEY_DEBUG),
+	FUSE_OPT_END,
+};
+
+static const char usage[] =
+	"usage: coordfs [OPTIONS] SOURCE MOUNTPOINT\n"
+	"Mount SOURCE read-only at MOUNTPOINT through a MinIO memory cache.\n\n"
+	"  -f, --foreground         stay in the foreground, log to stderr\n"
+	"  -d, --debug              verbose logging (implies -f)\n"
+	"  --cache-size=SIZE        cache budget: bytes, K/M/G/T, or N%% of RAM (25%%)\n"
+	"  --chunk-size=SIZE        caching unit for larger files (4M)\n"
+	"  --peers=URL,URL,...      every node's peer address, same order everywhere\n"
+	"  --node=K                 this node's index in --peers\n"
+	"  --listen=HOST:PORT       peer server address (from --peers[K])\n"
+	"  --secret-file=FILE       shared secret for peer requests\n"
+	"  --prepared               enable the prepared view\n"
+	"  --prepared-name=NAME     its directory name (prepared)\n"
+	"  --prep-threads=N         decode threads (cores)\n"
+	"  --prep-mem=SIZE          memory for prepared samples (1G)\n"
+	"  --seed=N                 seed of the prepared view (random, logged)\n"
+	"  --log-file=FILE          log here instead of syslog once detached\n"
+	"  --kernel-cache           let the kernel keep file pages between opens\n"
+	"  -o OPT[,OPT...]          the same as key=value (cache_size=8G), and FUSE mount options\n"
+	"  -V, --version, -h, --help\n";
+
+static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
+{
+	struct fs_options *o = data;
+
+	switch (key) {
+	case KEY_HELP:
+		o->show_help = true;
+		return 0;
+	case KEY_VERSION:
+		o->show_version = true;
+		return 0;
+	case KEY_FOREGROUND:
+		o->foreground = true;
+		return 0;
+	case KEY_DEBUG:
+		o->debug = true;
+		o->foreground = true;
+		return 0;
+	case FUSE_OPT_KEY_NONOPT:
+		if (o->npos == 0)
+			o->source = strdup(arg);
+		else if (o->npos == 1)
+			o->mountpoint = strdup(arg);
+		else if (!o->parse_error && asprintf(&o->parse_error, "unexpected argument '%s'", arg) < 0)
+			o->parse_error = NULL;
+		o->npos++;
+		return 0;
+	default:
+		if (arg[0] == '-') {
+			if (!o->parse_error && asprintf(&o->parse_error, "unknown option '%s' (see --help)", arg) < 0)
+				o->parse_error = NULL;
+			return 0;
+		}
+		return 1; /* an -o option for FUSE itself (ro, allow_other, ...) */
+	}
+}
+
+static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int fail(const char *fmt, ...)
+{
+	va_list ap;
+	char line[1024];
+
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "coordfs: %s\n", line);
+	return 1;
+}
+
+/* Whether path is a mount point, by /proc/self/mountinfo (field 5, octal escapes). */
+static bool is_mounted(const char *path)
+{
+	char real[PATH_MAX], line[8192];
+	FILE *f;
+	bool found = false;
+
+	if (!realpath(path, real))
+		return false;
+	f = fopen("/proc/self/mountinfo", "re");
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof(line), f)) {
+		char *save, *tok = strtok_r(line, " ", &save);
+		for (int i = 1; tok && i < 5; i++)
+			tok = strtok_r(NULL, " ", &save);
+		if (!tok)
+			continue;
+		char mp[PATH_MAX];
+		size_t j = 0;
+		for (char *p = tok; *p && j + 1 < sizeof(mp); p++) {
+			if (p[0] == '\\' && p[1] >= '0' && p[1] <= '3' && p[2] && p[3]) {
+				mp[j++] = (char)((p[1] - '0') * 64 + (p[2] - '0') * 8 + (p[3] - '0'));
+				p += 3;
+			} else {
+				mp[j++] = *p;
+			}
+		}
+		mp[j] = '\0';
+		found = !strcmp(mp, real);
+	}
+	fclose(f);
+	return found;
+}
+
+static int check_paths(struct fs_options *o)
+{
+	struct stat st;
+
+	if (!o->source || !o->mountpoint)
+		return fail("need SOURCE and MOUNTPOINT (see --help)");
+	if (stat(o->source, &st) < 0)
+		return fail("source '%s': %s", o->source, strerror(errno));
+	if (!S_ISDIR(st.st_mode))
+		return fail("source '%s' is not a directory", o->source);
+	if (stat(o->mountpoint, &st) < 0)
+		return fail("mount point '%s': %s", o->mountpoint, strerror(errno));
+	if (!S_ISDIR(st.st_mode))
+		return fail("mount point '%s' is not a directory", o->mountpoint);
+	if (is_mounted(o->mountpoint))
+		return fail("mount point '%s' is already mounted", o->mountpoint);
+	DIR *d = opendir(o->mountpoint);
+	if (!d)
+		return fail("mount point '%s': %s", o->mountpoint, strerror(errno));
+	struct dirent *de;
+	bool empty = true;
+	while ((de = readdir(d)) != NULL)
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+			empty = false;
+	closedir(d);
+	if (!empty)
+		return fail("mount point '%s' is not empty", o->mountpoint);
+	return 0;
+}
+
+static int parse_sizes(struct fs_ctx *fs)
+{
+	struct fs_options *o = &fs->opt;
+	uint64_t phys = size_phys_mem();
+
+	if (size_parse(o->cache_size, phys, &fs->cache_bytes) < 0)
+		return fail("bad --cache-size '%s': want bytes, K/M/G/T, or N%% (0 < N <= 100)",
+			    o->cache_size);
+	if (size_parse(o->chunk_size, phys, &fs->chunk_bytes) < 0 || fs->chunk_bytes < 4096 ||
+	    fs->chunk_bytes > (1ULL << 30) || strchr(o->chunk_size, '%'))
+		return fail("bad --chunk-size '%s': want 4K to 1G", o->chunk_size);
+	if (size_parse(o->prep_mem, phys, &fs->prep_mem) < 0)
+		return fail("bad --prep-mem '%s': want bytes, K/M/G/T, or N%%", o->prep_mem);
+	if (o->prep_threads < 0 || o->prep_threads > 256)
+		return fail("bad --prep-threads '%d': want 1 to 256", o->prep_threads);
+	if (o->seed) {
+		char *end;
+		errno = 0;
+		fs->seed = strtoull(o->seed, &end, 0);
+		if (errno || *end || !*o->seed || o->seed[0] == '-')
+			return fail("bad --seed '%s': want an unsigned integer", o->seed);
+	} else if (getrandom(&fs->seed, sizeof(fs->seed), 0) != sizeof(fs->seed)) {
+		fs->seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+	}
+	if (o->peers && o->node < 0)
+		return fail("--peers needs --node=K (this node's index in the list)");
+	if (!o->peers && o->node >= 0)
+		return fail("--node needs --peers");
+	if (o->prepared_name && (!*o->prepared_name || strchr(o->prepared_name, '/') ||
+				 !strcmp(o->prepared_name, ".") || !strcmp(o->prepared_name, "..")))
+		return fail("bad --prepared-name '%s': want a plain file name", o->prepared_name);
+	return 0;
+}
+
+static void fuse_log_to_ours(enum fuse_log_level level, const char *fmt, va_list ap)
+{
+	if ((int)level <= log_threshold) {
+		char line[1024];
+		vsnprintf(line, sizeof(line), fmt, ap);
+		size_t n = strlen(line);
+		while (n && line[n - 1] == '\n')
+			line[--n] = '\0';
+		log_write((int)level, "fuse: %s", line);
+	}
+}
+
+static void free_options(struct fs_options *o)
+{
+	free(o->source);
+	free(o->mountpoint);
+	free(o->cache_size);
+	free(o->chunk_size);
+	free(o->peers);
+	free(o->listen);
+	free(o->secret_file);
+	free(o->prepared_name);
+	free(o->prep_mem);
+	free(o->seed);
+	free(o->log_file);
+}
+
+int main(int argc, char *argv[])
+{
+	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+	struct fs_ctx *fs = calloc(1, sizeof(*fs));
+	struct fuse_session *se = NULL;
+	char err[512] = "";
+	int ret = 1;
+	bool mounted = false;
+
+	if (!fs)
+		return fail("out of memory");
+	fs->source_fd = -1;
+	fs->listen_fd = -1;
+	fs->opt.node = -1;
+	if (fuse_opt_parse(&args, &fs->opt, fs_opt_spec, opt_proc) < 0) {
+		ret = fail("cannot parse the command line (see --help)");
+		goto out;
+	}
+	if (fs->opt.parse_error) {
+		ret = fail("%s", fs->opt.parse_error);
+		goto out;
+	}
+	if (fs->opt.show_help) {
+		fputs(usage, stdout);
+		ret = 0;
+		goto out;
+	}
+	if (fs->opt.show_version) {
+		printf("coordfs %s (libfuse %d)\n", COORDFS_VERSION, fuse_version());
+		ret = 0;
+		goto out;
+	}
+	if (!fs->opt.cache_size)
+		fs->opt.cache_size = strdup("25%");
+	if (!fs->opt.chunk_size)
+		fs->opt.chunk_size = strdup("4M");
+	if (!fs->opt.prep_mem)
+		fs->opt.prep_mem = strdup("1G");
+	if (!fs->opt.prepared_name)
+		fs->opt.prepared_name = strdup("prepared");
+	if (fs->opt.prep_threads == 0)
+		fs->opt.prep_threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+	if (fs->opt.prep_threads <= 0)
+		fs->opt.prep_threads = 1;
+	log_set_level(fs->opt.debug ? LOG_DEBUG : LOG_NOTICE);
+	fuse_set_log_func(fuse_log_to_ours);
+	if (parse_sizes(fs) || check_paths(&fs->opt))
+		goto out;
+
+	/* The daemon changes to "/" when it detaches: keep absolute paths. */
+	char *abs = realpath(fs->opt.source, NULL);
+	if (abs) {
+		free(fs->opt.source);
+		fs->opt.source = abs;
+	}
+	abs = realpath(fs->opt.mountpoint, NULL);
+	if (abs) {
+		free(fs->opt.mountpoint);
+		fs->opt.mountpoint = abs;
+	}
+	if (fs->opt.log_file && fs->opt.log_file[0] != '/') {
+		char cwd[PATH_MAX], *lf;
+		if (getcwd(cwd, sizeof(cwd)) && asprintf(&lf, "%s/%s", cwd, fs->opt.log_file) > 0) {
+			free(fs->opt.log_file);
+			fs->opt.log_file = lf;
+		}
+	}
+	fs->source_fd = open(fs->opt.source, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fs->source_fd < 0) {
+		ret = fail("source '%s': %s", fs->opt.source, strerror(errno));
+		goto out;
+	}
+	int rc = ns_scan(&fs->ns, fs->source_fd, fs->chunk_bytes, err, sizeof(err));
+	if (rc < 0) {
+		ret = fail("cannot scan source '%s': %s: %s", fs->opt.source, err, strerror(-rc));
+		goto out;
+	}
+	if (fs->opt.prepared) {
+		uint32_t child;
+		const char *pn = fs->opt.prepared_name;
+		if (ns_lookup(&fs->ns, 0, pn, strlen(pn), &child) == 0) {
+			ret = fail("source '%s' has a top-level '%s' entry, which would hide the "
+				   "prepared view; choose another name with --prepared-name=NAME",
+				   fs->opt.source, pn);
+			goto out;
+		}
+	}
+	if (fs_peer_configure(fs, err, sizeof(err)) < 0) {
+		ret = fail("%s", err);
+		goto out;
+	}
+	rc = cache_create(fs->cache_bytes, fs->ns.nunits, &fs->cache);
+	if (rc < 0) {
+		ret = fail("cannot create a cache of %llu bytes: %s",
+			   (unsigned long long)fs->cache_bytes, strerror(-rc));
+		goto out;
+	}
+
+	/* FUSE mount options: read-only, kernel permission checks, named after SOURCE. */
+	char fsname[PATH_MAX + 32];
+	snprintf(fsname, sizeof(fsname), "-ofsname=coordfs:%s,subtype=coordfs,ro,default_permissions",
+		 fs->opt.source);
+	for (char *p = fsname + 2; *p; p++)
+		if (*p == '\\')
+			*p = '/';
+	if (fuse_opt_add_arg(&args, fsname) < 0 ||
+	    (geteuid() == 0 && fuse_opt_add_arg(&args, "-oallow_other") < 0)) {
+		ret = fail("out of memory");
+		goto out;
+	}
+	se = fuse_session_new(&args, &fs_ops, sizeof(fs_ops), fs);
+	if (!se)
+		goto out; /* libfuse printed the reason */
+	if (fuse_set_signal_handlers(se) < 0) {
+		ret = fail("cannot install signal handlers");
+		goto out;
+	}
+	if (fuse_session_mount(se, fs->opt.mountpoint) < 0) {
+		ret = fail("cannot mount at '%s' (see the message above)", fs->opt.mountpoint);
+		goto out;
+	}
+	mounted = true;
+	char human[32];
+	log_info("mounted %s at %s: %u files, %s, cache %s, seed %llu", fs->opt.source,
+		 fs->opt.mountpoint, fs->ns.nfiles,
+		 size_format(fs->ns.total_bytes, human, sizeof(human)), fs->opt.cache_size,
+		 (unsigned long long)fs->seed);
+
+	if (fuse_daemonize(fs->opt.foreground) < 0)
+		goto out;
+	if (fs->opt.log_file) {
+		int lfd = open(fs->opt.log_file, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+		if (lfd >= 0) {
+			dup2(lfd, STDERR_FILENO);
+			close(lfd);
+		}
+	} else if (!fs->opt.foreground) {
+		log_use_syslog(true);
+	}
+	clock_gettime(CLOCK_MONOTONIC, &fs->started);
+	log_msg(LOG_NOTICE, "serving %s at %s (%u files, seed %llu)", fs->opt.source,
+		fs->opt.mountpoint, fs->ns.nfiles, (unsigned long long)fs->seed);
+
+	if ((rc = fs_peer_start(fs)) < 0) {
+		log_err("cannot start the peer service: %s", strerror(-rc));
+		goto out;
+	}
+	if ((rc = fs_prep_start(fs)) < 0) {
+		log_err("cannot start the prepared view: %s", strerror(-rc));
+		goto out;
+	}
+	struct fuse_loop_config *lc = fuse_loop_cfg_create();
+	if (!lc) {
+		log_err("out of memory");
+		goto out;
+	}
+	fuse_loop_cfg_set_clone_fd(lc, 1);
+	fuse_loop_cfg_set_max_threads(lc, 32);
+	rc = fuse_session_loop_mt(se, lc);
+	fuse_loop_cfg_destroy(lc);
+	ret = rc < 0 ? 1 : 0;
+	log_msg(LOG_NOTICE, "unmounting %s", fs->opt.mountpoint);
+out:
+	if (se) {
+		if (mounted)
+			fuse_session_unmount(se);
+		fuse_remove_signal_handlers(se);
+		fuse_session_destroy(se);
+	}
+	fs_prep_stop(fs);
+	fs_peer_stop(fs);
+	cache_destroy(fs->cache);
+	ns_fini(&fs->ns);
+	if (fs->source_fd >= 0)
+		close(fs->source_fd);
+	free(fs->opt.parse_error);
+	free_options(&fs->opt);
+	free(fs);
+	fuse_opt_free_args(&args);
+	return ret;
+}

@@ -1,0 +1,90 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The namespace: SOURCE's tree scanned once at mount into compact immutable
+ * arrays. Node i is a file, directory or symlink; the root is node 0. The
+ * children of a directory are consecutive nodes sorted by name (the scan is
+ * breadth-first), so lookup is a binary search; names and link targets live
+ * in one string pool. A node costs 48 bytes plus its name: ImageNet's 1.3M
+ * files fit in under 100 MiB.
+ *
+ * Regular files own the cache units first_unit .. first_unit+nunits-1: one
+ * unit for a file up to chunk_size bytes, else one per chunk.
+ *
+ * Immutable after ns_scan(): every reader may use it without locks.
+ */
+#ifndef COORDFS_FS_NS_H
+#define COORDFS_FS_NS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+struct ns_node {
+	uint64_t size;
+	int64_t mtime_ns;
+	uint32_t parent;
+	uint32_t name_off; /* into the pool; NUL-terminated */
+	/* dir: first child; file: first cache unit; symlink: pool offset of the target */
+	uint32_t first;
+	uint32_t count;    /* dir: number of children; file: number of units */
+	uint32_t uid, gid;
+	uint16_t mode;     /* st_mode as scanned (type and permission bits) */
+	uint16_t name_len;
+};
+
+struct ns {
+	struct ns_node *nodes;
+	uint32_t nnodes;
+	uint32_t nfiles;
+	char *pool;
+	size_t pool_len;
+	uint64_t nunits;
+	uint64_t chunk_size;
+	uint64_t total_bytes;
+};
+
+/*
+ * Scan the directory tree at source_fd (an O_DIRECTORY fd, kept by the
+ * caller). Entries other than regular files, directories and symlinks are
+ * skipped. Names over 255 bytes or trees over 2^32-2 nodes give -EOVERFLOW.
+ * Returns 0 or -errno; on error *err names the path concerned.
+ */
+int ns_scan(struct ns *ns, int source_fd, uint64_t chunk_size, char *err, size_t errlen);
+void ns_fini(struct ns *ns);
+
+static inline const char *ns_name(const struct ns *ns, uint32_t i)
+{
+	return ns->pool + ns->nodes[i].name_off;
+}
+
+static inline bool ns_is_dir(const struct ns *ns, uint32_t i)
+{
+	return S_ISDIR(ns->nodes[i].mode);
+}
+
+static inline bool ns_is_reg(const struct ns *ns, uint32_t i)
+{
+	return S_ISREG(ns->nodes[i].mode);
+}
+
+/* Child of dir named name (len bytes): 0 and *child, or -ENOENT / -ENOTDIR. */
+int ns_lookup(const struct ns *ns, uint32_t dir, const char *name, size_t len, uint32_t *child);
+
+/* Resolve a relative path ("a/b/c", no "." or ".." components, no leading '/')
+ * to a node without following symlinks. 0, -ENOENT or -EINVAL. */
+int ns_resolve(const struct ns *ns, const char *relpath, uint32_t *node);
+
+/* Relative path of node i into buf (root: ""). Returns its length, or
+ * -ENAMETOOLONG when it does not fit. */
+int ns_path(const struct ns *ns, uint32_t i, char *buf, size_t buflen);
+
+/* Bytes of unit k of file i. */
+static inline uint64_t ns_unit_len(const struct ns *ns, uint32_t i, uint32_t k)
+{
+	uint64_t off = (uint64_t)k * ns->chunk_size;
+	uint64_t rest = ns->nodes[i].size - off;
+	return rest < ns->chunk_size ? rest : ns->chunk_size;
+}
+
+#endif

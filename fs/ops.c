@@ -1,0 +1,522 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * FUSE low-level handlers. Every handler ends in exactly one fuse_reply_*.
+ * The tree is immutable, so entries and attributes carry long timeouts and
+ * lookups are not reference-counted (forget is a no-op). Everything that
+ * would write fails with EROFS.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <fuse_lowlevel.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "cache/cache.h"
+#include "common/log.h"
+#include "common/strbuf.h"
+#include "fs/fs.h"
+#include "fs/prepview.h"
+
+#define TIMEOUT 86400.0
+#define STATS_XATTR "user.coordfs.stats"
+#define CACHED_XATTR "user.coordfs.cached"
+/* Extra room promised on a size probe of the stats xattr: counters may grow. */
+#define STATS_SLACK 1024
+
+static inline struct fs_ctx *ctx_of(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+/* Real inode -> node index; false for prepared-view inodes and junk. */
+static bool node_of(struct fs_ctx *fs, fuse_ino_t ino, uint32_t *node)
+{
+	if (ino == 0 || ino > fs->ns.nnodes)
+		return false;
+	*node = (uint32_t)(ino - 1);
+	return true;
+}
+
+void fs_fill_attr(struct fs_ctx *fs, uint32_t node, struct stat *st)
+{
+	const struct ns_node *n = &fs->ns.nodes[node];
+
+	memset(st, 0, sizeof(*st));
+	st->st_ino = node + 1;
+	st->st_mode = n->mode & ~(mode_t)0222;
+	st->st_nlink = S_ISDIR(n->mode) ? 2 : 1;
+	st->st_uid = n->uid;
+	st->st_gid = n->gid;
+	st->st_size = (off_t)n->size;
+	if (S_ISLNK(n->mode))
+		st->st_size = (off_t)strlen(fs->ns.pool + n->first);
+	st->st_blksize = 65536;
+	st->st_blocks = (blkcnt_t)((n->size + 511) / 512);
+	st->st_mtim.tv_sec = n->mtime_ns / 1000000000LL;
+	st->st_mtim.tv_nsec = n->mtime_ns % 1000000000LL;
+	st->st_atim = st->st_mtim;
+	st->st_ctim = st->st_mtim;
+}
+
+static void fill_entry(struct fs_ctx *fs, uint32_t node, struct fuse_entry_param *e)
+{
+	memset(e, 0, sizeof(*e));
+	e->ino = node + 1;
+	e->generation = 1;
+	e->attr_timeout = TIMEOUT;
+	e->entry_timeout = TIMEOUT;
+	fs_fill_attr(fs, node, &e->attr);
+}
+
+static void op_init(void *userdata, struct fuse_conn_info *conn)
+{
+	/* Pages of an immutable tree never need invalidating on mtime changes. */
+	conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
+	if (conn->capable & FUSE_CAP_CACHE_SYMLINKS)
+		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
+	if (conn->capable & FUSE_CAP_SPLICE_WRITE)
+		conn->want |= FUSE_CAP_SPLICE_WRITE;
+	conn->max_readahead = conn->max_readahead < (1u << 20) ? conn->max_readahead : (1u << 20);
+}
+
+static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct fs_ctx *fs = ctx_of(req);
+	struct fuse_entry_param e;
+	uint32_t dir, child;
+
+	if (fs_prep_owns(fs, parent) || (parent == FUSE_ROOT_ID && fs_prep_is_root_name(fs, name))) {
+		int rc = fs_prep_lookup(fs, parent, name, &e);
+		if (rc < 0)
+			fuse_reply_err(req, -rc);
+		else
+			fuse_reply_entry(req, &e);
+		return;
+	}
+	if (!node_of(fs, parent, &dir)) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	int rc = ns_lookup(&fs->ns, dir, name, strlen(name), &child);
+	if (rc < 0) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	fill_entry(fs, child, &e);
+	fuse_reply_entry(req, &e);
+}
+
+static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs_ctx *fs = ctx_of(req);
+	struct stat st;
+	uint32_t node;
+
+	if (fs_prep_owns(fs, ino)) {
+		int rc = fs_prep_getattr(fs, ino, &st);
+		if (rc < 0)
+			fuse_reply_err(req, -rc);
+		else
+			fuse_reply_attr(req, &st, TIMEOUT);
+		return;
+	}
+	if (!node_of(fs, ino, &node)) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	fs_fill_attr(fs, node, &st);
+	fuse_reply_attr(req, &st, TIMEOUT);
+}
+
+static void op_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	struct fs_ctx *fs = ctx_of(req);
+	uint32_t node;
+
+	if (!node_of(fs, ino, &node) || !S_ISLNK(fs->ns.nodes[node].mode)) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	fuse_reply_readlink(req, fs->ns.pool + fs->ns.nodes[node].first);
+}
+
+static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs_ctx *fs = ctx_of(req);
+	uint32_t node;
+
+	if (fs_prep_owns(fs, ino)) {
+		int rc = fs_prep_opendir(fs, ino);
+		if (rc < 0)
+			fuse_reply_err(req, -rc);
+		else
+			fuse_reply_open(req, fi);
+		return;
+	}
+	if (!node_of(fs, ino, &node)) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	if (!ns_is_dir(&fs->ns, node)) {
+		fuse_reply_err(req, ENOTDIR);
+		return;
+	}
+	fi->cache_readdir = 1;
+	fi->keep_cache = 1;
+	fuse_reply_open(req, fi);
+}
+
+/*
+ * Directory offsets: 1 is ".", 2 is "..", 3 + i is child i. The same code
+ * lists the prepared view's directories, which mirror real ones.
+ */
+void fs_readdir_common(fuse_req_t req, struct fs_ctx *fs, uint32_t dir, fuse_ino_t self_ino,
+		       fuse_ino_t parent_ino, size_t size, off_t off, bool plus,
+		       fs_readdir_filter_fn filter, fs_readdir_ino_fn ino_map, void *arg)
+{
+	char *buf = malloc(size);
+	size_t used = 0;
+	const struct ns_node *d = &fs->ns.nodes[dir];
+
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	for (off_t pos = off; pos < (off_t)d->count + 2; pos++) {
+		struct fuse_entry_param e;
+		const char *name;
+		memset(&e, 0, sizeof(e));
+		if (pos == 0) {
+			name = ".";
+			e.attr.st_ino = self_ino;
+			e.attr.st_mode = S_IFDIR;
+		} else if (pos == 1) {
+			name = "..";
+			e.attr.st_ino = parent_ino;
+			e.attr.st_mode = S_IFDIR;
+		} else {
+			uint32_t child = d->first + (uint32_t)(pos - 2);
+			if (filter && !filter(fs, child, arg))
+				continue;
+			name = ns_name(&fs->ns, child);
+			if (ino_map) {
+				if (ino_map(fs, child, &e, arg) < 0)
+					continue;
+			} else {
+				fill_entry(fs, child, &e);
+			}
+		}
+		size_t need;
+		if (plus && pos >= 2) {
+			need = fuse_add_direntry_plus(req, buf + used, size - used, name, &e, pos + 1);
+		} else {
+			struct stat st = e.attr;
+			if (plus) {
+				/* "." and ".." carry no lookup count in readdirplus. */
+				memset(&e, 0, sizeof(e));
+				e.attr = st;
+				need = fuse_add_direntry_plus(req, buf + used, size - used, name, &e,
+							      pos + 1);
+			} else {
+				need = fuse_add_direntry(req, buf + used, size - used, name, &st,
+							 pos + 1);
+			}
+		}
+		if (need > size - used)
+			break;
+		used += need;
+	}
+	fuse_reply_buf(req, buf, used);
+	free(buf);
+}
+
+static void readdir_any(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus)
+{
+	struct fs_ctx *fs = ctx_of(req);
+	uint32_t node;
+
+	if (fs_prep_owns(fs, ino)) {
+		fs_prep_readdir(req, fs, ino, size, off, plus);
+		return;
+	}
+	if (!node_of(fs, ino, &node) || !ns_is_dir(&fs->ns, node)) {
+		fuse_reply_err(req, ENOTDIR);
+		return;
+	}
+	fuse_ino_t parent = node == 0 ? FUSE_ROOT_ID : fs->ns.nodes[node].parent + 1;
+	fs_readdir_common(req, fs, node, ino, parent, size, off, plus, NULL, NULL, NULL);
+}
+
+static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi)
+{
+	readdir_any(req, ino, size, off, false);
+}
+
+static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			   struct fuse_file_info *fi)
+{
+	readdir_any(req, ino, size, off, true);
+}
+
+struct fs_handle {
+	uint32_t node;
+	int fd; /* SOURCE fd, or -1 when the whole file was cached at open */
+};
+
+static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs_ctx *fs = ctx_of(req);
+	uint32_t node;
+
+	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & (O_TRUNC | O_CREAT))) {
+		fuse_reply_err(req, EROFS);
+		return;
+	}
+	fs_count(&fs->ctr.opens, 1);
+	if (fs_prep_owns(fs, ino)) {
+		fs_prep_open(req, fs, ino, fi);
+		return;
+	}
+	if (!node_of(fs, ino, &node)) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	if (ns_is_dir(&fs->ns, node)) {
+		fuse_reply_err(req, EISDIR);
+		return;
+	}
+	if (!ns_is_reg(&fs->ns, node)) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	struct fs_handle *h = malloc(sizeof(*h));
+	if (!h) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	h->node = node;
+	h->fd = -1;
+	/* A file wholly in memory needs no SOURCE fd; otherwise open and check it now. */
+	if (!fs_file_cached(fs, node)) {
+		int fd = fs_open_source(fs, node);
+		if (fd < 0) {
+			free(h);
+			fuse_reply_err(req, -fd);
+			return;
+		}
+		h->fd = fd;
+	}
+	fi->fh = (uint64_t)(uintptr_t)h;
+	fi->keep_cache = fs->opt.kernel_cache;
+	fi->noflush = 1;
+	if (fuse_reply_open(req, fi) == -ENOENT) {
+		/* The opener was interrupted: nobody will release this handle. */
+		if (h->fd >= 0)
+			close(h->fd);
+		free(h);
+	}
+}
+
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi)
+{
+	struct fs_ctx *fs = ctx_of(req);
+
+	fs_count(&fs->ctr.reads, 1);
+	if (fs_prep_owns(fs, ino)) {
+		fs_prep_read(req, fs, fi, size, off);
+		return;
+	}
+	struct fs_handle *h = (struct fs_handle *)(uintptr_t)fi->fh;
+	char *buf = malloc(size ? size : 1);
+	const void *direct;
+
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	ssize_t n = fs_read_file_ref(fs, h->node, h->fd, (uint64_t)off, size, buf, &direct);
+	if (n < 0) {
+		fuse_reply_err(req, (int)-n);
+	} else {
+		fs_count(&fs->ctr.read_bytes, (uint64_t)n);
+		fuse_reply_buf(req, direct ? direct : buf, (size_t)n);
+	}
+	free(buf);
+}
+
+static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs_ctx *fs = ctx_of(req);
+
+	if (fs_prep_owns(fs, ino)) {
+		fs_prep_release(fs, fi);
+	} else {
+		struct fs_handle *h = (struct fs_handle *)(uintptr_t)fi->fh;
+		if (h && h->fd >= 0)
+			close(h->fd);
+		free(h);
+	}
+	fuse_reply_err(req, 0);
+}
+
+static void op_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct fs_ctx *fs = ctx_of(req);
+	struct statvfs sv;
+
+	memset(&sv, 0, sizeof(sv));
+	sv.f_bsize = 4096;
+	sv.f_frsize = 4096;
+	sv.f_blocks = (fs->ns.total_bytes + 4095) / 4096;
+	sv.f_files = fs->ns.nnodes;
+	sv.f_namemax = 255;
+	sv.f_flag = ST_RDONLY;
+	fuse_reply_statfs(req, &sv);
+}
+
+static void reply_xattr_value(fuse_req_t req, const char *val, size_t len, size_t size,
+			      size_t slack)
+{
+	if (size == 0)
+		fuse_reply_xattr(req, len + slack);
+	else if (size < len)
+		fuse_reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, val, len);
+}
+
+static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	struct fs_ctx *fs = ctx_of(req);
+	uint32_t node;
+
+	if (ino == FUSE_ROOT_ID && !strcmp(name, STATS_XATTR)) {
+		struct strbuf sb;
+		strbuf_init(&sb);
+		fs_stats_json(fs, &sb);
+		if (sb.failed)
+			fuse_reply_err(req, ENOMEM);
+		else
+			reply_xattr_value(req, sb.buf, sb.len, size, STATS_SLACK);
+		strbuf_fini(&sb);
+		return;
+	}
+	if (!strcmp(name, CACHED_XATTR) && node_of(fs, ino, &node) && ns_is_reg(&fs->ns, node)) {
+		const char *v = fs_file_cached(fs, node) ? "1" : "0";
+		reply_xattr_value(req, v, 1, size, 0);
+		return;
+	}
+	fuse_reply_err(req, ENODATA);
+}
+
+static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	struct fs_ctx *fs = ctx_of(req);
+	uint32_t node;
+	const char *list = "";
+	size_t len = 0;
+
+	if (ino == FUSE_ROOT_ID) {
+		list = STATS_XATTR;
+		len = sizeof(STATS_XATTR);
+	} else if (node_of(fs, ino, &node) && ns_is_reg(&fs->ns, node)) {
+		list = CACHED_XATTR;
+		len = sizeof(CACHED_XATTR);
+	}
+	reply_xattr_value(req, list, len, size, 0);
+}
+
+static void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
+{
+	fuse_reply_err(req, (mask & W_OK) ? EROFS : 0);
+}
+
+/* Everything that writes. */
+static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+		       struct fuse_file_info *fi)
+{
+	fuse_reply_err(req, EROFS);
+}
+static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
+{
+	fuse_reply_err(req, EROFS);
+}
+static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+	fuse_reply_err(req, EROFS);
+}
+static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	fuse_reply_err(req, EROFS);
+}
+static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
+{
+	fuse_reply_err(req, EROFS);
+}
+static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+		      const char *newname, unsigned int flags)
+{
+	fuse_reply_err(req, EROFS);
+}
+static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
+{
+	fuse_reply_err(req, EROFS);
+}
+static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+		     struct fuse_file_info *fi)
+{
+	fuse_reply_err(req, EROFS);
+}
+static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+			size_t size, int flags)
+{
+	fuse_reply_err(req, EROFS);
+}
+static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	fuse_reply_err(req, EROFS);
+}
+static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		      struct fuse_file_info *fi)
+{
+	fuse_reply_err(req, EROFS);
+}
+static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
+			 struct fuse_file_info *fi)
+{
+	fuse_reply_err(req, EROFS);
+}
+
+const struct fuse_lowlevel_ops fs_ops = {
+	.init = op_init,
+	.lookup = op_lookup,
+	.getattr = op_getattr,
+	.readlink = op_readlink,
+	.opendir = op_opendir,
+	.readdir = op_readdir,
+	.readdirplus = op_readdirplus,
+	.open = op_open,
+	.read = op_read,
+	.release = op_release,
+	.statfs = op_statfs,
+	.getxattr = op_getxattr,
+	.listxattr = op_listxattr,
+	.access = op_access,
+	.setattr = op_setattr,
+	.mknod = op_mknod,
+	.mkdir = op_mkdir,
+	.unlink = op_unlink,
+	.rmdir = op_unlink,
+	.symlink = op_symlink,
+	.rename = op_rename,
+	.link = op_link,
+	.write = op_write,
+	.setxattr = op_setxattr,
+	.removexattr = op_removexattr,
+	.create = op_create,
+	.fallocate = op_fallocate,
+};

@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The prepared view in the namespace (SPEC §3): MOUNTPOINT/NAME/RECIPE/REL
+ * mirrors every directory and image file REL of the dataset. NAME is not
+ * listed in the root's readdir but lookup finds it.
+ *
+ * Inodes: bit 62 set; NAME itself is PREP_INO_BASE; RECIPE's mirror of
+ * node i is PREP_INO_BASE | code(RECIPE) << 32 | (i + 1).
+ */
+#ifndef COORDFS_FS_PREPVIEW_H
+#define COORDFS_FS_PREPVIEW_H
+
+#include <fuse_lowlevel.h>
+#include <stdbool.h>
+
+struct fs_ctx;
+
+typedef bool (*fs_readdir_filter_fn)(struct fs_ctx *fs, uint32_t child, void *arg);
+typedef int (*fs_readdir_ino_fn)(struct fs_ctx *fs, uint32_t child, struct fuse_entry_param *e,
+				 void *arg);
+
+/* List directory node dir (shared by the real tree and its mirrors). */
+void fs_readdir_common(fuse_req_t req, struct fs_ctx *fs, uint32_t dir, fuse_ino_t self_ino,
+		       fuse_ino_t parent_ino, size_t size, off_t off, bool plus,
+		       fs_readdir_filter_fn filter, fs_readdir_ino_fn ino_map, void *arg);
+void fs_fill_attr(struct fs_ctx *fs, uint32_t node, struct stat *st);
+
+/* Start/stop the view's engine (after daemonizing). 0 or -errno. */
+int fs_prep_start(struct fs_ctx *fs);
+void fs_prep_stop(struct fs_ctx *fs);
+
+bool fs_prep_owns(struct fs_ctx *fs, fuse_ino_t ino);
+bool fs_prep_is_root_name(struct fs_ctx *fs, const char *name);
+int fs_prep_lookup(struct fs_ctx *fs, fuse_ino_t parent, const char *name,
+		   struct fuse_entry_param *e);
+int fs_prep_getattr(struct fs_ctx *fs, fuse_ino_t ino, struct stat *st);
+int fs_prep_opendir(struct fs_ctx *fs, fuse_ino_t ino);
+void fs_prep_readdir(fuse_req_t req, struct fs_ctx *fs, fuse_ino_t ino, size_t size, off_t off,
+		     bool plus);
+void fs_prep_open(fuse_req_t req, struct fs_ctx *fs, fuse_ino_t ino, struct fuse_file_info *fi);
+void fs_prep_read(fuse_req_t req, struct fs_ctx *fs, struct fuse_file_info *fi, size_t size,
+		  off_t off);
+void fs_prep_release(struct fs_ctx *fs, struct fuse_file_info *fi);
+
+#endif

@@ -1,0 +1,524 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The peer client: exact ranged GETs with libcurl, one persistent easy
+ * handle per calling thread (kept alive in a pthread key, so each thread
+ * keeps its own keep-alive connection to every peer without locks).
+ *
+ * Every answer is checked before a byte is trusted: only 206 with the
+ * expected Content-Range (or 200 for a whole-file read from offset 0),
+ * exactly len bytes, never more than buf holds. Any failure marks the
+ * peer down for a back-off period that doubles while probes keep failing;
+ * during it calls fail at once with -EHOSTDOWN so the caller reads SOURCE.
+ * When it expires, one caller (and only one) probes the peer again.
+ */
+#include "remote/remote_int.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "common/log.h"
+#include "common/strbuf.h"
+
+#define DEFAULT_CONNECT_TIMEOUT_MS 500
+#define DEFAULT_TIMEOUT_MS 5000
+#define DEFAULT_BACKOFF_MIN_MS 1000
+#define DEFAULT_BACKOFF_MAX_MS 30000
+
+struct node_state {
+	_Atomic int64_t down_until_ms; /* 0 while up; monotonic ms otherwise */
+	_Atomic unsigned backoff_ms;   /* current period, 0 while up */
+	_Atomic bool probing;          /* a re-probe is in flight */
+	pthread_mutex_t lock;          /* serializes state changes only */
+};
+
+struct handle {
+	CURL *easy;
+	struct remote_client *client;
+	struct handle *prev, *next;
+};
+
+struct remote_client {
+	const struct remote_peers *peers;
+	unsigned count;
+	struct remote_client_config cfg;
+	struct curl_slist *headers; /* Authorization, read-only after create */
+	pthread_key_t key;
+	pthread_mutex_t handles_lock; /* protects handles */
+	struct handle *handles;
+	_Atomic uint64_t fetches;
+	_Atomic uint64_t bytes;
+	_Atomic uint64_t errors;
+	_Atomic uint64_t skipped;
+	struct node_state node[];
+};
+
+/* One transfer's state, seen by the curl callbacks. */
+struct xfer {
+	CURL *easy;
+	char *buf;
+	size_t len;
+	size_t got;
+	uint64_t off;
+	long status;
+	bool status_checked;
+	bool bad_status;
+	bool overflow;
+	bool have_range;
+	uint64_t range_first, range_last;
+};
+
+#define STAT_ADD(c, field, v) atomic_fetch_add_explicit(&(c)->field, (v), memory_order_relaxed)
+
+int remote_global_init(void)
+{
+	return curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -EIO;
+}
+
+void remote_global_cleanup(void)
+{
+	curl_global_cleanup();
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- per-thread handles ------------------------------------------------- */
+
+static void handle_free(struct handle *h)
+{
+	curl_easy_cleanup(h->easy);
+	free(h);
+}
+
+/* pthread key destructor: the thread exits, its handle goes. */
+static void handle_thread_exit(void *p)
+{
+	struct handle *h = p;
+	struct remote_client *c = h->client;
+
+	pthread_mutex_lock(&c->handles_lock);
+	if (h->prev)
+		h->prev->next = h->next;
+	else
+		c->handles = h->next;
+	if (h->next)
+		h->next->prev = h->prev;
+	pthread_mutex_unlock(&c->handles_lock);
+	handle_free(h);
+}
+
+static size_t on_write(char *ptr, size_t size, size_t nmemb, void *userdata);
+static size_t on_header(char *ptr, size_t size, size_t nmemb, void *userdata);
+
+static struct handle *handle_get(struct remote_client *c)
+{
+	struct handle *h = pthread_getspecific(c->key);
+	long maxconn = c->count > 5 ? (long)c->count : 5;
+
+	if (h)
+		return h;
+	h = calloc(1, sizeof(*h));
+	if (!h)
+		return NULL;
+	h->client = c;
+	h->easy = curl_easy_init();
+	if (!h->easy) {
+		free(h);
+		return NULL;
+	}
+	CURL *e = h->easy;
+
+	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
+	curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)c->cfg.connect_timeout_ms);
+	curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)c->cfg.timeout_ms);
+	curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
+	curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http");
+	curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+	curl_easy_setopt(e, CURLOPT_PROXY, ""); /* peers are never proxied */
+	curl_easy_setopt(e, CURLOPT_MAXCONNECTS, maxconn);
+	curl_easy_setopt(e, CURLOPT_BUFFERSIZE, 256L * 1024);
+	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
+	curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
+	if (c->headers)
+		curl_easy_setopt(e, CURLOPT_HTTPHEADER, c->headers);
+	if (pthread_setspecific(c->key, h) != 0) {
+		handle_free(h);
+		return NULL;
+	}
+	pthread_mutex_lock(&c->handles_lock);
+	h->next = c->handles;
+	if (c->handles)
+		c->handles->prev = h;
+	c->handles = h;
+	pthread_mutex_unlock(&c->handles_lock);
+	return h;
+}
+
+int remote_client_create(const struct remote_peers *peers, const char *secret,
+			 const struct remote_client_config *cfg, struct remote_client **out)
+{
+	unsigned n = remote_peers_count(peers);
+	struct remote_client *c;
+
+	*out = NULL;
+	if (secret && strlen(secret) > REMOTE_MAX_SECRET)
+		return -EINVAL;
+	c = calloc(1, sizeof(*c) + n * sizeof(c->node[0]));
+	if (!c)
+		return -ENOMEM;
+	c->peers = peers;
+	c->count = n;
+	if (cfg)
+		c->cfg = *cfg;
+	if (!c->cfg.connect_timeout_ms)
+		c->cfg.connect_timeout_ms = DEFAULT_CONNECT_TIMEOUT_MS;
+	if (!c->cfg.timeout_ms)
+		c->cfg.timeout_ms = DEFAULT_TIMEOUT_MS;
+	if (!c->cfg.backoff_min_ms)
+		c->cfg.backoff_min_ms = DEFAULT_BACKOFF_MIN_MS;
+	if (!c->cfg.backoff_max_ms)
+		c->cfg.backoff_max_ms = DEFAULT_BACKOFF_MAX_MS;
+	if (c->cfg.backoff_max_ms < c->cfg.backoff_min_ms)
+		c->cfg.backoff_max_ms = c->cfg.backoff_min_ms;
+	if (secret) {
+		struct strbuf sb;
+
+		strbuf_init(&sb);
+		strbuf_printf(&sb, "Authorization: Bearer %s", secret);
+		if (!sb.failed)
+			c->headers = curl_slist_append(NULL, sb.buf);
+		explicit_bzero(sb.buf, sb.len);
+		strbuf_fini(&sb);
+		if (!c->headers) {
+			free(c);
+			return -ENOMEM;
+		}
+	}
+	if (pthread_key_create(&c->key, handle_thread_exit) != 0) {
+		curl_slist_free_all(c->headers);
+		free(c);
+		return -EAGAIN;
+	}
+	pthread_mutex_init(&c->handles_lock, NULL);
+	for (unsigned k = 0; k < n; k++)
+		pthread_mutex_init(&c->node[k].lock, NULL);
+	*out = c;
+	return 0;
+}
+
+void remote_client_destroy(struct remote_client *c)
+{
+	if (!c)
+		return;
+	/* After this no destructor runs; the handles are freed here. */
+	pthread_key_delete(c->key);
+	for (struct handle *h = c->handles, *next; h; h = next) {
+		next = h->next;
+		handle_free(h);
+	}
+	pthread_mutex_destroy(&c->handles_lock);
+	for (unsigned k = 0; k < c->count; k++)
+		pthread_mutex_destroy(&c->node[k].lock);
+	curl_slist_free_all(c->headers);
+	free(c);
+}
+
+/* ---- back-off ------------------------------------------------------------ */
+
+/* 0 when a request may go to node k (*probe: it is the one re-probe),
+ * -EHOSTDOWN while it is in back-off or another probe is in flight. */
+static int node_gate(struct remote_client *c, unsigned k, bool *probe)
+{
+	struct node_state *ns = &c->node[k];
+	int64_t until = atomic_load_explicit(&ns->down_until_ms, memory_order_acquire);
+
+	*probe = false;
+	if (until == 0)
+		return 0;
+	if (now_ms() < until)
+		return -EHOSTDOWN;
+	if (atomic_exchange_explicit(&ns->probing, true, memory_order_acq_rel))
+		return -EHOSTDOWN;
+	*probe = true;
+	return 0;
+}
+
+static void node_failed(struct remote_client *c, unsigned k, bool probe, int rc)
+{
+	struct node_state *ns = &c->node[k];
+	const char *url = remote_peers_url(c->peers, k);
+
+	pthread_mutex_lock(&ns->lock);
+	int64_t now = now_ms();
+	unsigned b = atomic_load_explicit(&ns->backoff_ms, memory_order_relaxed);
+
+	if (probe) {
+		b = b ? (b > c->cfg.backoff_max_ms / 2 ? c->cfg.backoff_max_ms : b * 2)
+		      : c->cfg.backoff_min_ms;
+		atomic_store_explicit(&ns->backoff_ms, b, memory_order_relaxed);
+		atomic_store_explicit(&ns->down_until_ms, now + b, memory_order_release);
+		atomic_store_explicit(&ns->probing, false, memory_order_release);
+		log_debug("peer %s still down (%s), next try in %u ms", url, strerror(-rc), b);
+	} else if (atomic_load_explicit(&ns->down_until_ms, memory_order_relaxed) == 0) {
+		b = c->cfg.backoff_min_ms;
+		atomic_store_explicit(&ns->backoff_ms, b, memory_order_relaxed);
+		atomic_store_explicit(&ns->down_until_ms, now + b, memory_order_release);
+		log_warn("peer %s marked down (%s), reading its files from SOURCE for %u ms", url,
+			 strerror(-rc), b);
+	}
+	pthread_mutex_unlock(&ns->lock);
+}
+
+static void node_answered(struct remote_client *c, unsigned k, bool probe)
+{
+	struct node_state *ns = &c->node[k];
+
+	if (!probe)
+		return;
+	pthread_mutex_lock(&ns->lock);
+	atomic_store_explicit(&ns->backoff_ms, 0, memory_order_relaxed);
+	atomic_store_explicit(&ns->down_until_ms, 0, memory_order_release);
+	atomic_store_explicit(&ns->probing, false, memory_order_release);
+	pthread_mutex_unlock(&ns->lock);
+	log_info("peer %s is up again", remote_peers_url(c->peers, k));
+}
+
+bool remote_node_up(const struct remote_client *c, unsigned node)
+{
+	if (!c || node >= c->count)
+		return false;
+	return atomic_load_explicit(&c->node[node].down_until_ms, memory_order_relaxed) == 0;
+}
+
+unsigned remote__node_backoff_ms(const struct remote_client *c, unsigned node)
+{
+	if (!c || node >= c->count)
+		return 0;
+	return atomic_load_explicit(&c->node[node].backoff_ms, memory_order_relaxed);
+}
+
+const char *remote_node_url(const struct remote_client *c, unsigned node)
+{
+	return c ? remote_peers_url(c->peers, node) : NULL;
+}
+
+void remote_client_get_stats(const struct remote_client *c, struct remote_client_stats *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (!c)
+		return;
+	out->fetches = atomic_load_explicit(&c->fetches, memory_order_relaxed);
+	out->bytes = atomic_load_explicit(&c->bytes, memory_order_relaxed);
+	out->errors = atomic_load_explicit(&c->errors, memory_order_relaxed);
+	out->skipped = atomic_load_explicit(&c->skipped, memory_order_relaxed);
+}
+
+/* ---- one transfer --------------------------------------------------------- */
+
+static bool status_acceptable(const struct xfer *x, long status)
+{
+	return status == 206 || (status == 200 && x->off == 0);
+}
+
+static size_t on_write(char *ptr, size_t size, size_t nmemb, void *userdata)
+{
+	struct xfer *x = userdata;
+	size_t n = size * nmemb;
+
+	if (!x->status_checked) {
+		long status = 0;
+
+		curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);
+		x->status_checked = true;
+		x->status = status;
+		x->bad_status = !status_acceptable(x, status);
+	}
+	if (x->bad_status)
+		return 0; /* nothing of an error body lands in buf */
+	if (n > x->len - x->got) {
+		x->overflow = true;
+		return 0; /* aborts the transfer: never write past buf */
+	}
+	memcpy(x->buf + x->got, ptr, n);
+	x->got += n;
+	return n;
+}
+
+static size_t on_header(char *ptr, size_t size, size_t nmemb, void *userdata)
+{
+	struct xfer *x = userdata;
+	size_t n = size * nmemb;
+	static const char name[] = "content-range:";
+	char line[128];
+
+	if (n >= 5 && strncmp(ptr, "HTTP/", 5) == 0) {
+		x->have_range = false; /* a new response (after 100 Continue) */
+		return n;
+	}
+	if (n < sizeof(name) - 1 || n >= sizeof(line) || strncasecmp(ptr, name, sizeof(name) - 1))
+		return n;
+	memcpy(line, ptr + sizeof(name) - 1, n - (sizeof(name) - 1));
+	line[n - (sizeof(name) - 1)] = '\0';
+	char *p = line, *end;
+
+	while (*p == ' ' || *p == '\t')
+		p++;
+	if (strncasecmp(p, "bytes ", 6) != 0)
+		return n;
+	p += 6;
+	if (*p < '0' || *p > '9')
+		return n;
+	errno = 0;
+	unsigned long long a = strtoull(p, &end, 10);
+
+	if (errno || *end != '-' || end[1] < '0' || end[1] > '9')
+		return n;
+	unsigned long long b = strtoull(end + 1, &end, 10);
+
+	if (errno || *end != '/')
+		return n;
+	x->range_first = a;
+	x->range_last = b;
+	x->have_range = true;
+	return n;
+}
+
+static int curl_errno(CURLcode cc)
+{
+	switch (cc) {
+	case CURLE_COULDNT_CONNECT:
+		return -ECONNREFUSED;
+	case CURLE_OPERATION_TIMEDOUT:
+		return -ETIMEDOUT;
+	case CURLE_COULDNT_RESOLVE_HOST:
+		return -EHOSTUNREACH;
+	case CURLE_GOT_NOTHING:
+	case CURLE_RECV_ERROR:
+	case CURLE_SEND_ERROR:
+		return -ECONNRESET;
+	case CURLE_OUT_OF_MEMORY:
+		return -ENOMEM;
+	case CURLE_PARTIAL_FILE:
+	case CURLE_WEIRD_SERVER_REPLY:
+	case CURLE_UNSUPPORTED_PROTOCOL:
+	case CURLE_WRITE_ERROR:
+		return -EPROTO;
+	default:
+		return -EIO;
+	}
+}
+
+static int status_errno(long status)
+{
+	if (status == 401 || status == 403)
+		return -EACCES;
+	if (status == 404)
+		return -ENOENT;
+	if (status >= 500)
+		return -EIO;
+	return -EPROTO;
+}
+
+ssize_t remote_fetch(struct remote_client *c, unsigned node, const char *relpath, uint64_t off,
+		     size_t len, void *buf)
+{
+	struct xfer x = { 0 };
+	struct strbuf url;
+	struct handle *h;
+	char range[48];
+	bool probe;
+	CURLcode cc;
+	int rc;
+
+	if (!c || node >= c->count || !relpath || (len && !buf) || len > SSIZE_MAX ||
+	    off > UINT64_MAX - len || remote__relpath_check(relpath) != 0)
+		return -EINVAL;
+	if (len == 0)
+		return 0;
+	if (node_gate(c, node, &probe) != 0) {
+		STAT_ADD(c, skipped, 1);
+		return -EHOSTDOWN;
+	}
+	h = handle_get(c);
+	strbuf_init(&url);
+	strbuf_puts(&url, remote_peers_url(c->peers, node));
+	strbuf_puts(&url, "/v1/files/");
+	remote__pct_encode(&url, relpath);
+	if (!h || url.failed) {
+		strbuf_fini(&url);
+		if (probe)
+			atomic_store_explicit(&c->node[node].probing, false, memory_order_release);
+		return -ENOMEM;
+	}
+	snprintf(range, sizeof(range), "%" PRIu64 "-%" PRIu64, off, off + len - 1);
+	x.easy = h->easy;
+	x.buf = buf;
+	x.len = len;
+	x.off = off;
+	curl_easy_setopt(h->easy, CURLOPT_URL, url.buf);
+	curl_easy_setopt(h->easy, CURLOPT_RANGE, range);
+	curl_easy_setopt(h->easy, CURLOPT_WRITEDATA, &x);
+	curl_easy_setopt(h->easy, CURLOPT_HEADERDATA, &x);
+	STAT_ADD(c, fetches, 1);
+	cc = curl_easy_perform(h->easy);
+	if (!x.status_checked)
+		curl_easy_getinfo(h->easy, CURLINFO_RESPONSE_CODE, &x.status);
+	curl_easy_setopt(h->easy, CURLOPT_WRITEDATA, NULL);
+	curl_easy_setopt(h->easy, CURLOPT_HEADERDATA, NULL);
+
+	if (x.bad_status || (cc == CURLE_OK && !status_acceptable(&x, x.status)))
+		rc = status_errno(x.status);
+	else if (x.overflow)
+		rc = -EPROTO;
+	else if (cc != CURLE_OK)
+		rc = curl_errno(cc);
+	else if (x.got != len)
+		rc = -EPROTO;
+	else if (x.status == 206 &&
+		 (!x.have_range || x.range_first != off || x.range_last != off + len - 1))
+		rc = -EPROTO;
+	else
+		rc = 0;
+
+	if (rc == 0) {
+		STAT_ADD(c, bytes, len);
+		node_answered(c, node, probe);
+		strbuf_fini(&url);
+		return (ssize_t)len;
+	}
+	STAT_ADD(c, errors, 1);
+	log_debug("peer %s: GET %s [%s] failed: %s (HTTP %ld, %s, %zu of %zu bytes)",
+		  remote_peers_url(c->peers, node), url.buf, range, strerror(-rc), x.status,
+		  curl_easy_strerror(cc), x.got, len);
+	if (rc == -ENOENT || rc == -ENOMEM) {
+		/* The peer answered properly (or we are short of memory):
+		 * no reason to stop asking it for other files. */
+		if (probe) {
+			if (rc == -ENOENT)
+				node_answered(c, node, probe);
+			else
+				atomic_store_explicit(&c->node[node].probing, false,
+						      memory_order_release);
+		}
+	} else {
+		node_failed(c, node, probe, rc);
+	}
+	strbuf_fini(&url);
+	return rc;
+}

@@ -1,0 +1,172 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Percent coding, relative-path validation and Range parsing: the parsers
+ * of outside input that stand between an HTTP request and the namespace.
+ * They are strict on purpose: whatever they let through reaches resolve.
+ */
+#include "remote/remote_int.h"
+
+#include <errno.h>
+#include <string.h>
+#include <strings.h>
+
+#include "common/strbuf.h"
+
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+int remote__pct_decode(const char *in, char *out, size_t outcap)
+{
+	size_t o = 0;
+
+	if (outcap == 0)
+		return -ENAMETOOLONG;
+	for (size_t i = 0; in[i]; i++) {
+		unsigned char c = (unsigned char)in[i];
+
+		if (c == '%') {
+			int hi = hexval(in[i + 1]);
+			int lo = hi < 0 ? -1 : hexval(in[i + 2]);
+
+			if (hi < 0 || lo < 0)
+				return -EINVAL;
+			c = (unsigned char)(hi << 4 | lo);
+			i += 2;
+		}
+		if (c < 0x20 || c == 0x7f)
+			return -EINVAL;
+		if (o + 1 >= outcap)
+			return -ENAMETOOLONG;
+		out[o++] = (char)c;
+	}
+	out[o] = '\0';
+	return 0;
+}
+
+void remote__pct_encode(struct strbuf *out, const char *relpath)
+{
+	static const char hex[] = "0123456789ABCDEF";
+
+	for (const unsigned char *p = (const unsigned char *)relpath; *p; p++) {
+		unsigned char c = *p;
+
+		if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		    c == '-' || c == '.' || c == '_' || c == '~' || c == '/') {
+			strbuf_append(out, (const char *)p, 1);
+		} else {
+			char esc[3] = { '%', hex[c >> 4], hex[c & 15] };
+
+			strbuf_append(out, esc, 3);
+		}
+	}
+}
+
+int remote__relpath_check(const char *p)
+{
+	size_t total = strlen(p);
+
+	if (total == 0 || p[0] == '/')
+		return -EINVAL;
+	if (total > REMOTE_MAX_RELPATH)
+		return -ENAMETOOLONG;
+	for (const char *c = p;;) {
+		const char *slash = strchr(c, '/');
+		size_t n = slash ? (size_t)(slash - c) : strlen(c);
+
+		if (n == 0)
+			return -EINVAL; /* "a//b" or trailing '/' */
+		if ((n == 1 && c[0] == '.') || (n == 2 && c[0] == '.' && c[1] == '.'))
+			return -EINVAL;
+		if (n > REMOTE_MAX_NAME)
+			return -ENAMETOOLONG;
+		for (size_t i = 0; i < n; i++)
+			if ((unsigned char)c[i] < 0x20 || c[i] == 0x7f)
+				return -EINVAL;
+		if (!slash)
+			break;
+		c = slash + 1;
+	}
+	return 0;
+}
+
+/* Parse decimal digits at *s into *v (at most 19 digits). 0 or -1. */
+static int parse_u64(const char **s, uint64_t *v)
+{
+	const char *p = *s;
+	uint64_t x = 0;
+	int n = 0;
+
+	while (*p >= '0' && *p <= '9') {
+		if (++n > 19)
+			return -1;
+		x = x * 10 + (uint64_t)(*p - '0');
+		p++;
+	}
+	if (n == 0)
+		return -1;
+	*s = p;
+	*v = x;
+	return 0;
+}
+
+int remote__range_parse(const char *value, uint64_t size, uint64_t *start, uint64_t *len)
+{
+	const char *p = value;
+	uint64_t a = 0, b = 0;
+	bool have_a = false, have_b = false;
+
+	if (!p)
+		return 0;
+	while (*p == ' ' || *p == '\t')
+		p++;
+	if (strncasecmp(p, "bytes=", 6) != 0)
+		return 0;
+	p += 6;
+	while (*p == ' ')
+		p++;
+	if (*p != '-') {
+		if (parse_u64(&p, &a) != 0)
+			return 0;
+		have_a = true;
+	}
+	if (*p != '-')
+		return 0;
+	p++;
+	if (*p >= '0' && *p <= '9') {
+		if (parse_u64(&p, &b) != 0)
+			return 0;
+		have_b = true;
+	}
+	while (*p == ' ' || *p == '\t')
+		p++;
+	if (*p != '\0')
+		return 0; /* several ranges or junk: ignored, as RFC 9110 allows */
+	if (!have_a && !have_b)
+		return 0;
+	if (!have_a) { /* suffix: the last b bytes */
+		if (b == 0 || size == 0)
+			return -ERANGE;
+		if (b > size)
+			b = size;
+		*start = size - b;
+		*len = b;
+		return 1;
+	}
+	if (have_b && b < a)
+		return 0; /* invalid: ignored */
+	if (a >= size)
+		return -ERANGE;
+	if (!have_b || b >= size)
+		b = size - 1;
+	*start = a;
+	*len = b - a + 1;
+	return 1;
+}

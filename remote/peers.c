@@ -1,0 +1,282 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The peer list and ownership. `--peers` is parsed into normalized URLs,
+ * and each cacheable unit (a file, or a chunk of a large file) is owned by
+ * the node with the highest hash(unit key, node URL): rendezvous hashing.
+ * Ownership then depends only on the URL strings, so every node agrees,
+ * the load is ~1/n per node, and adding or removing a node moves only the
+ * units that node gains or loses. Also reads the shared secret file.
+ */
+#include "remote/remote.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/hash.h"
+
+/* Seeds of the two hashes; changing them changes every owner. */
+#define PEER_URL_SEED 0x636f6f7264667331ULL  /* "coordfs1" */
+#define UNIT_PATH_SEED 0x7061746863686b31ULL /* "pathchk1" */
+
+struct remote_peer {
+	char url[REMOTE_MAX_URL_LEN + 16];     /* http://host:port */
+	char hostport[REMOTE_MAX_URL_LEN + 1]; /* host:port */
+	uint64_t seed;                         /* hash of url */
+};
+
+struct remote_peers {
+	unsigned count;
+	struct remote_peer peer[];
+};
+
+static void set_err(char *err, size_t errlen, const char *fmt, const char *what)
+{
+	if (err && errlen)
+		snprintf(err, errlen, fmt, what);
+}
+
+/* Parse one URL of len bytes into pe. 0 or -EINVAL. */
+static int peer_parse(const char *s, size_t len, struct remote_peer *pe)
+{
+	static const char scheme[] = "http://";
+	const size_t slen = sizeof(scheme) - 1;
+	char host[REMOTE_MAX_URL_LEN + 1];
+	size_t i, hlen = 0;
+
+	if (len > REMOTE_MAX_URL_LEN || len <= slen || strncasecmp(s, scheme, slen) != 0)
+		return -EINVAL;
+	if (len > slen && s[len - 1] == '/')
+		len--;
+	i = slen;
+	if (s[i] == '[') {
+		host[hlen++] = '[';
+		for (i++; i < len && s[i] != ']'; i++) {
+			if (!isxdigit((unsigned char)s[i]) && s[i] != ':' && s[i] != '.')
+				return -EINVAL;
+			host[hlen++] = (char)tolower((unsigned char)s[i]);
+		}
+		if (i >= len || hlen < 3)
+			return -EINVAL;
+		host[hlen++] = ']';
+		i++;
+	} else {
+		for (; i < len && s[i] != ':'; i++) {
+			unsigned char ch = (unsigned char)s[i];
+
+			if (!isalnum(ch) && ch != '.' && ch != '-' && ch != '_')
+				return -EINVAL;
+			host[hlen++] = (char)tolower(ch);
+		}
+		if (hlen == 0)
+			return -EINVAL;
+	}
+	host[hlen] = '\0';
+	if (i >= len || s[i] != ':')
+		return -EINVAL;
+	i++;
+	unsigned long port = 0;
+	size_t digits = 0;
+
+	for (; i < len; i++, digits++) {
+		if (!isdigit((unsigned char)s[i]) || digits >= 5)
+			return -EINVAL;
+		port = port * 10 + (unsigned long)(s[i] - '0');
+	}
+	if (digits == 0 || port == 0 || port > 65535)
+		return -EINVAL;
+	snprintf(pe->hostport, sizeof(pe->hostport), "%s:%lu", host, port);
+	snprintf(pe->url, sizeof(pe->url), "http://%s", pe->hostport);
+	pe->seed = hash_bytes(pe->url, strlen(pe->url), PEER_URL_SEED);
+	return 0;
+}
+
+int remote_peers_parse(const char *list, struct remote_peers **out, char *err, size_t errlen)
+{
+	struct remote_peers *p;
+	unsigned n = 1;
+
+	*out = NULL;
+	if (!list || !*list) {
+		set_err(err, errlen, "--peers: empty peer list%s", "");
+		return -EINVAL;
+	}
+	for (const char *c = list; *c; c++)
+		if (*c == ',')
+			n++;
+	if (n > REMOTE_MAX_PEERS) {
+		set_err(err, errlen, "--peers: more than %s peers", "256");
+		return -EINVAL;
+	}
+	p = calloc(1, sizeof(*p) + n * sizeof(p->peer[0]));
+	if (!p)
+		return -ENOMEM;
+	const char *s = list;
+
+	for (unsigned k = 0; k < n; k++) {
+		const char *end = strchr(s, ',');
+		size_t len = end ? (size_t)(end - s) : strlen(s);
+
+		if (peer_parse(s, len, &p->peer[k]) != 0) {
+			if (err && errlen)
+				snprintf(err, errlen,
+					 "--peers: bad peer URL '%.*s' (expected http://HOST:PORT)",
+					 (int)(len > 200 ? 200 : len), s);
+			free(p);
+			return -EINVAL;
+		}
+		for (unsigned j = 0; j < k; j++) {
+			if (strcmp(p->peer[j].url, p->peer[k].url) == 0) {
+				set_err(err, errlen, "--peers: peer %s listed twice",
+					p->peer[k].url);
+				free(p);
+				return -EINVAL;
+			}
+		}
+		p->count++;
+		s = end ? end + 1 : s + len;
+	}
+	*out = p;
+	return 0;
+}
+
+void remote_peers_destroy(struct remote_peers *p)
+{
+	free(p);
+}
+
+unsigned remote_peers_count(const struct remote_peers *p)
+{
+	return p ? p->count : 0;
+}
+
+const char *remote_peers_url(const struct remote_peers *p, unsigned k)
+{
+	return p && k < p->count ? p->peer[k].url : NULL;
+}
+
+const char *remote_peers_hostport(const struct remote_peers *p, unsigned k)
+{
+	return p && k < p->count ? p->peer[k].hostport : NULL;
+}
+
+int remote_parse_node(const char *s, const struct remote_peers *p, unsigned *node, char *err,
+		      size_t errlen)
+{
+	unsigned long v = 0;
+	size_t i;
+
+	for (i = 0; s && s[i]; i++) {
+		if (!isdigit((unsigned char)s[i]) || i >= 6)
+			goto bad;
+		v = v * 10 + (unsigned long)(s[i] - '0');
+	}
+	if (i == 0)
+		goto bad;
+	if (v >= remote_peers_count(p)) {
+		if (err && errlen)
+			snprintf(err, errlen, "--node=%s: out of range, --peers lists %u node(s)",
+				 s, remote_peers_count(p));
+		return -EINVAL;
+	}
+	*node = (unsigned)v;
+	return 0;
+bad:
+	if (err && errlen)
+		snprintf(err, errlen, "--node=%.40s: not a node index", s ? s : "");
+	return -EINVAL;
+}
+
+uint64_t remote_unit_key(const char *relpath, size_t len, uint64_t chunk)
+{
+	uint64_t h = hash_bytes(relpath, len, UNIT_PATH_SEED);
+
+	return hash_mix64(h ^ hash_mix64(chunk ^ 0x6368756e6bULL));
+}
+
+unsigned remote_owner(const struct remote_peers *p, uint64_t key)
+{
+	unsigned best = 0;
+	uint64_t best_w = 0;
+
+	if (!p || p->count == 0)
+		return 0;
+	for (unsigned k = 0; k < p->count; k++) {
+		uint64_t w = hash_mix64(key ^ p->peer[k].seed);
+
+		/* Ties (a 2^-64 event) go to the larger seed, then URL order,
+		 * which again depends only on the URLs. */
+		if (k == 0 || w > best_w ||
+		    (w == best_w && (p->peer[k].seed > p->peer[best].seed ||
+				     (p->peer[k].seed == p->peer[best].seed &&
+				      strcmp(p->peer[k].url, p->peer[best].url) > 0)))) {
+			best = k;
+			best_w = w;
+		}
+	}
+	return best;
+}
+
+int remote_secret_read(const char *path, char **secret, char *err, size_t errlen)
+{
+	char buf[REMOTE_MAX_SECRET + 2];
+	size_t n = 0;
+	int fd, rc = 0;
+
+	*secret = NULL;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		rc = -errno;
+		if (err && errlen)
+			snprintf(err, errlen, "--secret-file=%s: %s", path, strerror(-rc));
+		return rc;
+	}
+	while (n < sizeof(buf)) {
+		ssize_t r = read(fd, buf + n, sizeof(buf) - n);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			rc = -errno;
+			if (err && errlen)
+				snprintf(err, errlen, "--secret-file=%s: %s", path, strerror(-rc));
+			close(fd);
+			return rc;
+		}
+		if (r == 0)
+			break;
+		n += (size_t)r;
+	}
+	close(fd);
+	while (n > 0 && isspace((unsigned char)buf[n - 1]))
+		n--;
+	if (n > REMOTE_MAX_SECRET) {
+		if (err && errlen)
+			snprintf(err, errlen, "--secret-file=%s: longer than %d bytes", path,
+				 REMOTE_MAX_SECRET);
+		return -EFBIG;
+	}
+	if (n == 0) {
+		set_err(err, errlen, "--secret-file=%s: empty secret", path);
+		return -EINVAL;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (buf[i] < 0x21 || buf[i] > 0x7e) {
+			set_err(err, errlen,
+				"--secret-file=%s: secret must be printable ASCII without spaces",
+				path);
+			return -EINVAL;
+		}
+	}
+	*secret = malloc(n + 1);
+	if (!*secret)
+		return -ENOMEM;
+	memcpy(*secret, buf, n);
+	(*secret)[n] = '\0';
+	explicit_bzero(buf, sizeof(buf));
+	return 0;
+}

@@ -1,0 +1,206 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * remote/: the partitioned cache's peer layer. Three parts, none of which
+ * knows FUSE or the cache (fs/ wires them together with callbacks):
+ *
+ *  - the peer list and ownership: `--peers`/`--node` parsing and
+ *    rendezvous (highest-random-weight) hashing of (relative path, chunk)
+ *    over the peer URLs, so that every node computes the same owner;
+ *  - the server (libmicrohttpd): GET /v1/files/RELPATH with Range,
+ *    GET /v1/stats, GET /metrics, optional Bearer secret;
+ *  - the client (libcurl): exact ranged fetches from the owner, with
+ *    keep-alive connections per thread and an exponential back-off that
+ *    marks a failing peer down so callers fall back to SOURCE.
+ *
+ * Conventions: 0 or -errno, results through out-parameters, error text
+ * (one line naming the option or peer) through err/errlen where given.
+ * See remote/README.md for the protocol, caps and back-off.
+ */
+#ifndef COORDFS_REMOTE_REMOTE_H
+#define COORDFS_REMOTE_REMOTE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct strbuf;
+
+/* ---- hard caps ---------------------------------------------------------- */
+
+#define REMOTE_MAX_PEERS 256           /* entries in --peers */
+#define REMOTE_MAX_URL_LEN 256         /* one peer URL */
+#define REMOTE_MAX_RELPATH 4096        /* decoded relative path, bytes */
+#define REMOTE_MAX_NAME 255            /* one path component, bytes */
+#define REMOTE_MAX_REQUEST_URL 16384   /* raw request target, bytes */
+#define REMOTE_MAX_SECRET 1024         /* secret, bytes */
+#define REMOTE_SERVER_MAX_CONNECTIONS 256
+#define REMOTE_SERVER_MAX_PER_IP 64
+#define REMOTE_SERVER_CONN_TIMEOUT_S 30 /* idle keep-alive / stalled client */
+#define REMOTE_SERVER_CONN_MEMORY (64 * 1024) /* request line + headers */
+
+/* ---- peer list and ownership -------------------------------------------- */
+
+struct remote_peers; /* opaque, immutable once parsed: thread-safe to share */
+
+/* Parse a comma-separated `--peers` value. Each URL must be
+ * http://HOST:PORT with an optional trailing slash (no path, no user info,
+ * no https). HOST is a name, an IPv4 address or [IPv6]. The scheme and
+ * host are lower-cased and the slash dropped, so the normalized URLs (and
+ * hence ownership) are the same on every node. Duplicates are refused.
+ * Returns 0 and *out (free with remote_peers_destroy), or -EINVAL with a
+ * message in err, or -ENOMEM. */
+int remote_peers_parse(const char *list, struct remote_peers **out, char *err, size_t errlen);
+void remote_peers_destroy(struct remote_peers *p);
+
+unsigned remote_peers_count(const struct remote_peers *p);
+/* Normalized URL of node k ("http://host:port"), or NULL when k is out of
+ * range. Valid as long as p. */
+const char *remote_peers_url(const struct remote_peers *p, unsigned k);
+/* "host:port" of node k (IPv6 keeps its brackets), the default `--listen`. */
+const char *remote_peers_hostport(const struct remote_peers *p, unsigned k);
+
+/* Parse `--node=K` against the list: a decimal index < count.
+ * 0, or -EINVAL with a message. */
+int remote_parse_node(const char *s, const struct remote_peers *p, unsigned *node, char *err,
+		      size_t errlen);
+
+/* The key of one cacheable unit: relpath (relative to SOURCE, no leading
+ * slash, len bytes) mixed with the chunk index (0 for whole files).
+ * Stable across machines and builds. */
+uint64_t remote_unit_key(const char *relpath, size_t len, uint64_t chunk);
+
+/* The owner of key: the node whose weight hash(key, url) is highest.
+ * Depends only on the URL strings, not on their order or on this node.
+ * Returns 0 for a NULL or empty list. Lock-free, thread-safe. */
+unsigned remote_owner(const struct remote_peers *p, uint64_t key);
+
+/* Read a secret file: at most REMOTE_MAX_SECRET bytes, trailing
+ * whitespace (newline) removed, must be non-empty printable ASCII without
+ * spaces. Returns 0 and *secret (free() it), or -errno with a message. */
+int remote_secret_read(const char *path, char **secret, char *err, size_t errlen);
+
+/* ---- server -------------------------------------------------------------- */
+
+/* A piece of file data handed to the server by the read callback.
+ * Either memory (data, len) or a file (fd >= 0, fd_off, len; the server
+ * dup()s the fd, so the callback keeps its own). release(ctx), when set,
+ * is called exactly once when the server no longer needs the slice; a
+ * memory slice without release must stay valid for the server's lifetime
+ * (e.g. it points into the never-evicting cache arena) and is sent
+ * without a copy. The server sets fd = -1 and everything else to zero
+ * before each call. */
+struct remote_slice {
+	const void *data;
+	size_t len;
+	int fd;
+	uint64_t fd_off;
+	void (*release)(void *ctx);
+	void *ctx;
+};
+
+/* Callbacks, called concurrently from the server's connection threads
+ * (one thread per connection; they may block on SOURCE). */
+struct remote_server_ops {
+	/* Look up a validated relative path (no leading '/', no "." or ".."
+	 * components, no empty components, no NUL) in the namespace.
+	 * 0 with *file_id and *size, -ENOENT, -EISDIR, or another -errno. */
+	int (*resolve)(void *arg, const char *relpath, uint32_t *file_id, uint64_t *size);
+	/* Read-through: give bytes [off, off+len) of the file, or a prefix
+	 * of them (at least 1 byte); the server asks again for the rest.
+	 * 0 or -errno (the response then fails). */
+	int (*read)(void *arg, uint32_t file_id, uint64_t off, size_t len, struct remote_slice *out);
+	/* Append the §4 JSON object to out. */
+	void (*stats_json)(void *arg, struct strbuf *out);
+	/* Append Prometheus text (format 0.0.4) to out. */
+	void (*metrics)(void *arg, struct strbuf *out);
+};
+
+struct remote_server;
+
+struct remote_server_stats {
+	uint64_t served;       /* file requests answered 200/206 to completion */
+	uint64_t served_bytes; /* body bytes of those */
+	uint64_t rejected;     /* 4xx answers (auth, bad path, unknown route) */
+};
+
+/* Bind and listen on "HOST:PORT" (IPv4, name, or [IPv6]; empty HOST or
+ * "*" = all interfaces; PORT 0 = any free port). Call this before
+ * daemonizing; start the server (threads) after. *fd is non-blocking and
+ * close-on-exec. 0, or -errno with a message naming hostport. */
+int remote_listen(const char *hostport, int *fd, char *err, size_t errlen);
+/* The local port of a listening socket (useful after port 0). */
+int remote_listen_port(int fd, unsigned *port);
+
+/* Start serving on listen_fd, which the server takes over in every case
+ * (closed on failure, or later by remote_server_stop). secret NULL means
+ * no authentication: anyone who reaches the port can read the dataset.
+ * ops and arg must outlive the server; stats_json/metrics may be NULL
+ * (the route then answers 404). Returns NULL with a message on failure. */
+struct remote_server *remote_server_start(int listen_fd, const char *secret,
+					  const struct remote_server_ops *ops, void *arg,
+					  char *err, size_t errlen);
+/* Stop: closes the socket, waits for the connection threads. NULL ok. */
+void remote_server_stop(struct remote_server *s);
+void remote_server_get_stats(const struct remote_server *s, struct remote_server_stats *out);
+
+/* ---- client -------------------------------------------------------------- */
+
+struct remote_client;
+
+/* Zero fields take the defaults in brackets. */
+struct remote_client_config {
+	unsigned connect_timeout_ms; /* [500] */
+	unsigned timeout_ms;         /* [5000] whole request */
+	unsigned backoff_min_ms;     /* [1000] first down period */
+	unsigned backoff_max_ms;     /* [30000] doubling stops here */
+};
+
+struct remote_client_stats {
+	uint64_t fetches; /* requests sent */
+	uint64_t bytes;   /* bytes received by successful fetches */
+	uint64_t errors;  /* failed requests */
+	uint64_t skipped; /* calls answered -EHOSTDOWN without a request */
+};
+
+/* Call once, before any thread starts (wraps curl_global_init). 0/-EIO. */
+int remote_global_init(void);
+void remote_global_cleanup(void);
+
+/* peers must outlive the client. secret may be NULL; cfg may be NULL.
+ * 0 and *out, or -ENOMEM/-EIO. */
+int remote_client_create(const struct remote_peers *peers, const char *secret,
+			 const struct remote_client_config *cfg, struct remote_client **out);
+/* Frees every thread's handle. No fetch may be running. NULL ok. */
+void remote_client_destroy(struct remote_client *c);
+
+/* Read bytes [off, off+len) of relpath from node's server into buf.
+ * Returns len exactly, or a negative errno (buf contents then unspecified):
+ * -EHOSTDOWN (node in back-off, no request made), -ECONNREFUSED,
+ * -ETIMEDOUT, -ENOENT (404), -EACCES (401), -EPROTO (wrong status, length
+ * or range), -EIO, -EINVAL (bad arguments). Every failure but -ENOENT and
+ * -EINVAL marks the node down. Blocks up to the timeout. Thread-safe: one
+ * persistent curl handle per calling thread. */
+ssize_t remote_fetch(struct remote_client *c, unsigned node, const char *relpath, uint64_t off,
+		     size_t len, void *buf);
+
+/* false while node is in back-off. Lock-free. */
+bool remote_node_up(const struct remote_client *c, unsigned node);
+const char *remote_node_url(const struct remote_client *c, unsigned node);
+void remote_client_get_stats(const struct remote_client *c, struct remote_client_stats *out);
+
+/* ---- statistics output ----------------------------------------------------- */
+
+/* Append the §4 "nodes" array value: [{"url": "...", "up": true}, ...]. */
+void remote_peers_json(const struct remote_client *c, struct strbuf *out);
+/* Append the §4 "peers" object value: {"fetches": .., "bytes": ..,
+ * "errors": .., "served": .., "served_bytes": .., "nodes": [..]}.
+ * c or s may be NULL (counters 0, nodes []). */
+void remote_stats_json(const struct remote_client *c, const struct remote_server *s,
+		       struct strbuf *out);
+/* Append Prometheus lines (coordfs_peer_*) for the same counters and a
+ * coordfs_peer_up{url="..."} gauge per node. c or s may be NULL. */
+void remote_metrics(const struct remote_client *c, const struct remote_server *s,
+		    struct strbuf *out);
+
+#endif

@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * remote/ internals shared by its own files and the white-box unit test:
+ * the percent coding and path validation that guard the server's only
+ * door into the namespace, Range parsing, and back-off introspection.
+ */
+#ifndef COORDFS_REMOTE_REMOTE_INT_H
+#define COORDFS_REMOTE_REMOTE_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "remote/remote.h"
+
+struct strbuf;
+
+/* Decode a percent-encoded path into out (outcap bytes, NUL included).
+ * Refuses malformed escapes, %00, and raw or decoded control characters
+ * (-EINVAL) and output that does not fit (-ENAMETOOLONG). '+' stays '+'. */
+int remote__pct_decode(const char *in, char *out, size_t outcap);
+
+/* Encode relpath for a URL: unreserved characters and '/' kept, every
+ * other byte as %XX. */
+void remote__pct_encode(struct strbuf *out, const char *relpath);
+
+/* 0 when p is a safe relative path: non-empty, no leading '/', no empty,
+ * "." or ".." component, components <= REMOTE_MAX_NAME, total <=
+ * REMOTE_MAX_RELPATH, no control characters. -EINVAL / -ENAMETOOLONG. */
+int remote__relpath_check(const char *p);
+
+/* Parse a Range header value against a file of size bytes.
+ * 0: no usable range (absent, malformed, several ranges): serve it all.
+ * 1: a single satisfiable range, [*start, *start + *len).
+ * -ERANGE: unsatisfiable (answer 416). */
+int remote__range_parse(const char *value, uint64_t size, uint64_t *start, uint64_t *len);
+
+/* Current back-off period of node (0 when up). */
+unsigned remote__node_backoff_ms(const struct remote_client *c, unsigned node);
+
+#endif

@@ -1,0 +1,599 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The peer server: libmicrohttpd with one thread per connection, started
+ * on a socket bound before the daemon forked. Handlers may block on
+ * SOURCE (read-through), which is why connections get their own threads
+ * instead of sharing a few epoll loops: a slow read then stalls only its
+ * own keep-alive connection. The connection cap bounds the thread count.
+ *
+ * The server never opens files: a request path is percent-decoded,
+ * validated (remote__relpath_check) and handed to the resolve callback,
+ * the namespace, which is the only door into the dataset.
+ */
+#include "remote/remote_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/hash.h"
+#include "common/log.h"
+#include "common/strbuf.h"
+
+#define FILES_PREFIX "/v1/files/"
+#define AUTH_PREFIX "Bearer "
+#define LISTEN_BACKLOG 256
+
+struct remote_server {
+	struct MHD_Daemon *daemon;
+	const struct remote_server_ops *ops;
+	void *arg;
+	char *auth; /* "Bearer SECRET", NULL without a secret */
+	size_t auth_len;
+	_Atomic uint64_t served;
+	_Atomic uint64_t served_bytes;
+	_Atomic uint64_t rejected;
+};
+
+/* Per request, in MHD's con_cls. */
+struct request {
+	bool responded;
+	bool is_file;
+	uint64_t body_len;
+};
+
+/* A response streamed from several slices (read returned a prefix). */
+struct stream {
+	struct remote_server *srv;
+	uint32_t file_id;
+	uint64_t start; /* file offset of body byte 0 */
+	uint64_t len;   /* body length */
+	struct remote_slice slice;
+	uint64_t slice_off; /* file offset of slice byte 0 */
+	bool have_slice;
+};
+
+static void slice_release(struct remote_slice *sl)
+{
+	if (sl->release)
+		sl->release(sl->ctx);
+	sl->release = NULL;
+}
+
+static void slice_reset(struct remote_slice *sl)
+{
+	memset(sl, 0, sizeof(*sl));
+	sl->fd = -1;
+}
+
+/* ---- listening socket --------------------------------------------------- */
+
+int remote_listen(const char *hostport, int *fd, char *err, size_t errlen)
+{
+	char host[REMOTE_MAX_URL_LEN + 1];
+	const char *colon = hostport ? strrchr(hostport, ':') : NULL;
+	const char *port = colon ? colon + 1 : NULL;
+	struct addrinfo hints = { 0 }, *res = NULL, *ai;
+	size_t hlen;
+	int rc, last = -EADDRNOTAVAIL;
+
+	*fd = -1;
+	if (!colon || !*port || strlen(port) > 5 || strspn(port, "0123456789") != strlen(port) ||
+	    atoi(port) > 65535)
+		goto bad;
+	hlen = (size_t)(colon - hostport);
+	if (hlen >= sizeof(host))
+		goto bad;
+	memcpy(host, hostport, hlen);
+	host[hlen] = '\0';
+	if (hlen >= 2 && host[0] == '[' && host[hlen - 1] == ']') {
+		memmove(host, host + 1, hlen - 2);
+		host[hlen - 2] = '\0';
+	} else if (strchr(host, ':') || strchr(host, '[') || strchr(host, ']')) {
+		goto bad;
+	}
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+	const char *node = (host[0] == '\0' || strcmp(host, "*") == 0) ? NULL : host;
+
+	rc = getaddrinfo(node, port, &hints, &res);
+	if (rc != 0) {
+		if (err && errlen)
+			snprintf(err, errlen, "--listen=%s: %s", hostport, gai_strerror(rc));
+		return -EADDRNOTAVAIL;
+	}
+	/* With no host, prefer the IPv6 wildcard (it also takes IPv4). */
+	for (int pass = 0; pass < 2 && *fd < 0; pass++) {
+		for (ai = res; ai; ai = ai->ai_next) {
+			if (!node && (pass == 0) != (ai->ai_family == AF_INET6))
+				continue;
+			if (node && pass == 1)
+				break;
+			int s = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+				       ai->ai_protocol);
+			int one = 1, off = 0;
+
+			if (s < 0) {
+				last = -errno;
+				continue;
+			}
+			setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+			if (ai->ai_family == AF_INET6 && !node)
+				setsockopt(s, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof(off));
+			if (bind(s, ai->ai_addr, ai->ai_addrlen) != 0 ||
+			    listen(s, LISTEN_BACKLOG) != 0) {
+				last = -errno;
+				close(s);
+				continue;
+			}
+			*fd = s;
+			break;
+		}
+	}
+	freeaddrinfo(res);
+	if (*fd < 0) {
+		if (err && errlen)
+			snprintf(err, errlen, "--listen=%s: %s", hostport, strerror(-last));
+		return last;
+	}
+	return 0;
+bad:
+	if (err && errlen)
+		snprintf(err, errlen, "--listen=%.200s: expected HOST:PORT", hostport ? hostport : "");
+	return -EINVAL;
+}
+
+int remote_listen_port(int fd, unsigned *port)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+
+	if (getsockname(fd, (struct sockaddr *)&ss, &sl) != 0)
+		return -errno;
+	if (ss.ss_family == AF_INET)
+		*port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+	else if (ss.ss_family == AF_INET6)
+		*port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+	else
+		return -EAFNOSUPPORT;
+	return 0;
+}
+
+/* ---- responses ---------------------------------------------------------- */
+
+static enum MHD_Result queue_text(struct remote_server *s, struct MHD_Connection *conn,
+				  unsigned status, const char *text)
+{
+	struct MHD_Response *r;
+	enum MHD_Result ret;
+
+	r = MHD_create_response_from_buffer(strlen(text), (void *)text, MHD_RESPMEM_PERSISTENT);
+	if (!r)
+		return MHD_NO;
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain");
+	if (status == MHD_HTTP_UNAUTHORIZED)
+		MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
+					"Bearer realm=\"coordfs\"");
+	if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
+		MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET");
+	if (status >= 400 && status < 500)
+		atomic_fetch_add_explicit(&s->rejected, 1, memory_order_relaxed);
+	ret = MHD_queue_response(conn, status, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+static enum MHD_Result queue_strbuf(struct remote_server *s, struct MHD_Connection *conn,
+				    struct strbuf *sb, const char *content_type)
+{
+	struct MHD_Response *r;
+	enum MHD_Result ret;
+
+	if (sb->failed) {
+		strbuf_fini(sb);
+		return queue_text(s, conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n");
+	}
+	if (sb->len == 0) {
+		strbuf_fini(sb);
+		r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+	} else {
+		r = MHD_create_response_from_buffer(sb->len, sb->buf, MHD_RESPMEM_MUST_FREE);
+		if (!r)
+			strbuf_fini(sb);
+	}
+	if (!r)
+		return MHD_NO;
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+	ret = MHD_queue_response(conn, MHD_HTTP_OK, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	struct stream *st = cls;
+	struct remote_server *s = st->srv;
+
+	if (pos >= st->len)
+		return MHD_CONTENT_READER_END_OF_STREAM;
+	uint64_t foff = st->start + pos;
+
+	if (!st->have_slice || foff < st->slice_off || foff >= st->slice_off + st->slice.len) {
+		uint64_t rest = st->len - pos;
+
+		if (st->have_slice)
+			slice_release(&st->slice);
+		st->have_slice = false;
+		slice_reset(&st->slice);
+		if (s->ops->read(s->arg, st->file_id, foff, rest > SIZE_MAX ? SIZE_MAX : (size_t)rest,
+				 &st->slice) != 0 ||
+		    st->slice.len == 0 || (!st->slice.data && st->slice.fd < 0)) {
+			slice_release(&st->slice);
+			log_warn("peer server: read of file %u at %llu failed mid-response",
+				 st->file_id, (unsigned long long)foff);
+			return MHD_CONTENT_READER_END_WITH_ERROR;
+		}
+		st->have_slice = true;
+		st->slice_off = foff;
+	}
+	uint64_t in = foff - st->slice_off;
+	uint64_t n = st->slice.len - in;
+
+	if (n > max)
+		n = max;
+	if (n > st->len - pos)
+		n = st->len - pos;
+	if (st->slice.data) {
+		memcpy(buf, (const char *)st->slice.data + in, (size_t)n);
+		return (ssize_t)n;
+	}
+	ssize_t r = pread(st->slice.fd, buf, (size_t)n, (off_t)(st->slice.fd_off + in));
+
+	if (r <= 0) {
+		log_warn("peer server: pread of file %u failed: %s", st->file_id,
+			 r < 0 ? strerror(errno) : "end of file");
+		return MHD_CONTENT_READER_END_WITH_ERROR;
+	}
+	return r;
+}
+
+static void stream_free(void *cls)
+{
+	struct stream *st = cls;
+
+	if (st->have_slice)
+		slice_release(&st->slice);
+	free(st);
+}
+
+/* Build the body response for [start, start+len) given the first slice,
+ * which it consumes (released on every path). NULL on failure. */
+static struct MHD_Response *body_response(struct remote_server *s, uint32_t file_id,
+					  uint64_t start, uint64_t len, struct remote_slice *sl)
+{
+	struct MHD_Response *r = NULL;
+
+	if (sl->len >= len && sl->data) {
+		if (!sl->release)
+			return MHD_create_response_from_buffer((size_t)len, (void *)sl->data,
+							       MHD_RESPMEM_PERSISTENT);
+		r = MHD_create_response_from_buffer_with_free_callback_cls(
+			(size_t)len, (void *)sl->data, sl->release, sl->ctx);
+		if (!r)
+			slice_release(sl);
+		return r;
+	}
+	if (sl->len >= len && sl->fd >= 0) {
+		int fd = dup(sl->fd);
+
+		if (fd >= 0) {
+			r = MHD_create_response_from_fd_at_offset64(len, fd, sl->fd_off);
+			if (!r)
+				close(fd);
+		}
+		slice_release(sl);
+		return r;
+	}
+	struct stream *st = calloc(1, sizeof(*st));
+
+	if (!st) {
+		slice_release(sl);
+		return NULL;
+	}
+	st->srv = s;
+	st->file_id = file_id;
+	st->start = start;
+	st->len = len;
+	st->slice = *sl;
+	st->slice_off = start;
+	st->have_slice = true;
+	r = MHD_create_response_from_callback(len, 64 * 1024, stream_read, st, stream_free);
+	if (!r)
+		stream_free(st);
+	return r;
+}
+
+static enum MHD_Result serve_file(struct remote_server *s, struct MHD_Connection *conn,
+				  struct request *req, const char *encoded)
+{
+	char path[REMOTE_MAX_RELPATH + 1];
+	char hdr[96];
+	uint32_t file_id = 0;
+	uint64_t size = 0, start = 0, len = 0;
+	struct remote_slice sl;
+	struct MHD_Response *r;
+	enum MHD_Result ret;
+	unsigned status = MHD_HTTP_OK;
+	int rc;
+
+	rc = remote__pct_decode(encoded, path, sizeof(path));
+	if (rc == 0)
+		rc = remote__relpath_check(path);
+	if (rc == -ENAMETOOLONG)
+		return queue_text(s, conn, MHD_HTTP_URI_TOO_LONG, "path too long\n");
+	if (rc != 0)
+		return queue_text(s, conn, MHD_HTTP_BAD_REQUEST, "bad path\n");
+	rc = s->ops->resolve(s->arg, path, &file_id, &size);
+	if (rc == -ENOENT || rc == -EISDIR || rc == -ENOTDIR)
+		return queue_text(s, conn, MHD_HTTP_NOT_FOUND, "not found\n");
+	if (rc != 0)
+		return queue_text(s, conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "resolve failed\n");
+
+	rc = remote__range_parse(
+		MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_RANGE), size,
+		&start, &len);
+	if (rc == -ERANGE) {
+		r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+		if (!r)
+			return MHD_NO;
+		snprintf(hdr, sizeof(hdr), "bytes */%llu", (unsigned long long)size);
+		MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_RANGE, hdr);
+		atomic_fetch_add_explicit(&s->rejected, 1, memory_order_relaxed);
+		ret = MHD_queue_response(conn, MHD_HTTP_RANGE_NOT_SATISFIABLE, r);
+		MHD_destroy_response(r);
+		return ret;
+	}
+	if (rc == 1) {
+		status = MHD_HTTP_PARTIAL_CONTENT;
+	} else {
+		start = 0;
+		len = size;
+	}
+	if (len == 0) {
+		r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+	} else {
+		slice_reset(&sl);
+		rc = s->ops->read(s->arg, file_id, start, len > SIZE_MAX ? SIZE_MAX : (size_t)len,
+				  &sl);
+		if (rc != 0 || sl.len == 0 || (!sl.data && sl.fd < 0)) {
+			if (rc == 0)
+				slice_release(&sl);
+			log_warn("peer server: read of %s failed: %s", path,
+				 strerror(rc ? -rc : EIO));
+			return queue_text(s, conn,
+					  rc == -ENOENT ? MHD_HTTP_NOT_FOUND
+							: MHD_HTTP_INTERNAL_SERVER_ERROR,
+					  "read failed\n");
+		}
+		r = body_response(s, file_id, start, len, &sl);
+	}
+	if (!r)
+		return queue_text(s, conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n");
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/octet-stream");
+	MHD_add_response_header(r, MHD_HTTP_HEADER_ACCEPT_RANGES, "bytes");
+	if (status == MHD_HTTP_PARTIAL_CONTENT) {
+		snprintf(hdr, sizeof(hdr), "bytes %llu-%llu/%llu", (unsigned long long)start,
+			 (unsigned long long)(start + len - 1), (unsigned long long)size);
+		MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_RANGE, hdr);
+	}
+	req->is_file = true;
+	req->body_len = len;
+	ret = MHD_queue_response(conn, status, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+/* Constant time in the secret's length: the header is copied into a
+ * buffer of exactly that length, then compared with hash_ct_compare; a
+ * length mismatch is folded in without an early exit. */
+static bool auth_ok(const struct remote_server *s, struct MHD_Connection *conn)
+{
+	unsigned char got[sizeof(AUTH_PREFIX) + REMOTE_MAX_SECRET];
+	const char *h;
+	size_t n;
+	int diff;
+
+	if (!s->auth)
+		return true;
+	h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+	if (!h)
+		return false;
+	n = strlen(h);
+	memset(got, 0, s->auth_len);
+	memcpy(got, h, n < s->auth_len ? n : s->auth_len);
+	diff = hash_ct_compare(got, s->auth, s->auth_len);
+	diff |= (n != s->auth_len);
+	return diff == 0;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+				  const char *method, const char *version,
+				  const char *upload_data, size_t *upload_data_size,
+				  void **con_cls)
+{
+	struct remote_server *s = cls;
+	struct request *req = *con_cls;
+
+	if (!req) {
+		req = calloc(1, sizeof(*req));
+		if (!req)
+			return MHD_NO;
+		*con_cls = req;
+	}
+	if (req->responded) {
+		*upload_data_size = 0; /* discard any body */
+		return MHD_YES;
+	}
+	req->responded = true;
+	if (!auth_ok(s, conn))
+		return queue_text(s, conn, MHD_HTTP_UNAUTHORIZED, "unauthorized\n");
+	if (strcmp(method, MHD_HTTP_METHOD_GET) != 0)
+		return queue_text(s, conn, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed\n");
+	if (strlen(url) > REMOTE_MAX_REQUEST_URL)
+		return queue_text(s, conn, MHD_HTTP_URI_TOO_LONG, "URI too long\n");
+	if (strncmp(url, FILES_PREFIX, sizeof(FILES_PREFIX) - 1) == 0)
+		return serve_file(s, conn, req, url + sizeof(FILES_PREFIX) - 1);
+	if (strcmp(url, "/v1/stats") == 0 && s->ops->stats_json) {
+		struct strbuf sb;
+
+		strbuf_init(&sb);
+		s->ops->stats_json(s->arg, &sb);
+		return queue_strbuf(s, conn, &sb, "application/json");
+	}
+	if (strcmp(url, "/metrics") == 0 && s->ops->metrics) {
+		struct strbuf sb;
+
+		strbuf_init(&sb);
+		s->ops->metrics(s->arg, &sb);
+		return queue_strbuf(s, conn, &sb, "text/plain; version=0.0.4; charset=utf-8");
+	}
+	return queue_text(s, conn, MHD_HTTP_NOT_FOUND, "not found\n");
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+			 enum MHD_RequestTerminationCode toe)
+{
+	struct remote_server *s = cls;
+	struct request *req = *con_cls;
+
+	if (!req)
+		return;
+	if (req->is_file && toe == MHD_REQUEST_TERMINATED_COMPLETED_OK) {
+		atomic_fetch_add_explicit(&s->served, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&s->served_bytes, req->body_len, memory_order_relaxed);
+	}
+	free(req);
+	*con_cls = NULL;
+}
+
+/* The path is decoded by serve_file, strictly; MHD must not decode it
+ * first (its decoder would turn %00 into a silent truncation). */
+static size_t unescape_none(void *cls, struct MHD_Connection *conn, char *s)
+{
+	return strlen(s);
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	char line[512];
+
+	if (LOG_INFO > log_threshold)
+		return;
+	vsnprintf(line, sizeof(line), fmt, ap);
+	line[strcspn(line, "\r\n")] = '\0';
+	log_info("peer server: %s", line);
+}
+
+struct remote_server *remote_server_start(int listen_fd, const char *secret,
+					  const struct remote_server_ops *ops, void *arg,
+					  char *err, size_t errlen)
+{
+	struct remote_server *s;
+	int mhd_fd;
+
+	if (!ops || !ops->resolve || !ops->read || listen_fd < 0) {
+		if (err && errlen)
+			snprintf(err, errlen, "peer server: missing callbacks or socket");
+		if (listen_fd >= 0)
+			close(listen_fd);
+		return NULL;
+	}
+	if (secret && strlen(secret) > REMOTE_MAX_SECRET) {
+		if (err && errlen)
+			snprintf(err, errlen, "peer server: secret longer than %d bytes",
+				 REMOTE_MAX_SECRET);
+		close(listen_fd);
+		return NULL;
+	}
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		goto nomem;
+	s->ops = ops;
+	s->arg = arg;
+	if (secret) {
+		s->auth_len = strlen(AUTH_PREFIX) + strlen(secret);
+		s->auth = malloc(s->auth_len + 1);
+		if (!s->auth)
+			goto nomem;
+		snprintf(s->auth, s->auth_len + 1, "%s%s", AUTH_PREFIX, secret);
+	}
+	/* MHD gets its own descriptor, so that whatever it does with it on
+	 * failure, ours is closed exactly once. */
+	mhd_fd = fcntl(listen_fd, F_DUPFD_CLOEXEC, 0);
+	if (mhd_fd < 0)
+		goto fail_errno;
+	s->daemon = MHD_start_daemon(
+		MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL |
+			MHD_USE_ERROR_LOG,
+		0, NULL, NULL, on_request, s, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)mhd_fd,
+		MHD_OPTION_CONNECTION_LIMIT, (unsigned int)REMOTE_SERVER_MAX_CONNECTIONS,
+		MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int)REMOTE_SERVER_MAX_PER_IP,
+		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)REMOTE_SERVER_CONN_TIMEOUT_S,
+		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)REMOTE_SERVER_CONN_MEMORY,
+		MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_UNESCAPE_CALLBACK,
+		unescape_none, NULL, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+		MHD_OPTION_THREAD_STACK_SIZE, (size_t)(1024 * 1024), MHD_OPTION_END);
+	if (!s->daemon) {
+		if (err && errlen)
+			snprintf(err, errlen, "peer server: libmicrohttpd failed to start");
+		goto fail;
+	}
+	close(listen_fd);
+	return s;
+fail_errno:
+	if (err && errlen)
+		snprintf(err, errlen, "peer server: %s", strerror(errno));
+	goto fail;
+nomem:
+	if (err && errlen)
+		snprintf(err, errlen, "peer server: out of memory");
+fail:
+	if (s && s->auth)
+		explicit_bzero(s->auth, s->auth_len);
+	if (s)
+		free(s->auth);
+	free(s);
+	close(listen_fd);
+	return NULL;
+}
+
+void remote_server_stop(struct remote_server *s)
+{
+	if (!s)
+		return;
+	MHD_stop_daemon(s->daemon);
+	if (s->auth)
+		explicit_bzero(s->auth, s->auth_len);
+	free(s->auth);
+	free(s);
+}
+
+void remote_server_get_stats(const struct remote_server *s, struct remote_server_stats *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (!s)
+		return;
+	out->served = atomic_load_explicit(&s->served, memory_order_relaxed);
+	out->served_bytes = atomic_load_explicit(&s->served_bytes, memory_order_relaxed);
+	out->rejected = atomic_load_explicit(&s->rejected, memory_order_relaxed);
+}

@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The peer layer's part of the statistics: the §4 "peers" JSON object
+ * and its Prometheus rendering. fs/ composes these into the full answer.
+ */
+#include "remote/remote.h"
+
+#include <inttypes.h>
+
+#include "common/strbuf.h"
+
+void remote_peers_json(const struct remote_client *c, struct strbuf *out)
+{
+	unsigned n = 0;
+
+	while (c && remote_node_url(c, n))
+		n++;
+	strbuf_puts(out, "[");
+	for (unsigned k = 0; k < n; k++) {
+		strbuf_puts(out, k ? ", {\"url\": " : "{\"url\": ");
+		strbuf_json_string(out, remote_node_url(c, k));
+		strbuf_puts(out, remote_node_up(c, k) ? ", \"up\": true}" : ", \"up\": false}");
+	}
+	strbuf_puts(out, "]");
+}
+
+void remote_stats_json(const struct remote_client *c, const struct remote_server *s,
+		       struct strbuf *out)
+{
+	struct remote_client_stats cs;
+	struct remote_server_stats ss;
+
+	remote_client_get_stats(c, &cs);
+	remote_server_get_stats(s, &ss);
+	strbuf_printf(out,
+		      "{\"fetches\": %" PRIu64 ", \"bytes\": %" PRIu64 ", \"errors\": %" PRIu64
+		      ", \"skipped\": %" PRIu64 ", \"served\": %" PRIu64
+		      ", \"served_bytes\": %" PRIu64 ", \"rejected\": %" PRIu64 ", \"nodes\": ",
+		      cs.fetches, cs.bytes, cs.errors, cs.skipped, ss.served, ss.served_bytes,
+		      ss.rejected);
+	remote_peers_json(c, out);
+	strbuf_puts(out, "}");
+}
+
+static void metric(struct strbuf *out, const char *name, const char *type, const char *help,
+		   uint64_t v)
+{
+	strbuf_printf(out, "# HELP %s %s\n# TYPE %s %s\n%s %" PRIu64 "\n", name, help, name, type,
+		      name, v);
+}
+
+/* Prometheus label values escape backslash, quote and newline. */
+static void label_value(struct strbuf *out, const char *s)
+{
+	for (; *s; s++) {
+		if (*s == '\\' || *s == '"')
+			strbuf_append(out, "\\", 1);
+		if (*s == '\n')
+			strbuf_puts(out, "\\n");
+		else
+			strbuf_append(out, s, 1);
+	}
+}
+
+void remote_metrics(const struct remote_client *c, const struct remote_server *s,
+		    struct strbuf *out)
+{
+	struct remote_client_stats cs;
+	struct remote_server_stats ss;
+
+	remote_client_get_stats(c, &cs);
+	remote_server_get_stats(s, &ss);
+	metric(out, "coordfs_peer_fetches_total", "counter", "Ranged reads sent to peers.",
+	       cs.fetches);
+	metric(out, "coordfs_peer_bytes_total", "counter", "Bytes received from peers.", cs.bytes);
+	metric(out, "coordfs_peer_errors_total", "counter", "Failed reads from peers.",
+	       cs.errors);
+	metric(out, "coordfs_peer_skipped_total", "counter",
+	       "Reads not sent because the owner was marked down.", cs.skipped);
+	metric(out, "coordfs_peer_served_total", "counter", "File requests served to peers.",
+	       ss.served);
+	metric(out, "coordfs_peer_served_bytes_total", "counter", "Bytes served to peers.",
+	       ss.served_bytes);
+	metric(out, "coordfs_peer_rejected_total", "counter",
+	       "Peer requests answered with a 4xx status.", ss.rejected);
+	strbuf_puts(out, "# HELP coordfs_peer_up Whether a peer is usable (1) or in back-off (0).\n"
+			 "# TYPE coordfs_peer_up gauge\n");
+	for (unsigned k = 0; c && remote_node_url(c, k); k++) {
+		strbuf_puts(out, "coordfs_peer_up{url=\"");
+		label_value(out, remote_node_url(c, k));
+		strbuf_printf(out, "\"} %d\n", remote_node_up(c, k) ? 1 : 0);
+	}
+}

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# The whole test suite, from a fresh Debian machine (as root): installs what
+# is needed, builds twice (warnings as errors; ASan+UBSan) and runs every
+# unit and integration test in both builds. Prints one closing line
+# "N passed, N failed" and exits non-zero on any failure.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+bash scripts/install-deps.sh || { echo "test.sh: installing dependencies failed" >&2; exit 1; }
+
+total_pass=0
+total_fail=0
+status=0
+
+run_build() { # name, meson options...
+	local dir=$1
+	shift
+	if [ ! -f "$dir/build.ninja" ]; then
+		meson setup "$dir" "$@" >"$dir.setup.log" 2>&1 || { cat "$dir.setup.log"; return 1; }
+	else
+		meson configure "$dir" "$@" >/dev/null || return 1
+	fi
+	ninja -C "$dir" || return 1
+	meson test -C "$dir" --print-errorlogs --num-processes 1 ${TEST_ARGS:-}
+}
+
+count_results() { # dir
+	local log=$1/meson-logs/testlog.json
+	[ -f "$log" ] || return 0
+	local p f
+	p=$(grep -c '"result": "OK"' "$log" || true)
+	f=$(grep -c -E '"result": "(FAIL|TIMEOUT|ERROR|UNEXPECTEDPASS)"' "$log" || true)
+	total_pass=$((total_pass + p))
+	total_fail=$((total_fail + f))
+}
+
+echo "== build: gcc, warnings as errors"
+run_build build-ci -Dwerror=true -Dbuildtype=debugoptimized || status=1
+count_results build-ci
+
+if [ "${SKIP_SANITIZERS:-0}" != 1 ]; then
+	echo "== build: AddressSanitizer + UndefinedBehaviorSanitizer"
+	ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1} \
+	UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
+		run_build build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug || status=1
+	count_results build-asan
+fi
+
+[ "$total_fail" -gt 0 ] && status=1
+echo "test.sh: ${total_pass} passed, ${total_fail} failed"
+echo "${total_pass} passed, ${total_fail} failed"
+exit $status

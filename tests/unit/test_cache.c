@@ -1,0 +1,270 @@
+/* SPDX-License-Identifier: MIT */
+/* Unit tests for cache/: MinIO admission, no eviction, budget, single flight. */
+#include <check.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cache/cache.h"
+
+struct filler {
+	_Atomic unsigned calls;
+	_Atomic unsigned per_unit[4096];
+	unsigned delay_us;
+	int fail_unit; /* -1: none */
+};
+
+/* Fills unit u with byte (u * 7 + i) so content can be checked. */
+static int fill_pattern(void *arg, uint64_t unit, void *dst, size_t len)
+{
+	struct filler *f = arg;
+
+	atomic_fetch_add(&f->calls, 1);
+	atomic_fetch_add(&f->per_unit[unit], 1);
+	if (f->delay_us)
+		usleep(f->delay_us);
+	if ((int)unit == f->fail_unit)
+		return -EIO;
+	unsigned char *p = dst;
+	for (size_t i = 0; i < len; i++)
+		p[i] = (unsigned char)(unit * 7 + i);
+	return 0;
+}
+
+static void check_pattern(const void *data, uint64_t unit, size_t len)
+{
+	const unsigned char *p = data;
+	for (size_t i = 0; i < len; i++)
+		ck_assert_msg(p[i] == (unsigned char)(unit * 7 + i), "unit %llu byte %zu: got %u want %u",
+			      (unsigned long long)unit, i, p[i], (unsigned char)(unit * 7 + i));
+}
+
+START_TEST(admits_until_full_then_refuses_and_never_evicts)
+{
+	struct cache *c;
+	struct filler f = { .fail_unit = -1 };
+	const void *d;
+	struct cache_stats st;
+
+	/* 10 units of 1000 bytes (1024 with alignment) into 5000 bytes: 4 fit. */
+	ck_assert_int_eq(cache_create(5000, 10, &c), 0);
+	int admitted = 0;
+	for (uint64_t u = 0; u < 10; u++) {
+		int rc = cache_get(c, u, 1000, 1000, true, fill_pattern, &f, &d);
+		if (rc == 0) {
+			admitted++;
+			check_pattern(d, u, 1000);
+		} else {
+			ck_assert_int_eq(rc, -ENOSPC);
+		}
+	}
+	ck_assert_int_eq(admitted, 4);
+	cache_get_stats(c, &st);
+	ck_assert_uint_le(st.used_bytes, st.capacity_bytes);
+	ck_assert_uint_eq(st.items, 4);
+	ck_assert_uint_eq(st.refused, 6);
+	/* Second epoch in another order: the same four hit, the rest still refused. */
+	unsigned before = atomic_load(&f.calls);
+	for (int u = 9; u >= 0; u--) {
+		int rc = cache_get(c, (uint64_t)u, 1000, 1000, true, fill_pattern, &f, &d);
+		if (u < 4) {
+			ck_assert_int_eq(rc, 0);
+			check_pattern(d, (uint64_t)u, 1000);
+		} else {
+			ck_assert_int_eq(rc, -ENOSPC);
+		}
+	}
+	/* Refused units are not filled at all: the allocation fails first. */
+	ck_assert_uint_eq(atomic_load(&f.calls), before);
+	cache_get_stats(c, &st);
+	ck_assert_uint_eq(st.hits, 4);
+	ck_assert_uint_eq(st.items, 4);
+	for (uint64_t u = 0; u < 4; u++)
+		ck_assert(cache_holds(c, u));
+	for (uint64_t u = 4; u < 10; u++)
+		ck_assert(!cache_holds(c, u));
+	cache_destroy(c);
+}
+END_TEST
+
+START_TEST(zero_capacity_admits_nothing)
+{
+	struct cache *c;
+	struct filler f = { .fail_unit = -1 };
+	const void *d;
+
+	ck_assert_int_eq(cache_create(0, 3, &c), 0);
+	ck_assert_int_eq(cache_get(c, 1, 10, 10, true, fill_pattern, &f, &d), -ENOSPC);
+	ck_assert_uint_eq(atomic_load(&f.calls), 0);
+	ck_assert_int_eq(cache_get(c, 3, 10, 10, true, fill_pattern, &f, &d), -EINVAL);
+	cache_destroy(c);
+	cache_destroy(NULL);
+}
+END_TEST
+
+START_TEST(failed_fill_admits_nothing_and_retries)
+{
+	struct cache *c;
+	struct filler f = { .fail_unit = 2 };
+	const void *d;
+	struct cache_stats st;
+
+	ck_assert_int_eq(cache_create(1 << 20, 4, &c), 0);
+	ck_assert_int_eq(cache_get(c, 2, 4096, 4096, true, fill_pattern, &f, &d), -EIO);
+	ck_assert(!cache_holds(c, 2));
+	cache_get_stats(c, &st);
+	ck_assert_uint_eq(st.used_bytes, 0); /* the reservation was given back */
+	f.fail_unit = -1;
+	ck_assert_int_eq(cache_get(c, 2, 4096, 4096, true, fill_pattern, &f, &d), 0);
+	check_pattern(d, 2, 4096);
+	ck_assert_uint_eq(atomic_load(&f.per_unit[2]), 2);
+	cache_destroy(c);
+}
+END_TEST
+
+START_TEST(no_admit_only_hits)
+{
+	struct cache *c;
+	struct filler f = { .fail_unit = -1 };
+	const void *d;
+
+	ck_assert_int_eq(cache_create(1 << 20, 4, &c), 0);
+	ck_assert_int_eq(cache_get(c, 1, 100, 100, false, fill_pattern, &f, &d), -ENOSPC);
+	ck_assert_uint_eq(atomic_load(&f.calls), 0);
+	ck_assert_int_eq(cache_get(c, 1, 100, 100, true, fill_pattern, &f, &d), 0);
+	ck_assert_int_eq(cache_get(c, 1, 100, 100, false, fill_pattern, &f, &d), 0);
+	check_pattern(d, 1, 100);
+	cache_destroy(c);
+}
+END_TEST
+
+struct worker_arg {
+	struct cache *c;
+	struct filler *f;
+	uint64_t nunits;
+	size_t unit_len;
+	unsigned seed;
+	_Atomic unsigned *bad;
+};
+
+static void *hammer(void *p)
+{
+	struct worker_arg *w = p;
+	unsigned seed = w->seed;
+
+	for (int i = 0; i < 3000; i++) {
+		uint64_t u = (uint64_t)rand_r(&seed) % w->nunits;
+		const void *d;
+		int rc = cache_get(w->c, u, w->unit_len, w->unit_len, true, fill_pattern, w->f, &d);
+		if (rc == 0) {
+			const unsigned char *b = d;
+			for (size_t k = 0; k < w->unit_len; k += 97)
+				if (b[k] != (unsigned char)(u * 7 + k))
+					atomic_fetch_add(w->bad, 1);
+		} else if (rc != -ENOSPC) {
+			atomic_fetch_add(w->bad, 1);
+		}
+	}
+	return NULL;
+}
+
+START_TEST(concurrent_fills_stay_in_budget_and_fill_once)
+{
+	enum { NTHREADS = 8, NUNITS = 512 };
+	struct cache *c;
+	struct filler *f = calloc(1, sizeof(*f));
+	_Atomic unsigned bad = 0;
+	pthread_t t[NTHREADS];
+	struct worker_arg w[NTHREADS];
+	struct cache_stats st;
+
+	f->fail_unit = -1;
+	f->delay_us = 50;
+	/* Chunk-sized units of 4 KiB; room for about a third of them. */
+	ck_assert_int_eq(cache_create(NUNITS * 4096 / 3, NUNITS, &c), 0);
+	for (int i = 0; i < NTHREADS; i++) {
+		w[i] = (struct worker_arg){ c, f, NUNITS, 4096, (unsigned)i + 1, &bad };
+		pthread_create(&t[i], NULL, hammer, &w[i]);
+	}
+	for (int i = 0; i < NTHREADS; i++)
+		pthread_join(t[i], NULL);
+	cache_get_stats(c, &st);
+	ck_assert_uint_eq(atomic_load(&bad), 0);
+	ck_assert_uint_le(st.used_bytes, st.capacity_bytes);
+	ck_assert_uint_eq(st.items, st.admitted);
+	ck_assert_uint_eq(st.items * 4096, st.used_bytes);
+	/* Every admitted unit was filled exactly once. */
+	for (uint64_t u = 0; u < NUNITS; u++)
+		if (cache_holds(c, u))
+			ck_assert_uint_eq(atomic_load(&f->per_unit[u]), 1);
+	ck_assert_uint_eq(st.hits + st.misses, NTHREADS * 3000);
+	cache_destroy(c);
+	free(f);
+}
+END_TEST
+
+struct sf_arg {
+	struct cache *c;
+	struct filler *f;
+	_Atomic unsigned *ok;
+};
+
+static void *single_reader(void *p)
+{
+	struct sf_arg *a = p;
+	const void *d;
+
+	if (cache_get(a->c, 5, 65536, 65536, true, fill_pattern, a->f, &d) == 0) {
+		const unsigned char *b = d;
+		if (b[100] == (unsigned char)(5 * 7 + 100))
+			atomic_fetch_add(a->ok, 1);
+	}
+	return NULL;
+}
+
+START_TEST(single_flight_one_fill_for_many_readers)
+{
+	enum { N = 16 };
+	struct cache *c;
+	struct filler *f = calloc(1, sizeof(*f));
+	_Atomic unsigned ok = 0;
+	pthread_t t[N];
+	struct sf_arg a;
+
+	f->fail_unit = -1;
+	f->delay_us = 200000; /* a slow source: all readers arrive during the fill */
+	ck_assert_int_eq(cache_create(1 << 20, 8, &c), 0);
+	a = (struct sf_arg){ c, f, &ok };
+	for (int i = 0; i < N; i++)
+		pthread_create(&t[i], NULL, single_reader, &a);
+	for (int i = 0; i < N; i++)
+		pthread_join(t[i], NULL);
+	ck_assert_uint_eq(atomic_load(&f->calls), 1);
+	ck_assert_uint_eq(atomic_load(&ok), N);
+	cache_destroy(c);
+	free(f);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("cache");
+	TCase *tc = tcase_create("core");
+
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, admits_until_full_then_refuses_and_never_evicts);
+	tcase_add_test(tc, zero_capacity_admits_nothing);
+	tcase_add_test(tc, failed_fill_admits_nothing_and_retries);
+	tcase_add_test(tc, no_admit_only_hits);
+	tcase_add_test(tc, concurrent_fills_stay_in_budget_and_fill_once);
+	tcase_add_test(tc, single_flight_one_fill_for_many_readers);
+	suite_add_tcase(s, tc);
+	SRunner *sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
