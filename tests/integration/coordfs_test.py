@@ -1,0 +1,582 @@
+# SPDX-License-Identifier: MIT
+"""Shared helpers for the coordfs integration tests.
+
+Every test script imports this module. It provides:
+  - Checker: prints one line per check ("ok   ..." / "FAIL ..."), catches
+    exceptions of a test group as failures, prints "N passed, M failed"
+    and exits non-zero on any failure; a watchdog tears down every mount
+    and exits if the script runs past its deadline (so a hung FUSE request
+    never leaves a mount behind).
+  - Mount: a context manager making a fresh temp SOURCE and MOUNTPOINT,
+    running `coordfs [opts] SOURCE MOUNTPOINT` (daemonizing mode) and
+    always cleaning up: fusermount3 -u, kill the daemon found via the
+    mount, remove the temp dirs.
+  - stats(), mount table helpers, file helpers, free_port().
+
+The binary is taken from $COORDFS_BIN (set by meson). Exit code 77 (skip)
+is used only when /dev/fuse does not exist.
+"""
+
+import contextlib
+import errno
+import hashlib
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+
+STATS_XATTR = 'user.coordfs.stats'
+CACHED_XATTR = 'user.coordfs.cached'
+
+# Mountpoints currently owned by this process, for the watchdog.
+_active_mounts = set()
+_active_lock = threading.Lock()
+
+
+# ---------------------------------------------------------------- setup
+
+def require_fuse():
+	"""Exit 77 (meson: skipped) only when /dev/fuse is truly missing."""
+	if not os.path.exists('/dev/fuse'):
+		print('SKIP: /dev/fuse does not exist, cannot mount FUSE')
+		sys.exit(77)
+
+
+def coordfs_bin():
+	"""Path of the daemon: $COORDFS_BIN, else <repo>/build/fs/coordfs."""
+	path = os.environ.get('COORDFS_BIN')
+	if not path:
+		path = os.path.join(REPO, 'build', 'fs', 'coordfs')
+		print(f'note: COORDFS_BIN not set, using {path}')
+	if not os.access(path, os.X_OK):
+		print(f'FAIL setup: coordfs binary not executable: {path}')
+		print('0 passed, 1 failed')
+		sys.exit(1)
+	return os.path.abspath(path)
+
+
+def fsstat_bin():
+	"""Path of fsstat from $FSSTAT_BIN, or None."""
+	path = os.environ.get('FSSTAT_BIN')
+	if path and os.access(path, os.X_OK):
+		return os.path.abspath(path)
+	return None
+
+
+def free_port():
+	"""A TCP port on 127.0.0.1 that was free a moment ago."""
+	with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+		s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+		s.bind(('127.0.0.1', 0))
+		return s.getsockname()[1]
+
+
+# ---------------------------------------------------------------- checks
+
+def _short(value, limit=300):
+	text = repr(value)
+	if len(text) > limit:
+		text = text[:limit] + f'... ({len(text)} chars)'
+	return text
+
+
+class Checker:
+	"""One line per check; summary and exit status at the end.
+
+	timeout: seconds after which the watchdog unmounts everything this
+	process mounted and exits 1 (keep it below the meson timeout)."""
+
+	def __init__(self, name, timeout=100):
+		self.name = name
+		self.passed = 0
+		self.failed = []
+		self.start = time.monotonic()
+		require_fuse()
+		if shutil.which('fusermount3') is None:
+			print('FAIL setup: fusermount3 not found on PATH')
+			print('0 passed, 1 failed')
+			sys.exit(1)
+		self.bin = coordfs_bin()
+		print(f'# {name}: coordfs = {self.bin}')
+		sys.stdout.flush()
+		signal.signal(signal.SIGTERM, self._on_sigterm)
+		watchdog = threading.Thread(target=self._watchdog,
+					    args=(timeout,), daemon=True)
+		watchdog.start()
+
+	def _on_sigterm(self, signum, frame):
+		raise SystemExit('SIGTERM received')
+
+	def _watchdog(self, timeout):
+		time.sleep(timeout)
+		print(f'FAIL watchdog: {self.name} still running after '
+		      f'{timeout}s, tearing down mounts', flush=True)
+		with _active_lock:
+			mounts = list(_active_mounts)
+		for mnt in mounts:
+			force_unmount(mnt)
+		print(f'{self.passed} passed, {len(self.failed) + 1} failed',
+		      flush=True)
+		os._exit(1)
+
+	def check(self, label, cond, detail=''):
+		if cond:
+			self.passed += 1
+			print(f'ok   {label}')
+		else:
+			self.failed.append(label)
+			print(f'FAIL {label}' + (f': {detail}' if detail else ''))
+		sys.stdout.flush()
+		return bool(cond)
+
+	def eq(self, label, got, want):
+		return self.check(label, got == want,
+				  f'got {_short(got)}, want {_short(want)}')
+
+	def le(self, label, got, bound):
+		return self.check(label, got <= bound,
+				  f'got {_short(got)}, want <= {_short(bound)}')
+
+	def gt(self, label, got, bound):
+		return self.check(label, got > bound,
+				  f'got {_short(got)}, want > {_short(bound)}')
+
+	def ge(self, label, got, bound):
+		return self.check(label, got >= bound,
+				  f'got {_short(got)}, want >= {_short(bound)}')
+
+	def errno_of(self, label, fn, want_errno):
+		"""fn() must raise OSError with errno want_errno."""
+		try:
+			fn()
+		except OSError as e:
+			return self.check(label, e.errno == want_errno,
+					  f'got {errno.errorcode.get(e.errno, e.errno)}'
+					  f' ({e}), want '
+					  f'{errno.errorcode[want_errno]}')
+		return self.check(label, False,
+				  f'succeeded, want '
+				  f'{errno.errorcode[want_errno]}')
+
+	def group(self, fn, *args, **kwargs):
+		"""Run one test group; an exception counts as one failure."""
+		name = getattr(fn, '__name__', str(fn))
+		print(f'# {name}')
+		sys.stdout.flush()
+		try:
+			fn(*args, **kwargs)
+		except Exception as e:	# noqa: BLE001 - reported as failure
+			traceback.print_exc(file=sys.stdout)
+			self.check(f'{name} ran to the end', False,
+				   f'{type(e).__name__}: {e}')
+
+	def finish(self):
+		took = time.monotonic() - self.start
+		print(f'# {self.name} took {took:.1f}s')
+		if self.failed:
+			shown = self.failed[:15]
+			more = len(self.failed) - len(shown)
+			print('failed: ' + '; '.join(shown) +
+			      (f'; and {more} more' if more else ''))
+		print(f'{self.passed} passed, {len(self.failed)} failed')
+		sys.stdout.flush()
+		sys.exit(1 if self.failed else 0)
+
+
+# ---------------------------------------------------------------- mounts
+
+def _unescape_mountinfo(field):
+	"""Undo the octal escapes (\\040 etc.) of /proc/self/mountinfo."""
+	out = bytearray()
+	raw = field.encode('utf-8', 'surrogateescape')
+	i = 0
+	while i < len(raw):
+		if raw[i:i + 1] == b'\\' and i + 3 < len(raw) + 0 and \
+		   raw[i + 1:i + 4].isdigit():
+			out.append(int(raw[i + 1:i + 4], 8))
+			i += 4
+		else:
+			out.append(raw[i])
+			i += 1
+	return out.decode('utf-8', 'surrogateescape')
+
+
+def mounts():
+	"""List of dicts (mountpoint, fstype, source, options, dev)."""
+	result = []
+	with open('/proc/self/mountinfo', encoding='utf-8',
+		  errors='surrogateescape') as f:
+		for line in f:
+			left, _, right = line.rstrip('\n').partition(' - ')
+			lf = left.split(' ')
+			rf = right.split(' ')
+			result.append({
+				'dev': lf[2],
+				'mountpoint': _unescape_mountinfo(lf[4]),
+				'options': lf[5],
+				'fstype': rf[0] if rf else '',
+				'source': _unescape_mountinfo(rf[1])
+				if len(rf) > 1 else '',
+			})
+	return result
+
+
+def mounts_at(path):
+	path = os.path.realpath(path)
+	return [m for m in mounts() if m['mountpoint'] == path]
+
+
+def is_mounted(path):
+	return bool(mounts_at(path))
+
+
+def fuse_mounts_under(prefix):
+	"""Every FUSE mount whose mountpoint starts with prefix."""
+	prefix = os.path.realpath(prefix)
+	return [m for m in mounts()
+		if m['mountpoint'].startswith(prefix)
+		and m['fstype'].startswith('fuse')]
+
+
+def _proc_state(pid):
+	try:
+		with open(f'/proc/{pid}/stat') as f:
+			data = f.read()
+		return data[data.rindex(')') + 2]
+	except (OSError, ValueError):
+		return None
+
+
+def pid_alive(pid):
+	"""True while pid exists and is not a zombie."""
+	state = _proc_state(pid)
+	return state is not None and state not in ('Z', 'X')
+
+
+def find_daemon_pids(mnt):
+	"""Pids of live coordfs processes whose command line names mnt."""
+	mnt_real = os.path.realpath(mnt)
+	names = {mnt, mnt_real, mnt.rstrip('/'), mnt_real.rstrip('/')}
+	found = []
+	for entry in os.listdir('/proc'):
+		if not entry.isdigit() or int(entry) == os.getpid():
+			continue
+		try:
+			with open(f'/proc/{entry}/cmdline', 'rb') as f:
+				argv = f.read().split(b'\0')
+		except OSError:
+			continue
+		args = [a.decode('utf-8', 'surrogateescape') for a in argv if a]
+		if not args:
+			continue
+		if os.path.basename(args[0]) != 'coordfs':
+			try:
+				exe = os.readlink(f'/proc/{entry}/exe')
+			except OSError:
+				continue
+			if os.path.basename(exe) != 'coordfs':
+				continue
+		if any(a in names for a in args[1:]) and pid_alive(int(entry)):
+			found.append(int(entry))
+	return found
+
+
+def wait_until(pred, timeout, step=0.05):
+	deadline = time.monotonic() + timeout
+	while True:
+		if pred():
+			return True
+		if time.monotonic() >= deadline:
+			return False
+		time.sleep(step)
+
+
+def kill_and_wait(pid, timeout=5.0):
+	"""Wait for pid to exit; SIGTERM, then SIGKILL if it lingers."""
+	if wait_until(lambda: not pid_alive(pid), timeout):
+		return True
+	for sig in (signal.SIGTERM, signal.SIGKILL):
+		try:
+			os.kill(pid, sig)
+		except ProcessLookupError:
+			return True
+		if wait_until(lambda: not pid_alive(pid), 3.0):
+			return True
+	return False
+
+
+def force_unmount(mnt, pids=None):
+	"""Unmount mnt and make sure its daemon is gone. Never raises."""
+	try:
+		if pids is None:
+			pids = find_daemon_pids(mnt)
+		if is_mounted(mnt):
+			subprocess.run(['fusermount3', '-u', mnt],
+				       stdout=subprocess.DEVNULL,
+				       stderr=subprocess.DEVNULL, timeout=10)
+		if is_mounted(mnt):
+			for pid in pids:
+				with contextlib.suppress(OSError):
+					os.kill(pid, signal.SIGKILL)
+			subprocess.run(['fusermount3', '-uz', mnt],
+				       stdout=subprocess.DEVNULL,
+				       stderr=subprocess.DEVNULL, timeout=10)
+		if is_mounted(mnt):
+			subprocess.run(['umount', '-l', mnt],
+				       stdout=subprocess.DEVNULL,
+				       stderr=subprocess.DEVNULL, timeout=10)
+		for pid in pids:
+			kill_and_wait(pid, 5.0)
+	except Exception as e:	# noqa: BLE001 - cleanup must not raise
+		print(f'# warning: cleanup of {mnt} failed: {e}')
+	with _active_lock:
+		_active_mounts.discard(mnt)
+
+
+class MountFailed(Exception):
+	def __init__(self, cmd, rc, stderr):
+		super().__init__(f'{" ".join(cmd)} exited {rc}: {stderr.strip()}')
+		self.rc = rc
+		self.stderr = stderr
+
+
+def run_coordfs(args, cwd=None, timeout=30, env=None, binary=None):
+	"""Run coordfs with args; returns (rc, stdout, stderr).
+
+	Output goes through temp files, not pipes, so a daemon that keeps
+	its stdio open cannot hang us. rc is None on timeout."""
+	binary = binary or coordfs_bin()
+	cmd = [binary] + list(args)
+	with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+		try:
+			proc = subprocess.run(cmd, stdin=subprocess.DEVNULL,
+					      stdout=out, stderr=err, cwd=cwd,
+					      timeout=timeout, env=env)
+			rc = proc.returncode
+		except subprocess.TimeoutExpired:
+			rc = None
+		out.seek(0)
+		err.seek(0)
+		return (rc, out.read().decode('utf-8', 'replace'),
+			err.read().decode('utf-8', 'replace'))
+
+
+class TempDirs:
+	"""A fresh temp root with SOURCE (root/src) and MOUNTPOINT (root/mnt).
+
+	On exit, anything mounted on the mountpoint is unmounted and its
+	daemon killed before the tree is removed."""
+
+	def __init__(self, prefix='coordfs-it-'):
+		self.root = tempfile.mkdtemp(prefix=prefix)
+		self.src = os.path.join(self.root, 'src')
+		self.mnt = os.path.join(self.root, 'mnt')
+		os.mkdir(self.src)
+		os.mkdir(self.mnt)
+		with _active_lock:
+			_active_mounts.add(self.mnt)
+
+	def __enter__(self):
+		return self
+
+	def __exit__(self, *exc):
+		self.cleanup()
+		return False
+
+	def cleanup(self):
+		for m in fuse_mounts_under(self.root):
+			force_unmount(m['mountpoint'])
+		for pid in find_daemon_pids(self.mnt):
+			kill_and_wait(pid, 3.0)
+		if fuse_mounts_under(self.root):
+			print(f'# warning: {self.root} still has a mount, '
+			      'leaving it in place')
+			return
+		with _active_lock:
+			_active_mounts.discard(self.mnt)
+		_rmtree(self.root)
+
+
+def _rmtree(path):
+	def onerror(func, p, exc):
+		# make read-only dirs writable and retry once
+		with contextlib.suppress(OSError):
+			os.chmod(os.path.dirname(p), 0o755)
+			os.chmod(p, 0o755)
+			func(p)
+	shutil.rmtree(path, onerror=onerror)
+
+
+class Mount(TempDirs):
+	"""Context manager: temp SOURCE + MOUNTPOINT, coordfs mounted on it.
+
+	populate(src) fills SOURCE before mounting. opts go before SOURCE
+	and MOUNTPOINT; extra_args go after them (e.g. ['-o', '...']).
+	Raises MountFailed (after cleaning up) if the mount does not come up.
+	"""
+
+	def __init__(self, opts=(), populate=None, extra_args=(), timeout=30):
+		super().__init__()
+		self.opts = list(opts)
+		self.extra_args = list(extra_args)
+		self.pids = []
+		try:
+			if populate is not None:
+				populate(self.src)
+			self.mount(timeout)
+		except BaseException:
+			self.cleanup()
+			raise
+
+	def mount(self, timeout=30):
+		args = self.opts + [self.src, self.mnt] + self.extra_args
+		rc, out, err = run_coordfs(args, timeout=timeout)
+		self.mount_stderr = err
+		if rc != 0:
+			raise MountFailed(['coordfs'] + args, rc, err)
+		if not is_mounted(self.mnt):
+			raise MountFailed(['coordfs'] + args, rc,
+					  'command returned 0 but nothing is '
+					  'mounted on ' + self.mnt)
+		self.pids = find_daemon_pids(self.mnt)
+
+	def __enter__(self):
+		return self
+
+	def cleanup(self):
+		if os.path.isdir(self.root):
+			force_unmount(self.mnt, self.pids or None)
+		super().cleanup()
+
+	def stats(self):
+		return stats(self.mnt)
+
+
+def stats(mnt):
+	"""The JSON statistics object of the mount (SPEC §4)."""
+	return json.loads(os.getxattr(mnt, STATS_XATTR).decode('utf-8'))
+
+
+def cached(path):
+	"""Value of the file's user.coordfs.cached xattr (bytes)."""
+	return os.getxattr(path, CACHED_XATTR)
+
+
+# ---------------------------------------------------------------- files
+
+def sha256_file(path, bufsize=1 << 20):
+	h = hashlib.sha256()
+	with open(path, 'rb', buffering=0) as f:
+		while True:
+			block = f.read(bufsize)
+			if not block:
+				break
+			h.update(block)
+	return h.hexdigest()
+
+
+def drop_page_cache(path):
+	"""Drop the kernel's cached pages of one file, so that the next
+	read reaches the FUSE daemon (we test its cache, not the kernel's)."""
+	fd = os.open(path, os.O_RDONLY)
+	try:
+		os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+	finally:
+		os.close(fd)
+
+
+def write_file(path, data, mode=None, mtime_ns=None):
+	os.makedirs(os.path.dirname(path), exist_ok=True)
+	with open(path, 'wb') as f:
+		f.write(data)
+	if mode is not None:
+		os.chmod(path, mode)
+	if mtime_ns is not None:
+		os.utime(path, ns=(mtime_ns, mtime_ns))
+
+
+def random_bytes(rng, n):
+	return rng.randbytes(n) if n else b''
+
+
+def tree_entries(root):
+	"""{relpath: (kind, lstat)} of everything under root (not root)."""
+	result = {}
+	for dirpath, dirnames, filenames in os.walk(root):
+		for name in dirnames + filenames:
+			full = os.path.join(dirpath, name)
+			rel = os.path.relpath(full, root)
+			st = os.lstat(full)
+			if os.path.islink(full):
+				kind = 'link'
+			elif os.path.isdir(full):
+				kind = 'dir'
+			elif os.path.isfile(full):
+				kind = 'file'
+			else:
+				kind = 'other'
+			result[rel] = (kind, st)
+	return result
+
+
+def walk_listing(root):
+	"""os.walk of root as a sorted list of (reldir, dirs, files)."""
+	out = []
+	for dirpath, dirnames, filenames in os.walk(root):
+		out.append((os.path.relpath(dirpath, root),
+			    sorted(dirnames), sorted(filenames)))
+	return sorted(out)
+
+
+def read_in_child(path, timeout=10):
+	"""Read a whole file in a child process (a hung FUSE request must
+	not hang the test). Returns ('ok', sha256hex, size),
+	('errno', errno_value, msg) or ('timeout', None, None)."""
+	code = (
+		'import hashlib, sys\n'
+		'h = hashlib.sha256(); n = 0\n'
+		'try:\n'
+		'    with open(sys.argv[1], "rb", buffering=0) as f:\n'
+		'        while True:\n'
+		'            b = f.read(1 << 20)\n'
+		'            if not b: break\n'
+		'            h.update(b); n += len(b)\n'
+		'except OSError as e:\n'
+		'    print("errno", e.errno, e.strerror); sys.exit(0)\n'
+		'print("ok", h.hexdigest(), n)\n'
+	)
+	try:
+		proc = subprocess.run([sys.executable, '-c', code, path],
+				      capture_output=True, text=True,
+				      timeout=timeout)
+	except subprocess.TimeoutExpired:
+		return ('timeout', None, None)
+	parts = proc.stdout.strip().split(' ', 2)
+	if len(parts) == 3 and parts[0] == 'ok':
+		return ('ok', parts[1], int(parts[2]))
+	if len(parts) >= 2 and parts[0] == 'errno':
+		return ('errno', int(parts[1]),
+			parts[2] if len(parts) > 2 else '')
+	return ('error', proc.returncode, proc.stdout + proc.stderr)
+
+
+__all__ = [
+	'Checker', 'Mount', 'MountFailed', 'TempDirs', 'stats', 'cached',
+	'mounts', 'mounts_at', 'is_mounted', 'fuse_mounts_under',
+	'find_daemon_pids', 'pid_alive', 'kill_and_wait', 'force_unmount',
+	'run_coordfs', 'free_port', 'sha256_file', 'drop_page_cache',
+	'write_file', 'random_bytes', 'tree_entries', 'walk_listing',
+	'read_in_child', 'wait_until', 'coordfs_bin', 'fsstat_bin',
+	'require_fuse', 'random', 'STATS_XATTR', 'CACHED_XATTR',
+]
