@@ -23,13 +23,13 @@
 static int open_beneath(int dirfd, const char *relpath)
 {
 	struct open_how how = {
-		.flags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW,
+		.flags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, /* a FIFO must not block */
 		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
 	};
 	long fd = syscall(SYS_openat2, dirfd, relpath, &how, sizeof(how));
 
 	if (fd < 0 && errno == ENOSYS)
-		fd = openat(dirfd, relpath, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		fd = openat(dirfd, relpath, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 	return (int)fd;
 }
 

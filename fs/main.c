@@ -78,6 +78,33 @@ static const char usage[] =
 	"  -o OPT[,OPT...]          the same as key=value (cache_size=8G), and FUSE mount options\n"
 	"  -V, --version, -h, --help\n";
 
+/* Mount options: 1 passed on to libfuse and the kernel, 0 dropped as harmless
+ * (mount(8) and fstab put some of them on every command line; the mount is
+ * read-only and nodev/nosuid anyway), -1 unknown. */
+static int known_mount_option(const char *arg)
+{
+	static const char *const pass[] = { "allow_other", "allow_root", "auto_unmount",
+					    "default_permissions", "fsname=", "subtype=",
+					    "max_read=", "blksize=", "context=", "fscontext=",
+					    "defcontext=", "rootcontext=" };
+	static const char *const drop[] = { "ro", "rw", "dev", "nodev", "suid", "nosuid", "exec",
+					    "noexec", "async", "sync", "atime", "noatime",
+					    "nodiratime", "relatime", "strictatime", "dirsync",
+					    "_netdev", "user", "nouser", "users", "auto", "noauto",
+					    "defaults", "nofail", "x-" };
+	for (size_t i = 0; i < sizeof(pass) / sizeof(pass[0]); i++) {
+		size_t n = strlen(pass[i]);
+		if (pass[i][n - 1] == '=' ? !strncmp(arg, pass[i], n) : !strcmp(arg, pass[i]))
+			return 1;
+	}
+	for (size_t i = 0; i < sizeof(drop) / sizeof(drop[0]); i++) {
+		size_t n = strlen(drop[i]);
+		if (drop[i][n - 1] == '-' ? !strncmp(arg, drop[i], n) : !strcmp(arg, drop[i]))
+			return 0;
+	}
+	return -1;
+}
+
 static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
 {
 	struct fs_options *o = data;
@@ -111,7 +138,11 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 				o->parse_error = NULL;
 			return 0;
 		}
-		return 1; /* an -o option for FUSE itself (ro, allow_other, ...) */
+		int known = known_mount_option(arg);
+		if (known < 0 && !o->parse_error &&
+		    asprintf(&o->parse_error, "unknown mount option '%s' (see --help)", arg) < 0)
+			o->parse_error = NULL;
+		return known > 0; /* an -o option for FUSE itself (allow_other, ...) */
 	}
 }
 
@@ -227,16 +258,22 @@ static int parse_sizes(struct fs_ctx *fs)
 	return 0;
 }
 
+/* libfuse logs a message in pieces; gather them per thread into one line. */
 static void fuse_log_to_ours(enum fuse_log_level level, const char *fmt, va_list ap)
 {
-	if ((int)level <= log_threshold) {
-		char line[1024];
-		vsnprintf(line, sizeof(line), fmt, ap);
-		size_t n = strlen(line);
-		while (n && line[n - 1] == '\n')
-			line[--n] = '\0';
+	static _Thread_local char line[1024];
+	static _Thread_local size_t used;
+
+	int n = vsnprintf(line + used, sizeof(line) - used, fmt, ap);
+	if (n > 0)
+		used += (size_t)n < sizeof(line) - used ? (size_t)n : sizeof(line) - used - 1;
+	if (used == 0 || (line[used - 1] != '\n' && used < sizeof(line) - 1))
+		return;
+	while (used && line[used - 1] == '\n')
+		line[--used] = '\0';
+	if ((int)level <= log_threshold)
 		log_write((int)level, "fuse: %s", line);
-	}
+	used = 0;
 }
 
 static void free_options(struct fs_options *o)
