@@ -62,7 +62,7 @@ static const char usage[] =
 	"Mount SOURCE read-only at MOUNTPOINT through a MinIO memory cache.\n\n"
 	"  -f, --foreground         stay in the foreground, log to stderr\n"
 	"  -d, --debug              verbose logging (implies -f)\n"
-	"  --cache-size=SIZE        cache budget: bytes, K/M/G/T, or N%% of RAM (25%%)\n"
+	"  --cache-size=SIZE        cache budget: bytes, K/M/G/T, or N% of RAM (25%)\n"
 	"  --chunk-size=SIZE        caching unit for larger files (4M)\n"
 	"  --peers=URL,URL,...      every node's peer address, same order everywhere\n"
 	"  --node=K                 this node's index in --peers\n"

@@ -784,7 +784,7 @@ int main(void)
 	suite_add_tcase(s, table);
 	suite_add_tcase(s, cli);
 	SRunner *sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
+	srunner_run_all(sr, CK_ENV);
 	int failed = srunner_ntests_failed(sr);
 	srunner_free(sr);
 	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
