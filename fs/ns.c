@@ -156,7 +156,8 @@ static int read_dir(int dfd, struct scan_entry **out, size_t *nout, char *err, s
 		free(v);
 		return rc;
 	}
-	qsort(v, n, sizeof(*v), cmp_entry);
+	if (n > 1)
+		qsort(v, n, sizeof(*v), cmp_entry);
 	*out = v;
 	*nout = n;
 	return 0;

@@ -1,0 +1,607 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Decoding: JPEG through the libjpeg API of libjpeg-turbo with DCT-domain
+ * downscaling (scale_num/8), horizontal cropping (jpeg_crop_scanline) and
+ * row skipping (jpeg_skip_scanlines), so only the pixels the resampler reads
+ * are reconstructed; PNG through libpng, streaming rows and keeping the
+ * region only. Both end in RGB exactly as PIL's convert("RGB") would give
+ * (CMYK with Adobe polarity, alpha and tRNS dropped, 16-bit gray clipped as
+ * PIL's mode "I"). Every error, and every libjpeg warning, unwinds through a
+ * setjmp/longjmp error manager: nothing here exits or prints.
+ */
+#include <errno.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jpeglib.h>
+#include <jerror.h>
+#include <png.h>
+
+#include "prep/prep_int.h"
+
+enum prep__format prep__sniff(const void *data, size_t len)
+{
+	static const uint8_t png_sig[8] = { 0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n' };
+	const uint8_t *p = data;
+
+	if (len >= 3 && p[0] == 0xff && p[1] == 0xd8 && p[2] == 0xff)
+		return PREP__JPEG;
+	if (len >= 8 && memcmp(p, png_sig, 8) == 0)
+		return PREP__PNG;
+	return PREP__UNKNOWN;
+}
+
+static int check_caps(uint64_t w, uint64_t h)
+{
+	if (w == 0 || h == 0)
+		return -EIO;
+	if (w > PREP_MAX_SIDE || h > PREP_MAX_SIDE || w * h > PREP_MAX_PIXELS)
+		return -EFBIG;
+	return 0;
+}
+
+static int probe_jpeg(const uint8_t *p, size_t len, unsigned *w, unsigned *h)
+{
+	size_t i = 2;
+
+	for (;;) {
+		/* Find the next marker, skipping fill bytes (and, leniently,
+		 * garbage between segments, as libjpeg does with a warning). */
+		while (i < len && p[i] != 0xff)
+			i++;
+		while (i < len && p[i] == 0xff)
+			i++;
+		if (i >= len)
+			return -ENODATA;
+		uint8_t m = p[i++];
+
+		if (m == 0x00 || m == 0x01 || m == 0xd8 || (m >= 0xd0 && m <= 0xd7))
+			continue;
+		if (m == 0xd9 || m == 0xda)
+			return -EIO; /* EOI or SOS before any frame header */
+		if (i + 2 > len)
+			return -ENODATA;
+		size_t seglen = (size_t)p[i] << 8 | p[i + 1];
+		if (seglen < 2)
+			return -EIO;
+		bool sof = m >= 0xc0 && m <= 0xcf && m != 0xc4 && m != 0xc8 && m != 0xcc;
+		if (sof) {
+			if (seglen < 8)
+				return -EIO;
+			if (i + 7 > len)
+				return -ENODATA;
+			unsigned hh = (unsigned)p[i + 3] << 8 | p[i + 4];
+			unsigned ww = (unsigned)p[i + 5] << 8 | p[i + 6];
+			int rc = check_caps(ww, hh);
+			if (rc < 0)
+				return rc;
+			*w = ww;
+			*h = hh;
+			return 0;
+		}
+		i += seglen;
+	}
+}
+
+static int probe_png(const uint8_t *p, size_t len, unsigned *w, unsigned *h)
+{
+	if (len < 24)
+		return -ENODATA;
+	if (memcmp(p + 12, "IHDR", 4) != 0)
+		return -EIO;
+	uint32_t ww = (uint32_t)p[16] << 24 | (uint32_t)p[17] << 16 | (uint32_t)p[18] << 8 | p[19];
+	uint32_t hh = (uint32_t)p[20] << 24 | (uint32_t)p[21] << 16 | (uint32_t)p[22] << 8 | p[23];
+	if (ww > 0x7fffffffu || hh > 0x7fffffffu)
+		return -EIO;
+	int rc = check_caps(ww, hh);
+	if (rc < 0)
+		return rc;
+	*w = ww;
+	*h = hh;
+	return 0;
+}
+
+int prep_probe(const void *data, size_t len, unsigned *w, unsigned *h)
+{
+	if (!data || !w || !h)
+		return -EINVAL;
+	switch (prep__sniff(data, len)) {
+	case PREP__JPEG:
+		return probe_jpeg(data, len, w, h);
+	case PREP__PNG:
+		return probe_png(data, len, w, h);
+	default:
+		if (len < 8)
+			return len == 0 ? -EINVAL : -ENODATA;
+		return -EINVAL;
+	}
+}
+
+unsigned prep__pick_scale(const struct prep__geom *g)
+{
+	double fx = (g->box_x1 - g->box_x0) / g->vw;
+	double fy = (g->box_y1 - g->box_y0) / g->vh;
+	double f = fx < fy ? fx : fy; /* source pixels per output pixel */
+
+	for (unsigned m = 1; m < 8; m++)
+		if (f * m / 8.0 >= 1.0 - 1e-9)
+			return m;
+	return 8;
+}
+
+/* State of one decode, shared by the JPEG and PNG paths. */
+struct dctx {
+	/* set by the caller */
+	prep__plan_fn plan;
+	void *arg;
+	unsigned scale_num; /* 0 = auto */
+	bool full;          /* the whole image, full resolution, no plan */
+	/* set by plan_scale() and plan_region() */
+	struct prep__geom g;
+	unsigned M;
+	struct prep__coeffs cx, cy;
+	unsigned rx0, rx1, ry0, ry1; /* region to decode, in scaled pixels */
+	/* set by the decoder: the region's pixels, RGB */
+	uint8_t *buf;
+	size_t stride;
+	unsigned bx0, by0; /* absolute position of buf's first pixel */
+	unsigned W, H;     /* source size */
+};
+
+/* Step 1, source size known: ask for the geometry and pick the DCT scale. */
+static int plan_scale(struct dctx *d, unsigned W, unsigned H, bool can_scale)
+{
+	int rc = check_caps(W, H);
+
+	if (rc < 0)
+		return rc;
+	d->W = W;
+	d->H = H;
+	if (d->full) {
+		d->M = 8;
+		return 0;
+	}
+	if ((rc = d->plan(d->arg, W, H, &d->g)) < 0)
+		return rc;
+	if (!can_scale)
+		d->M = 8;
+	else if (d->scale_num >= 1 && d->scale_num <= 8)
+		d->M = d->scale_num;
+	else
+		d->M = prep__pick_scale(&d->g);
+	return 0;
+}
+
+/* Step 2, scaled size sw x sh known: coefficients and the region they read. */
+static int plan_region(struct dctx *d, unsigned sw, unsigned sh)
+{
+	if (d->full) {
+		d->rx0 = d->ry0 = 0;
+		d->rx1 = sw;
+		d->ry1 = sh;
+		return 0;
+	}
+	const struct prep__geom *g = &d->g;
+	double s = d->M / 8.0;
+	unsigned c0x = (unsigned)floor(g->clip_x0 * s), c1x = (unsigned)ceil(g->clip_x1 * s);
+	unsigned c0y = (unsigned)floor(g->clip_y0 * s), c1y = (unsigned)ceil(g->clip_y1 * s);
+
+	if (c1x > sw)
+		c1x = sw;
+	if (c1y > sh)
+		c1y = sh;
+	if (c0x >= c1x)
+		c0x = c1x - 1;
+	if (c0y >= c1y)
+		c0y = c1y - 1;
+	int rc = prep__coeffs_make(g->box_x0 * s, g->box_x1 * s, c0x, c1x, g->vw, g->ox, g->ow,
+				   &d->cx);
+	if (rc == 0)
+		rc = prep__coeffs_make(g->box_y0 * s, g->box_y1 * s, c0y, c1y, g->vh, g->oy, g->oh,
+				       &d->cy);
+	if (rc < 0)
+		return rc;
+	d->rx0 = d->cx.lo;
+	d->rx1 = d->cx.hi;
+	d->ry0 = d->cy.lo;
+	d->ry1 = d->cy.hi;
+	return 0;
+}
+
+/* PIL: CMYK JPEGs are read as "CMYK;I" (Adobe polarity), then cmyk2rgb. */
+static void cmyk_to_rgb(uint8_t *px, size_t n)
+{
+	const uint8_t *in = px;
+	uint8_t *out = px;
+
+	for (size_t i = 0; i < n; i++, in += 4, out += 3) {
+		int nk = in[3]; /* 255 - (255 - k) */
+		for (int c = 0; c < 3; c++) {
+			int inv = 255 - in[c];
+			int tmp = inv * nk + 128;
+			int v = nk - (((tmp >> 8) + tmp) >> 8);
+			out[c] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+		}
+	}
+}
+
+/* ---- JPEG ---- */
+
+struct jerr {
+	struct jpeg_error_mgr pub;
+	jmp_buf jb;
+	int code;
+};
+
+static void jerr_exit(j_common_ptr ci)
+{
+	struct jerr *e = (struct jerr *)ci->err;
+
+	if (!e->code)
+		e->code = ci->err->msg_code == JERR_OUT_OF_MEMORY ? -ENOMEM : -EIO;
+	longjmp(e->jb, 1);
+}
+
+static void jerr_emit(j_common_ptr ci, int level)
+{
+	struct jerr *e = (struct jerr *)ci->err;
+
+	if (level < 0) { /* a warning: corrupt or truncated data */
+		e->code = -EIO;
+		longjmp(e->jb, 1);
+	}
+}
+
+static void jerr_output(j_common_ptr ci)
+{
+}
+
+static void jprogress(j_common_ptr ci)
+{
+	j_decompress_ptr di = (j_decompress_ptr)ci;
+
+	if (ci->is_decompressor && di->input_scan_number > PREP__JPEG_MAX_SCANS) {
+		struct jerr *e = (struct jerr *)ci->err;
+
+		e->code = -EIO;
+		longjmp(e->jb, 1);
+	}
+}
+
+static int decode_jpeg(const uint8_t *data, size_t len, struct dctx *d)
+{
+	struct jpeg_decompress_struct ci;
+	struct jpeg_progress_mgr prog = { .progress_monitor = jprogress };
+	struct jerr err;
+	uint8_t *volatile buf = NULL;
+	volatile int rc = 0;
+
+	memset(&ci, 0, sizeof(ci));
+	ci.err = jpeg_std_error(&err.pub);
+	err.pub.error_exit = jerr_exit;
+	err.pub.emit_message = jerr_emit;
+	err.pub.output_message = jerr_output;
+	err.code = 0;
+	if (setjmp(err.jb)) {
+		rc = err.code ? err.code : -EIO;
+		goto out;
+	}
+	jpeg_create_decompress(&ci);
+	ci.progress = &prog;
+	ci.mem->max_memory_to_use = PREP__JPEG_MAX_MEM;
+	jpeg_mem_src(&ci, data, (unsigned long)len);
+	if (jpeg_read_header(&ci, TRUE) != JPEG_HEADER_OK) {
+		rc = -EIO;
+		goto out;
+	}
+	bool cmyk = false;
+	switch (ci.jpeg_color_space) {
+	case JCS_GRAYSCALE:
+	case JCS_YCbCr:
+	case JCS_RGB:
+		ci.out_color_space = JCS_RGB;
+		break;
+	case JCS_CMYK:
+	case JCS_YCCK:
+		ci.out_color_space = JCS_CMYK;
+		cmyk = true;
+		break;
+	default:
+		rc = -EIO;
+		goto out;
+	}
+	if ((rc = plan_scale(d, ci.image_width, ci.image_height, true)) < 0)
+		goto out;
+	ci.scale_num = d->M;
+	ci.scale_denom = 8;
+	ci.dct_method = JDCT_ISLOW;
+	ci.do_fancy_upsampling = TRUE;
+	jpeg_calc_output_dimensions(&ci);
+	if ((rc = plan_region(d, ci.output_width, ci.output_height)) < 0)
+		goto out;
+	jpeg_start_decompress(&ci);
+
+	unsigned sh = ci.output_height;
+	JDIMENSION xoff = d->rx0, cw = d->rx1 - d->rx0;
+	if (cw < ci.output_width)
+		jpeg_crop_scanline(&ci, &xoff, &cw);
+	unsigned bpp = cmyk ? 4 : 3;
+	size_t stride = (size_t)ci.output_width * bpp;
+	size_t rows = d->ry1 - d->ry0;
+
+	buf = malloc(stride * rows);
+	if (!buf) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	if (d->ry0 > 0 && jpeg_skip_scanlines(&ci, d->ry0) != d->ry0) {
+		rc = -EIO;
+		goto out;
+	}
+	while (ci.output_scanline < d->ry1) {
+		JSAMPROW row = buf + (size_t)(ci.output_scanline - d->ry0) * stride;
+
+		if (jpeg_read_scanlines(&ci, &row, 1) != 1) {
+			rc = -EIO;
+			goto out;
+		}
+	}
+	/* Consume the rest so that a truncated or corrupt file fails whatever
+	 * the crop: skipped rows are entropy-decoded only. */
+	if (ci.output_scanline < sh)
+		jpeg_skip_scanlines(&ci, sh - ci.output_scanline);
+	jpeg_finish_decompress(&ci);
+	if (cmyk) {
+		for (size_t y = 0; y < rows; y++)
+			cmyk_to_rgb(buf + y * stride, cw);
+		/* rows keep their 4-byte stride; pixels are now 3 bytes */
+	}
+	d->buf = buf;
+	d->stride = stride;
+	d->bx0 = xoff;
+	d->by0 = d->ry0;
+	buf = NULL;
+out:
+	jpeg_destroy_decompress(&ci);
+	free(buf);
+	return rc;
+}
+
+/* ---- PNG ---- */
+
+struct pngsrc {
+	const uint8_t *data;
+	size_t len, pos;
+};
+
+static void png_read_mem(png_structp png, png_bytep out, size_t n)
+{
+	struct pngsrc *s = png_get_io_ptr(png);
+
+	if (n > s->len - s->pos)
+		png_error(png, "truncated");
+	memcpy(out, s->data + s->pos, n);
+	s->pos += n;
+}
+
+static void png_err(png_structp png, png_const_charp msg)
+{
+	png_longjmp(png, 1);
+}
+
+static void png_warn(png_structp png, png_const_charp msg)
+{
+}
+
+/* One decoded PNG row (after libpng's expansions) to RGB, columns [x0, x1). */
+static void png_row_to_rgb(const uint8_t *in, unsigned channels, unsigned depth, unsigned x0,
+			   unsigned x1, uint8_t *out)
+{
+	size_t bpp = (size_t)channels * (depth / 8);
+
+	for (unsigned x = x0; x < x1; x++, out += 3) {
+		const uint8_t *p = in + x * bpp;
+
+		if (channels <= 2) {
+			uint8_t v;
+			if (depth == 8)
+				v = p[0];
+			else if (channels == 1) /* PIL mode "I": clipped, not scaled */
+				v = p[0] ? 255 : p[1];
+			else /* "LA;16B": high byte */
+				v = p[0];
+			out[0] = out[1] = out[2] = v;
+		} else if (depth == 8) {
+			out[0] = p[0];
+			out[1] = p[1];
+			out[2] = p[2];
+		} else {
+			out[0] = p[0];
+			out[1] = p[2];
+			out[2] = p[4];
+		}
+	}
+}
+
+static int decode_png(const uint8_t *data, size_t len, struct dctx *d)
+{
+	png_structp png;
+	png_infop info = NULL;
+	struct pngsrc src = { data, len, 0 };
+	uint8_t *volatile buf = NULL, *volatile row = NULL, *volatile whole = NULL;
+	png_bytep *volatile rowp = NULL;
+	volatile int rc = 0;
+
+	png = png_create_read_struct(PNG_LIBPNG_VER_STRING, NULL, png_err, png_warn);
+	if (!png)
+		return -ENOMEM;
+	info = png_create_info_struct(png);
+	if (!info) {
+		png_destroy_read_struct(&png, NULL, NULL);
+		return -ENOMEM;
+	}
+	if (setjmp(png_jmpbuf(png))) {
+		if (rc == 0)
+			rc = -EIO;
+		goto out;
+	}
+	png_set_user_limits(png, PREP_MAX_SIDE, PREP_MAX_SIDE);
+	png_set_chunk_malloc_max(png, 16u << 20);
+	png_set_read_fn(png, &src, png_read_mem);
+	png_read_info(png, info);
+
+	png_uint_32 W, H;
+	int depth, ctype, interlace;
+	png_get_IHDR(png, info, &W, &H, &depth, &ctype, &interlace, NULL, NULL);
+	if ((rc = plan_scale(d, W, H, false)) < 0)
+		goto out;
+	if ((rc = plan_region(d, W, H)) < 0)
+		goto out;
+	if (ctype == PNG_COLOR_TYPE_PALETTE)
+		png_set_palette_to_rgb(png);
+	if (ctype == PNG_COLOR_TYPE_GRAY && depth < 8)
+		png_set_expand_gray_1_2_4_to_8(png);
+	int passes = png_set_interlace_handling(png);
+	png_read_update_info(png, info);
+
+	unsigned channels = png_get_channels(png, info);
+	unsigned odepth = png_get_bit_depth(png, info);
+	size_t rowbytes = png_get_rowbytes(png, info);
+	if (channels < 1 || channels > 4 || (odepth != 8 && odepth != 16) ||
+	    rowbytes < (size_t)W * channels * (odepth / 8)) {
+		rc = -EIO;
+		goto out;
+	}
+	size_t stride = (size_t)(d->rx1 - d->rx0) * 3;
+	buf = malloc(stride * (d->ry1 - d->ry0));
+	if (!buf) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	if (passes > 1 || interlace != PNG_INTERLACE_NONE) {
+		if ((uint64_t)rowbytes * H > (768ull << 20)) {
+			rc = -EFBIG;
+			goto out;
+		}
+		whole = malloc(rowbytes * H);
+		rowp = malloc(sizeof(*rowp) * H);
+		if (!whole || !rowp) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		for (png_uint_32 y = 0; y < H; y++)
+			rowp[y] = whole + (size_t)y * rowbytes;
+		png_read_image(png, rowp);
+		for (unsigned y = d->ry0; y < d->ry1; y++)
+			png_row_to_rgb(rowp[y], channels, odepth, d->rx0, d->rx1,
+				       buf + (y - d->ry0) * stride);
+	} else {
+		row = malloc(rowbytes);
+		if (!row) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		/* Every row is read, so a truncated file fails whatever the
+		 * region; only the region is kept. */
+		for (png_uint_32 y = 0; y < H; y++) {
+			png_read_row(png, row, NULL);
+			if (y >= d->ry0 && y < d->ry1)
+				png_row_to_rgb(row, channels, odepth, d->rx0, d->rx1,
+					       buf + (y - d->ry0) * stride);
+		}
+	}
+	png_read_end(png, NULL);
+	d->buf = buf;
+	d->stride = stride;
+	d->bx0 = d->rx0;
+	d->by0 = d->ry0;
+	buf = NULL;
+out:
+	png_destroy_read_struct(&png, &info, NULL);
+	free(buf);
+	free(row);
+	free(whole);
+	free(rowp);
+	return rc;
+}
+
+static int decode_any(const void *data, size_t len, struct dctx *d)
+{
+	switch (prep__sniff(data, len)) {
+	case PREP__JPEG:
+		return decode_jpeg(data, len, d);
+	case PREP__PNG:
+		return decode_png(data, len, d);
+	default:
+		return -EINVAL;
+	}
+}
+
+int prep__render_geom(const void *data, size_t len, prep__plan_fn plan, void *arg,
+		      unsigned scale_num, uint8_t **out_ppm, size_t *out_len)
+{
+	struct dctx d;
+	uint8_t *ppm = NULL;
+	int rc;
+
+	if (!data || !plan || !out_ppm || !out_len)
+		return -EINVAL;
+	memset(&d, 0, sizeof(d));
+	d.plan = plan;
+	d.arg = arg;
+	d.scale_num = scale_num;
+	if ((rc = decode_any(data, len, &d)) < 0)
+		goto out;
+	if ((uint64_t)d.g.ow * d.g.oh > PREP_MAX_OUT_PIXELS) {
+		rc = -EFBIG;
+		goto out;
+	}
+	char hdr[48];
+	size_t hlen = prep__ppm_header(d.g.ow, d.g.oh, hdr);
+	size_t total = hlen + (size_t)d.g.ow * d.g.oh * 3;
+
+	ppm = malloc(total);
+	if (!ppm) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	memcpy(ppm, hdr, hlen);
+	rc = prep__resample(d.buf, d.stride, d.bx0, d.by0, &d.cx, &d.cy, d.g.flip, ppm + hlen,
+			    (size_t)d.g.ow * 3);
+	if (rc < 0)
+		goto out;
+	*out_ppm = ppm;
+	*out_len = total;
+	ppm = NULL;
+out:
+	free(ppm);
+	free(d.buf);
+	prep__coeffs_free(&d.cx);
+	prep__coeffs_free(&d.cy);
+	return rc;
+}
+
+int prep__decode_full(const void *data, size_t len, struct prep__image *out)
+{
+	struct dctx d;
+	int rc;
+
+	if (!data || !out)
+		return -EINVAL;
+	memset(&d, 0, sizeof(d));
+	d.full = true;
+	if ((rc = decode_any(data, len, &d)) < 0)
+		return rc;
+	/* Pack rows to w*3 (CMYK rows keep a 4-byte stride). */
+	size_t row = (size_t)d.W * 3;
+	if (d.stride != row)
+		for (unsigned y = 1; y < d.H; y++)
+			memmove(d.buf + y * row, d.buf + y * d.stride, row);
+	out->w = d.W;
+	out->h = d.H;
+	out->rgb = d.buf;
+	return 0;
+}

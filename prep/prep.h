@@ -1,0 +1,192 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The prepared view's engine: decodes JPEG/PNG images (DCT-domain downscaling
+ * and region-of-interest decoding with libjpeg-turbo, libpng otherwise),
+ * applies torchvision-equivalent transforms (RandomResizedCrop + flip,
+ * Resize + CenterCrop, Resize) with PIL's antialiased bilinear resampling,
+ * and serves the result as a binary PPM. Around it, a staging object
+ * (struct prep_view) runs the decodes on a thread pool, shares one decode
+ * among concurrent requests for the same sample (single-flight), keeps random
+ * samples until every active job has read them and caches deterministic ones
+ * like data. See prep/README.md for the internals.
+ *
+ * Conventions: every int-returning function returns 0 or a negative errno;
+ * results come back through out-parameters, which are left untouched on
+ * error unless stated otherwise.
+ *
+ * Errors of the decode path:
+ *   -EINVAL  unknown format (neither JPEG nor PNG magic), bad recipe/argument
+ *   -EIO     a JPEG/PNG that is truncated or corrupt (libjpeg warnings count
+ *            as errors, as with PIL), or an unsupported colour layout
+ *   -EFBIG   source over the caps (PREP_MAX_SIDE per side, PREP_MAX_PIXELS),
+ *            or an output over PREP_MAX_OUT_PIXELS
+ *   -ENOMEM  allocation failure
+ */
+#ifndef COORDFS_PREP_PREP_H
+#define COORDFS_PREP_PREP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* Hard caps on anything that comes from an image file. */
+#define PREP_MAX_SIDE 32768u                  /* source width or height */
+#define PREP_MAX_PIXELS (100u * 1000u * 1000u) /* source width * height */
+#define PREP_MAX_OUT_PIXELS (16u << 20)        /* output width * height */
+#define PREP_MIN_SIZE 16u                     /* recipe S range */
+#define PREP_MAX_SIZE 1024u
+#define PREP_JOB_NAME_MAX 128u                /* job names, with the NUL */
+
+/* ---- recipes ---------------------------------------------------------- */
+
+enum prep_kind { PREP_RRC, PREP_CENTER, PREP_RESIZE };
+
+struct prep_recipe {
+	enum prep_kind kind;
+	unsigned size; /* S, PREP_MIN_SIZE..PREP_MAX_SIZE */
+};
+
+/* Parse "rrcS", "centerS" or "resizeS" (S decimal, no sign, no leading zero,
+ * 16 <= S <= 1024). 0, or -EINVAL for anything else. Pure, thread-safe. */
+int prep_recipe_parse(const char *name, struct prep_recipe *out);
+
+/* The canonical name of r into buf ("rrc224"). 0, -EINVAL, or -ENAMETOOLONG. */
+int prep_recipe_name(const struct prep_recipe *r, char *buf, size_t buflen);
+
+/* True for recipes whose output depends on the version (rrc). */
+bool prep_recipe_is_random(const struct prep_recipe *r);
+
+/* ---- stateless decode + transform --------------------------------------- */
+
+/*
+ * Width and height from the header alone (JPEG markers up to SOFn, PNG IHDR).
+ * -EINVAL: not JPEG/PNG; -ENODATA: the buffer ends before the dimensions
+ * (give it more bytes); -EIO: malformed header; -EFBIG: over the caps.
+ * Pure, thread-safe, never reads past len.
+ */
+int prep_probe(const void *data, size_t len, unsigned *w, unsigned *h);
+
+/* Output pixel size of recipe r on a src_w x src_h source. 0, -EINVAL, -EFBIG. */
+int prep_output_dims(const struct prep_recipe *r, unsigned src_w, unsigned src_h, unsigned *out_w,
+		     unsigned *out_h);
+
+/* Exact size in bytes of the PPM that prep_render produces (header + RGB). */
+int prep_output_size(const struct prep_recipe *r, unsigned src_w, unsigned src_h,
+		     uint64_t *bytes);
+
+/* Bytes of a PPM of w x h ("P6\n<w> <h>\n255\n" + 3*w*h). */
+uint64_t prep_ppm_size(unsigned w, unsigned h);
+
+/*
+ * Decode data (JPEG or PNG) and apply r. For random recipes the crop and
+ * flip are a pure function of (seed, file_key, version). On success *out_ppm
+ * is a malloc'd binary PPM of *out_len bytes, owned by the caller (free()).
+ * Blocks for the decode (CPU only, no I/O); thread-safe, no shared state.
+ */
+int prep_render(const struct prep_recipe *r, const void *data, size_t len, uint64_t seed,
+		uint64_t file_key, uint32_t version, uint8_t **out_ppm, size_t *out_len);
+
+/* ---- the staging engine ------------------------------------------------- */
+
+struct prep_source_ops {
+	/* Read the whole source file file_index into a malloc'd buffer that the
+	 * engine frees. 0 / -errno. Called from decode threads concurrently. */
+	int (*read_file)(void *arg, uint32_t file_index, uint8_t **data, size_t *len);
+	/* Optional: read at most max bytes from the start of the file (for the
+	 * header of resize recipes' stat). NULL: read_file is used instead. */
+	int (*read_prefix)(void *arg, uint32_t file_index, size_t max, uint8_t **data,
+			   size_t *len);
+	/* Optional: the file's name for log lines; NULL or a NULL result is fine. */
+	const char *(*file_name)(void *arg, uint32_t file_index);
+};
+
+struct prep_config {
+	uint64_t seed;       /* randomness of every random recipe */
+	uint64_t mem_budget; /* bytes of staged + cached samples (--prep-mem) */
+	unsigned threads;    /* decode threads; 0 = number of online CPUs */
+	uint32_t nfiles;     /* file indexes are 0..nfiles-1 */
+	double job_idle_s;   /* a job without a request for this long is inactive;
+			      * <= 0 means 30 s */
+};
+
+struct prep_view;
+struct prep_sample;
+
+/* A view with its thread pool started. NULL on failure (errno set). ops and
+ * arg must outlive the view. */
+struct prep_view *prep_view_create(const struct prep_config *cfg, const struct prep_source_ops *ops,
+				   void *arg);
+
+/* Stop the threads and free everything. Every sample must have been put
+ * before. Accepts NULL. */
+void prep_view_destroy(struct prep_view *v);
+
+/*
+ * One open of a prepared file: identify the job of pid (prep_job_of_pid,
+ * cached per pid for a few seconds), take that job's next version of
+ * file_index (its k-th open gets version k; deterministic recipes always use
+ * version 0) and get the sample, decoding it on the pool unless an identical
+ * one is staged or in flight. Blocks until the sample is ready (only on its
+ * own sample, never on another job). On success *out holds a reference that
+ * the caller must give back with prep_sample_put. Errors: the decode errors
+ * above (the failure is counted in stats.errors and logged), the source's
+ * errno, -EINVAL (bad file_index/recipe), -ENOMEM. Thread-safe.
+ * file_key identifies the file's content for the randomness (e.g. a hash of
+ * its relative path), so versions are stable across mounts.
+ */
+int prep_view_open(struct prep_view *v, pid_t pid, uint32_t file_index, uint64_t file_key,
+		   const struct prep_recipe *r, struct prep_sample **out);
+
+/* The same with the job named by the caller (non-empty, < PREP_JOB_NAME_MAX). */
+int prep_view_open_job(struct prep_view *v, const char *job, uint32_t file_index,
+		       uint64_t file_key, const struct prep_recipe *r, struct prep_sample **out);
+
+/* Take job's next version of file_index without decoding: 0-based, one per
+ * call, saturating at 65535. Thread-safe. */
+int prep_view_next_version(struct prep_view *v, const char *job, uint32_t file_index,
+			   uint32_t *version);
+
+/* The PPM bytes of a sample; valid until its reference is put. */
+const uint8_t *prep_sample_data(const struct prep_sample *s, size_t *len);
+
+/* Give a reference back. Accepts NULL. Thread-safe, never blocks on a decode. */
+void prep_sample_put(struct prep_view *v, struct prep_sample *s);
+
+/*
+ * Size of file_index's prepared file for stat(): fixed for rrc/center; for
+ * resize the header is read through ops (read_prefix, else read_file) and
+ * the dimensions are remembered per file. -EIO/-EINVAL for a file whose
+ * header cannot be read (the caller may show it with any size; reading it
+ * fails with the same error). Blocks on source I/O for resize only.
+ */
+int prep_view_size(struct prep_view *v, uint32_t file_index, const struct prep_recipe *r,
+		   uint64_t *bytes);
+
+struct prep_stats {
+	uint64_t decodes;      /* decodes run (successful or not) */
+	uint64_t shared;       /* opens served by a staged or in-flight decode */
+	uint64_t errors;       /* decodes that failed */
+	uint64_t staged_bytes; /* bytes of samples held by the staging area/cache */
+};
+
+/* Snapshot of the counters (relaxed reads). Thread-safe. */
+void prep_view_stats(struct prep_view *v, struct prep_stats *out);
+
+/* ---- job identity ------------------------------------------------------- */
+
+/*
+ * Name of the job that process pid belongs to, into out (outlen bytes):
+ * the value of COORDFS_JOB in /proc/PID/environ when set and non-empty
+ * (truncated to fit); else a guess: walk up the parent chain
+ * (/proc/PID/stat) while the parent runs the same executable
+ * (/proc/PID/exe) as the child; the topmost such process is the job, named
+ * "pid:<pid>:<starttime>" (starttime, field 22 of /proc/PID/stat, guards
+ * against pid reuse). So PyTorch DataLoader workers (forked from the
+ * training process) land in their trainer's job. 0, -ESRCH (no such
+ * process), -EINVAL (outlen too small), other -errno from /proc.
+ * Blocks on /proc reads only; thread-safe.
+ */
+int prep_job_of_pid(pid_t pid, char *out, size_t outlen);
+
+#endif

@@ -1,0 +1,116 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * prep/ internals shared by its files and its white-box tests: the
+ * counter-based generator, torchvision's RandomResizedCrop parameters, the
+ * resampling geometry, the PIL-compatible resampler and the decoders.
+ */
+#ifndef COORDFS_PREP_PREP_INT_H
+#define COORDFS_PREP_PREP_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "prep/prep.h"
+
+#define PREP__JPEG_MAX_SCANS 1000          /* progressive "scan bombs" */
+#define PREP__JPEG_MAX_MEM (768ull << 20) /* libjpeg's own allocations */
+
+/* ---- randomness: splitmix64 over a key of (seed, file_key, version) ---- */
+
+struct prep__rng {
+	uint64_t state;
+};
+
+void prep__rng_init(struct prep__rng *g, uint64_t seed, uint64_t file_key, uint32_t version);
+uint64_t prep__rng_next(struct prep__rng *g);
+/* Uniform in [lo, hi). */
+double prep__rng_uniform(struct prep__rng *g, double lo, double hi);
+/* Uniform integer in [0, n), n > 0, unbiased. */
+uint64_t prep__rng_below(struct prep__rng *g, uint64_t n);
+
+/* torchvision RandomResizedCrop.get_params: crop (top, left, h, w). */
+struct prep__rrc {
+	unsigned top, left, h, w;
+	bool fallback; /* the 10 tries failed: center crop */
+};
+void prep__rrc_params(struct prep__rng *g, unsigned W, unsigned H, struct prep__rrc *out);
+
+/*
+ * What to produce from a source image, in source pixel coordinates:
+ * the box [box_x0,box_x1) x [box_y0,box_y1) is resampled onto a virtual
+ * vw x vh grid, of which the window (ox, oy, ow, oh) is produced. The filter
+ * reads only pixels inside clip (x0,y0,x1,y1): PIL crops first and resizes
+ * the crop, so its filter is clamped at the crop's edges.
+ */
+struct prep__geom {
+	double box_x0, box_y0, box_x1, box_y1;
+	unsigned clip_x0, clip_y0, clip_x1, clip_y1;
+	unsigned vw, vh;
+	unsigned ox, oy, ow, oh;
+	bool flip; /* mirror the output left-right */
+};
+
+/* The geometry of recipe r for a W x H source. 0, -EINVAL, -EFBIG. */
+int prep__plan(const struct prep_recipe *r, unsigned W, unsigned H, uint64_t seed,
+	       uint64_t file_key, uint32_t version, struct prep__geom *g);
+
+/* ---- resampling (PIL's ImagingResample, BILINEAR, 8 bits per channel) ---- */
+
+struct prep__coeffs {
+	unsigned n;       /* outputs */
+	unsigned ksize;   /* taps per output (stride of k) */
+	int32_t *bounds;  /* per output: first input (absolute), tap count */
+	int32_t *k;       /* fixed-point weights, 22 fractional bits */
+	unsigned lo, hi;  /* inputs read: [lo, hi) */
+};
+
+/*
+ * Coefficients of one axis: box [box0, box1) onto a virtual grid of vsize
+ * outputs, producing outputs o0..o0+n-1; the filter reads only [clip0, clip1).
+ * Everything in the coordinates of the image being resampled.
+ */
+int prep__coeffs_make(double box0, double box1, unsigned clip0, unsigned clip1, unsigned vsize,
+		      unsigned o0, unsigned n, struct prep__coeffs *c);
+void prep__coeffs_free(struct prep__coeffs *c);
+
+/*
+ * Resample RGB src (its pixel (0,0) is at absolute (src_x0, src_y0); it must
+ * cover [cx.lo,cx.hi) x [cy.lo,cy.hi)) into dst (cx.n x cy.n RGB).
+ * Horizontal pass then vertical, each rounded to 8 bits, as PIL does.
+ */
+int prep__resample(const uint8_t *src, size_t src_stride, unsigned src_x0, unsigned src_y0,
+		   const struct prep__coeffs *cx, const struct prep__coeffs *cy, bool flip,
+		   uint8_t *dst, size_t dst_stride);
+
+/* ---- decoding ---------------------------------------------------------- */
+
+enum prep__format { PREP__UNKNOWN, PREP__JPEG, PREP__PNG };
+enum prep__format prep__sniff(const void *data, size_t len);
+
+/* Called once the source size is known; fills the geometry. 0 / -errno. */
+typedef int (*prep__plan_fn)(void *arg, unsigned W, unsigned H, struct prep__geom *g);
+
+/*
+ * Decode data and resample it along the geometry that plan returns into a
+ * malloc'd PPM. scale_num: 0 picks the DCT scale M/8 automatically (the
+ * smallest that keeps at least one decoded pixel per output pixel), 1..8
+ * forces M (8 = full resolution). Thread-safe.
+ */
+int prep__render_geom(const void *data, size_t len, prep__plan_fn plan, void *arg,
+		      unsigned scale_num, uint8_t **out_ppm, size_t *out_len);
+
+/* A whole image decoded to RGB at full resolution (tests, tools). */
+struct prep__image {
+	unsigned w, h;
+	uint8_t *rgb; /* w*h*3, malloc'd */
+};
+int prep__decode_full(const void *data, size_t len, struct prep__image *out);
+
+/* The DCT scale (M in M/8) picked for a geometry. */
+unsigned prep__pick_scale(const struct prep__geom *g);
+
+/* Write the PPM header for w x h into buf (>= 32 bytes); returns its length. */
+size_t prep__ppm_header(unsigned w, unsigned h, char *buf);
+
+#endif

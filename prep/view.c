@@ -1,0 +1,671 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The staging engine behind the prepared view: a pool of decode threads, a
+ * table of samples keyed by (file, recipe, version) that makes concurrent
+ * requests share one decode, per-job version counters, and the memory policy
+ * (random samples kept until no active job still needs them, dropped oldest
+ * first under pressure; deterministic samples admitted while their share of
+ * the budget has room and never evicted). See prep/README.md.
+ *
+ * Locking: one mutex (view->lock) guards the table, the FIFO, the queue, the
+ * job table and every sample's state; pid_lock guards the pid cache only and
+ * is never held together with view->lock. No lock is held across source
+ * I/O, a decode, or /proc reads. Sample reference counts are _Atomic: they
+ * are raised under view->lock (lookups) and may drop anywhere; the one that
+ * drops the last reference frees the sample.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/hash.h"
+#include "common/log.h"
+#include "prep/prep_int.h"
+
+#define MAX_JOBS 64
+#define MAX_THREADS 256
+#define PID_CACHE 1024
+#define PID_TTL_S 5.0
+#define PREFIX_BYTES (64u << 10)
+
+enum sample_state { SAMPLE_PENDING, SAMPLE_READY, SAMPLE_FAILED };
+
+struct prep_sample {
+	_Atomic unsigned refs;
+	/* key */
+	uint32_t file_index;
+	uint32_t version;
+	struct prep_recipe recipe;
+	uint64_t file_key;
+	/* guarded by view->lock */
+	enum sample_state state;
+	int err;
+	bool in_table, staged, det;
+	struct prep_sample *hnext;        /* hash chain */
+	struct prep_sample *fprev, *fnext; /* FIFO of staged random samples */
+	struct prep_sample *qnext;        /* decode queue */
+	pthread_cond_t done;
+	/* immutable once READY */
+	uint8_t *data;
+	size_t len;
+};
+
+struct job {
+	bool used;
+	char name[PREP_JOB_NAME_MAX];
+	double last_active;
+	uint16_t *next; /* next version per file, calloc'd on first use */
+};
+
+struct pid_entry {
+	pid_t pid;
+	double when;
+	char name[PREP_JOB_NAME_MAX];
+};
+
+struct prep_view {
+	struct prep_config cfg;
+	struct prep_source_ops ops;
+	void *arg;
+
+	pthread_mutex_t lock;
+	pthread_cond_t work; /* queue not empty, or stop */
+	bool stop;
+	struct prep_sample **buckets;
+	size_t nbuckets, count;
+	struct prep_sample *fifo_head, *fifo_tail;
+	struct prep_sample *q_head, *q_tail;
+	struct job jobs[MAX_JOBS];
+	uint64_t staged_total, det_bytes, det_cap;
+	_Atomic uint32_t *dims; /* resize stat cache: w << 16 | h, 0 = unknown */
+
+	pthread_mutex_t pid_lock;
+	struct pid_entry pids[PID_CACHE];
+
+	unsigned nthreads;
+	pthread_t *threads;
+
+	_Atomic uint64_t st_decodes, st_shared, st_errors, st_staged;
+};
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void stat_add(_Atomic uint64_t *c, int64_t d)
+{
+	atomic_fetch_add_explicit(c, (uint64_t)d, memory_order_relaxed);
+}
+
+/* ---- samples and the table ---- */
+
+static size_t key_hash(uint32_t f, const struct prep_recipe *r, uint32_t version)
+{
+	uint64_t h = hash_mix64((uint64_t)f << 32 | version);
+
+	return (size_t)hash_mix64(h ^ ((uint64_t)r->kind << 16 | r->size));
+}
+
+static void sample_free(struct prep_sample *s)
+{
+	pthread_cond_destroy(&s->done);
+	free(s->data);
+	free(s);
+}
+
+static void sample_unref(struct prep_sample *s)
+{
+	if (atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) == 1)
+		sample_free(s);
+}
+
+static struct prep_sample *table_find(struct prep_view *v, uint32_t f, const struct prep_recipe *r,
+				      uint32_t version)
+{
+	struct prep_sample *s = v->buckets[key_hash(f, r, version) & (v->nbuckets - 1)];
+
+	for (; s; s = s->hnext)
+		if (s->file_index == f && s->version == version && s->recipe.kind == r->kind &&
+		    s->recipe.size == r->size)
+			return s;
+	return NULL;
+}
+
+static void table_grow(struct prep_view *v)
+{
+	size_t nb = v->nbuckets * 2;
+	struct prep_sample **b = calloc(nb, sizeof(*b));
+
+	if (!b)
+		return; /* longer chains, still correct */
+	for (size_t i = 0; i < v->nbuckets; i++) {
+		struct prep_sample *s = v->buckets[i], *next;
+		for (; s; s = next) {
+			next = s->hnext;
+			size_t h = key_hash(s->file_index, &s->recipe, s->version) & (nb - 1);
+			s->hnext = b[h];
+			b[h] = s;
+		}
+	}
+	free(v->buckets);
+	v->buckets = b;
+	v->nbuckets = nb;
+}
+
+static void table_insert(struct prep_view *v, struct prep_sample *s)
+{
+	if (v->count >= v->nbuckets)
+		table_grow(v);
+	size_t h = key_hash(s->file_index, &s->recipe, s->version) & (v->nbuckets - 1);
+	s->hnext = v->buckets[h];
+	v->buckets[h] = s;
+	s->in_table = true;
+	v->count++;
+}
+
+static void fifo_unlink(struct prep_view *v, struct prep_sample *s)
+{
+	if (s->fprev)
+		s->fprev->fnext = s->fnext;
+	else
+		v->fifo_head = s->fnext;
+	if (s->fnext)
+		s->fnext->fprev = s->fprev;
+	else
+		v->fifo_tail = s->fprev;
+	s->fprev = s->fnext = NULL;
+}
+
+static void fifo_append(struct prep_view *v, struct prep_sample *s)
+{
+	s->fprev = v->fifo_tail;
+	s->fnext = NULL;
+	if (v->fifo_tail)
+		v->fifo_tail->fnext = s;
+	else
+		v->fifo_head = s;
+	v->fifo_tail = s;
+}
+
+/* Take s out of the table and drop the table's reference. Under lock; the
+ * caller must hold another reference or accept that s is freed. */
+static void table_remove(struct prep_view *v, struct prep_sample *s)
+{
+	size_t h = key_hash(s->file_index, &s->recipe, s->version) & (v->nbuckets - 1);
+	struct prep_sample **pp = &v->buckets[h];
+
+	while (*pp && *pp != s)
+		pp = &(*pp)->hnext;
+	if (*pp)
+		*pp = s->hnext;
+	s->hnext = NULL;
+	s->in_table = false;
+	v->count--;
+	if (s->staged) {
+		v->staged_total -= s->len;
+		stat_add(&v->st_staged, -(int64_t)s->len);
+		if (s->det)
+			v->det_bytes -= s->len;
+		else
+			fifo_unlink(v, s);
+		s->staged = false;
+	}
+	sample_unref(s);
+}
+
+/* Evict unreferenced random samples, oldest first, until n more bytes fit. */
+static bool make_room(struct prep_view *v, uint64_t n)
+{
+	struct prep_sample *s = v->fifo_head, *next;
+
+	if (n > v->cfg.mem_budget)
+		return false;
+	for (; s && v->staged_total + n > v->cfg.mem_budget; s = next) {
+		next = s->fnext;
+		if (atomic_load_explicit(&s->refs, memory_order_acquire) == 1)
+			table_remove(v, s);
+	}
+	return v->staged_total + n <= v->cfg.mem_budget;
+}
+
+/* A finished decode: stage it, or take it out of the table. Under lock. */
+static void admit(struct prep_view *v, struct prep_sample *s)
+{
+	uint64_t n = s->len;
+	bool ok;
+
+	if (s->state != SAMPLE_READY) {
+		table_remove(v, s);
+		return;
+	}
+	if (s->det)
+		ok = v->det_bytes + n <= v->det_cap && make_room(v, n);
+	else
+		ok = make_room(v, n);
+	if (!ok) {
+		table_remove(v, s);
+		return;
+	}
+	s->staged = true;
+	v->staged_total += n;
+	stat_add(&v->st_staged, (int64_t)n);
+	if (s->det)
+		v->det_bytes += n;
+	else
+		fifo_append(v, s);
+}
+
+/* ---- decode threads ---- */
+
+static void decode_one(struct prep_view *v, struct prep_sample *s)
+{
+	uint8_t *src = NULL, *ppm = NULL;
+	size_t srclen = 0, ppmlen = 0;
+	int rc;
+
+	rc = v->ops.read_file(v->arg, s->file_index, &src, &srclen);
+	if (rc == 0)
+		rc = prep_render(&s->recipe, src, srclen, v->cfg.seed, s->file_key, s->version,
+				 &ppm, &ppmlen);
+	free(src);
+	stat_add(&v->st_decodes, 1);
+	if (rc < 0) {
+		const char *name = v->ops.file_name ? v->ops.file_name(v->arg, s->file_index) : NULL;
+		char rname[32] = "";
+
+		prep_recipe_name(&s->recipe, rname, sizeof(rname));
+		stat_add(&v->st_errors, 1);
+		if (name)
+			log_warn("prep: cannot prepare %s for %s: %s", name, rname, strerror(-rc));
+		else
+			log_warn("prep: cannot prepare file #%u for %s: %s", s->file_index, rname,
+				 strerror(-rc));
+	}
+	pthread_mutex_lock(&v->lock);
+	s->data = ppm;
+	s->len = ppmlen;
+	s->err = rc;
+	s->state = rc < 0 ? SAMPLE_FAILED : SAMPLE_READY;
+	admit(v, s);
+	pthread_cond_broadcast(&s->done);
+	pthread_mutex_unlock(&v->lock);
+	sample_unref(s); /* the queue's reference */
+}
+
+static void *worker_main(void *arg)
+{
+	struct prep_view *v = arg;
+
+	pthread_mutex_lock(&v->lock);
+	for (;;) {
+		while (!v->q_head && !v->stop)
+			pthread_cond_wait(&v->work, &v->lock);
+		if (v->stop)
+			break;
+		struct prep_sample *s = v->q_head;
+		v->q_head = s->qnext;
+		if (!v->q_head)
+			v->q_tail = NULL;
+		s->qnext = NULL;
+		pthread_mutex_unlock(&v->lock);
+		decode_one(v, s);
+		pthread_mutex_lock(&v->lock);
+	}
+	pthread_mutex_unlock(&v->lock);
+	return NULL;
+}
+
+/* ---- jobs ---- */
+
+static bool job_active(const struct prep_view *v, const struct job *j, double now)
+{
+	return j->used && now - j->last_active <= v->cfg.job_idle_s;
+}
+
+/* The slot of job name, made if new (reusing a free slot, else the least
+ * recently active one). Under lock. */
+static struct job *job_get(struct prep_view *v, const char *name, double now)
+{
+	struct job *victim = NULL;
+
+	for (unsigned i = 0; i < MAX_JOBS; i++) {
+		struct job *j = &v->jobs[i];
+		if (j->used && strcmp(j->name, name) == 0) {
+			j->last_active = now;
+			return j;
+		}
+		if (!victim || (victim->used && (!j->used || j->last_active < victim->last_active)))
+			victim = j;
+	}
+	if (victim->used) {
+		log_info("prep: job %s replaces inactive job %s", name, victim->name);
+		if (victim->next)
+			memset(victim->next, 0, sizeof(*victim->next) * v->cfg.nfiles);
+	}
+	victim->used = true;
+	snprintf(victim->name, sizeof(victim->name), "%s", name);
+	victim->last_active = now;
+	return victim;
+}
+
+static int job_take_version(struct prep_view *v, struct job *j, uint32_t f, uint32_t *version)
+{
+	if (!j->next) {
+		j->next = calloc(v->cfg.nfiles ? v->cfg.nfiles : 1, sizeof(*j->next));
+		if (!j->next)
+			return -ENOMEM;
+	}
+	*version = j->next[f];
+	if (j->next[f] < UINT16_MAX)
+		j->next[f]++;
+	return 0;
+}
+
+/* Does an active job other than self still have to read version k of f? */
+static bool still_needed(struct prep_view *v, const struct job *self, uint32_t f, uint32_t k,
+			 double now)
+{
+	for (unsigned i = 0; i < MAX_JOBS; i++) {
+		const struct job *j = &v->jobs[i];
+		if (j == self || !job_active(v, j, now))
+			continue;
+		if ((j->next ? j->next[f] : 0) <= k)
+			return true;
+	}
+	return false;
+}
+
+/* ---- public API ---- */
+
+struct prep_view *prep_view_create(const struct prep_config *cfg, const struct prep_source_ops *ops,
+				   void *arg)
+{
+	struct prep_view *v;
+
+	if (!cfg || !ops || !ops->read_file || cfg->nfiles == 0) {
+		errno = EINVAL;
+		return NULL;
+	}
+	v = calloc(1, sizeof(*v));
+	if (!v) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	v->cfg = *cfg;
+	if (v->cfg.job_idle_s <= 0)
+		v->cfg.job_idle_s = 30.0;
+	if (v->cfg.threads == 0) {
+		long n = sysconf(_SC_NPROCESSORS_ONLN);
+		v->cfg.threads = n > 0 ? (unsigned)n : 1;
+	}
+	if (v->cfg.threads > MAX_THREADS)
+		v->cfg.threads = MAX_THREADS;
+	v->det_cap = v->cfg.mem_budget / 4 * 3;
+	v->ops = *ops;
+	v->arg = arg;
+	v->nbuckets = 1024;
+	v->buckets = calloc(v->nbuckets, sizeof(*v->buckets));
+	v->threads = calloc(v->cfg.threads, sizeof(*v->threads));
+	if (!v->buckets || !v->threads) {
+		free(v->buckets);
+		free(v->threads);
+		free(v);
+		errno = ENOMEM;
+		return NULL;
+	}
+	pthread_mutex_init(&v->lock, NULL);
+	pthread_mutex_init(&v->pid_lock, NULL);
+	pthread_cond_init(&v->work, NULL);
+	for (unsigned i = 0; i < v->cfg.threads; i++) {
+		if (pthread_create(&v->threads[i], NULL, worker_main, v) != 0) {
+			log_err("prep: cannot start decode thread %u", i);
+			if (i == 0) {
+				prep_view_destroy(v);
+				errno = EAGAIN;
+				return NULL;
+			}
+			break;
+		}
+		v->nthreads++;
+	}
+	return v;
+}
+
+void prep_view_destroy(struct prep_view *v)
+{
+	if (!v)
+		return;
+	pthread_mutex_lock(&v->lock);
+	v->stop = true;
+	pthread_cond_broadcast(&v->work);
+	pthread_mutex_unlock(&v->lock);
+	for (unsigned i = 0; i < v->nthreads; i++)
+		pthread_join(v->threads[i], NULL);
+	/* Queued samples hold a queue reference besides the table's. */
+	for (struct prep_sample *s = v->q_head, *next; s; s = next) {
+		next = s->qnext;
+		sample_unref(s);
+	}
+	for (size_t i = 0; i < v->nbuckets; i++) {
+		struct prep_sample *s = v->buckets[i], *next;
+		for (; s; s = next) {
+			next = s->hnext;
+			sample_unref(s);
+		}
+	}
+	for (unsigned i = 0; i < MAX_JOBS; i++)
+		free(v->jobs[i].next);
+	free(v->buckets);
+	free(v->threads);
+	free((void *)v->dims);
+	pthread_cond_destroy(&v->work);
+	pthread_mutex_destroy(&v->lock);
+	pthread_mutex_destroy(&v->pid_lock);
+	free(v);
+}
+
+int prep_view_next_version(struct prep_view *v, const char *job, uint32_t file_index,
+			   uint32_t *version)
+{
+	int rc;
+
+	if (!v || !job || !*job || strlen(job) >= PREP_JOB_NAME_MAX || !version ||
+	    file_index >= v->cfg.nfiles)
+		return -EINVAL;
+	pthread_mutex_lock(&v->lock);
+	rc = job_take_version(v, job_get(v, job, now_s()), file_index, version);
+	pthread_mutex_unlock(&v->lock);
+	return rc;
+}
+
+int prep_view_open_job(struct prep_view *v, const char *job, uint32_t file_index,
+		       uint64_t file_key, const struct prep_recipe *r, struct prep_sample **out)
+{
+	struct prep_recipe rr;
+	struct prep_sample *s;
+	uint32_t version = 0;
+	double now = now_s();
+	int rc = 0;
+
+	if (!v || !job || !*job || strlen(job) >= PREP_JOB_NAME_MAX || !r || !out ||
+	    file_index >= v->cfg.nfiles)
+		return -EINVAL;
+	char name[32];
+	if (prep_recipe_name(r, name, sizeof(name)) < 0)
+		return -EINVAL;
+	rr = *r;
+	bool det = !prep_recipe_is_random(r);
+
+	pthread_mutex_lock(&v->lock);
+	struct job *j = job_get(v, job, now);
+	if (!det && (rc = job_take_version(v, j, file_index, &version)) < 0) {
+		pthread_mutex_unlock(&v->lock);
+		return rc;
+	}
+	s = table_find(v, file_index, &rr, version);
+	if (s) {
+		atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed);
+		stat_add(&v->st_shared, 1);
+	} else {
+		s = calloc(1, sizeof(*s));
+		if (!s) {
+			pthread_mutex_unlock(&v->lock);
+			return -ENOMEM;
+		}
+		atomic_init(&s->refs, 3); /* table, queue, caller */
+		s->file_index = file_index;
+		s->version = version;
+		s->recipe = rr;
+		s->file_key = file_key;
+		s->det = det;
+		s->state = SAMPLE_PENDING;
+		pthread_cond_init(&s->done, NULL);
+		table_insert(v, s);
+		if (v->q_tail)
+			v->q_tail->qnext = s;
+		else
+			v->q_head = s;
+		v->q_tail = s;
+		pthread_cond_signal(&v->work);
+	}
+	while (s->state == SAMPLE_PENDING)
+		pthread_cond_wait(&s->done, &v->lock);
+	if (s->state == SAMPLE_FAILED) {
+		rc = s->err;
+	} else if (!det && s->in_table && !still_needed(v, j, file_index, version, now)) {
+		table_remove(v, s); /* every active job has read it */
+	}
+	pthread_mutex_unlock(&v->lock);
+	if (rc < 0) {
+		sample_unref(s);
+		return rc;
+	}
+	*out = s;
+	return 0;
+}
+
+/* The job of pid through a small cache: /proc is read at most every few
+ * seconds per pid. */
+static int job_of_pid_cached(struct prep_view *v, pid_t pid, char *name)
+{
+	struct pid_entry *e = &v->pids[(uint32_t)pid % PID_CACHE];
+	double now = now_s();
+	int rc;
+
+	pthread_mutex_lock(&v->pid_lock);
+	if (e->pid == pid && now - e->when < PID_TTL_S) {
+		memcpy(name, e->name, PREP_JOB_NAME_MAX);
+		pthread_mutex_unlock(&v->pid_lock);
+		return 0;
+	}
+	pthread_mutex_unlock(&v->pid_lock);
+	rc = prep_job_of_pid(pid, name, PREP_JOB_NAME_MAX);
+	if (rc < 0)
+		return rc;
+	pthread_mutex_lock(&v->pid_lock);
+	e->pid = pid;
+	e->when = now;
+	memcpy(e->name, name, PREP_JOB_NAME_MAX);
+	pthread_mutex_unlock(&v->pid_lock);
+	return 0;
+}
+
+int prep_view_open(struct prep_view *v, pid_t pid, uint32_t file_index, uint64_t file_key,
+		   const struct prep_recipe *r, struct prep_sample **out)
+{
+	char name[PREP_JOB_NAME_MAX];
+
+	if (!v)
+		return -EINVAL;
+	if (job_of_pid_cached(v, pid, name) < 0)
+		snprintf(name, sizeof(name), "pid:%d", (int)pid); /* process gone: its own job */
+	return prep_view_open_job(v, name, file_index, file_key, r, out);
+}
+
+const uint8_t *prep_sample_data(const struct prep_sample *s, size_t *len)
+{
+	if (len)
+		*len = s ? s->len : 0;
+	return s ? s->data : NULL;
+}
+
+void prep_sample_put(struct prep_view *v, struct prep_sample *s)
+{
+	if (s)
+		sample_unref(s);
+}
+
+static int read_dims(struct prep_view *v, uint32_t f, unsigned *w, unsigned *h)
+{
+	uint8_t *data = NULL;
+	size_t len = 0;
+	int rc;
+
+	if (v->ops.read_prefix) {
+		rc = v->ops.read_prefix(v->arg, f, PREFIX_BYTES, &data, &len);
+		if (rc < 0)
+			return rc;
+		rc = prep_probe(data, len, w, h);
+		free(data);
+		if (rc != -ENODATA || len < PREFIX_BYTES)
+			return rc == -ENODATA ? -EIO : rc;
+	}
+	rc = v->ops.read_file(v->arg, f, &data, &len);
+	if (rc < 0)
+		return rc;
+	rc = prep_probe(data, len, w, h);
+	free(data);
+	return rc == -ENODATA ? -EIO : rc;
+}
+
+int prep_view_size(struct prep_view *v, uint32_t file_index, const struct prep_recipe *r,
+		   uint64_t *bytes)
+{
+	unsigned w, h;
+	int rc;
+
+	if (!v || !r || !bytes || file_index >= v->cfg.nfiles)
+		return -EINVAL;
+	if (r->kind != PREP_RESIZE) {
+		if (prep_output_dims(r, 1, 1, &w, &h) < 0)
+			return -EINVAL;
+		*bytes = prep_ppm_size(w, h);
+		return 0;
+	}
+	pthread_mutex_lock(&v->lock);
+	if (!v->dims)
+		v->dims = calloc(v->cfg.nfiles, sizeof(*v->dims));
+	_Atomic uint32_t *dims = v->dims;
+	pthread_mutex_unlock(&v->lock);
+	uint32_t packed = dims ? atomic_load_explicit(&dims[file_index], memory_order_relaxed) : 0;
+	if (packed) {
+		w = packed >> 16;
+		h = packed & 0xffff;
+	} else {
+		if ((rc = read_dims(v, file_index, &w, &h)) < 0)
+			return rc;
+		if (dims) /* sides <= PREP_MAX_SIDE fit in 16 bits */
+			atomic_store_explicit(&dims[file_index], (uint32_t)w << 16 | h,
+					      memory_order_relaxed);
+	}
+	return prep_output_size(r, w, h, bytes);
+}
+
+void prep_view_stats(struct prep_view *v, struct prep_stats *out)
+{
+	if (!v || !out)
+		return;
+	out->decodes = atomic_load_explicit(&v->st_decodes, memory_order_relaxed);
+	out->shared = atomic_load_explicit(&v->st_shared, memory_order_relaxed);
+	out->errors = atomic_load_explicit(&v->st_errors, memory_order_relaxed);
+	out->staged_bytes = atomic_load_explicit(&v->st_staged, memory_order_relaxed);
+}

@@ -1,0 +1,222 @@
+# SPDX-License-Identifier: MIT
+"""prep/ against the reference it imitates: PIL decode + torchvision transforms.
+
+Run with /usr/bin/python3 (it has torch, torchvision, PIL, numpy):
+    prep_vs_torchvision.py PATH/TO/prep_render_cli
+
+1. centerS / resizeS outputs of prep_render_cli against PIL's
+   Image.open().convert("RGB") + torchvision Resize(+CenterCrop), on photo-like
+   images (smooth gradients + noise + shapes): JPEGs of several sizes and
+   chroma subsamplings, progressive, gray, CMYK, and PNGs of every colour
+   type. PSNR must be >= 30 dB everywhere; PNG (no DCT scaling) must match
+   almost exactly (>= 50 dB).
+2. rrcS: our crop parameters (prep_render_cli --rrc-params) against
+   torchvision's RandomResizedCrop.get_params over many draws: mean scale,
+   mean log aspect ratio, fallback rate; and rendered rrc samples against
+   PIL crop+resize+flip with the same parameters.
+Prints one line per check and a closing "N passed, N failed" line.
+"""
+import math
+import os
+import subprocess
+import sys
+import tempfile
+
+try:
+    import numpy as np
+    import torch
+    import torchvision.transforms as T
+    from PIL import Image
+except ImportError as e:  # not the interpreter with torch: say so, skip
+    print(f"SKIP: needs numpy, torch, torchvision and PIL ({e})")
+    sys.exit(77)
+
+CLI = sys.argv[1] if len(sys.argv) > 1 else "build/tests/unit/prep_render_cli"
+passed = failed = 0
+
+
+def check(ok, what):
+    global passed, failed
+    if ok:
+        passed += 1
+        print(f"ok   {what}")
+    else:
+        failed += 1
+        print(f"FAIL {what}")
+
+
+def photo(w, h, seed):
+    rng = np.random.default_rng(seed)
+    y, x = np.mgrid[0:h, 0:w].astype(np.float64)
+    r = 128 + 100 * np.sin(x / (23.0 + seed)) + 20 * np.cos(y / 11.0)
+    g = 128 + 90 * np.cos((x + y) / 53.0)
+    b = 60 + 150 * (y / h)
+    a = np.stack([r, g, b], -1) + rng.normal(0, 6, (h, w, 3))
+    a[h // 4:h // 2, w // 3:w // 2] = [200, 30, 40]
+    yy, xx = h * 2 // 3, w * 2 // 3
+    rad = min(w, h) // 6
+    a[(y - yy) ** 2 + (x - xx) ** 2 < rad * rad] = [20, 220, 90]
+    return np.clip(a, 0, 255).astype(np.uint8)
+
+
+def read_ppm(data):
+    assert data[:2] == b"P6", data[:16]
+    parts = data.split(b"\n", 3)
+    w, h = map(int, parts[1].split())
+    assert parts[2] == b"255"
+    px = np.frombuffer(parts[3], dtype=np.uint8)
+    assert px.size == w * h * 3, (px.size, w, h)
+    return px.reshape(h, w, 3)
+
+
+def run_cli(*args):
+    p = subprocess.run([CLI, *map(str, args)], capture_output=True, timeout=60)
+    if p.returncode != 0:
+        raise RuntimeError(f"prep_render_cli {args}: {p.stderr.decode().strip()}")
+    return p.stdout
+
+
+def psnr(a, b):
+    if a.shape != b.shape:
+        return -1.0
+    mse = np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2)
+    return float("inf") if mse == 0 else 10 * math.log10(255.0 ** 2 / mse)
+
+
+def reference(path, recipe):
+    img = Image.open(path).convert("RGB")
+    if recipe.startswith("center"):
+        s = int(recipe[6:])
+        tf = T.Compose([T.Resize(round(s / 0.875)), T.CenterCrop(s)])
+    else:
+        s = int(recipe[6:])
+        tf = T.Resize(s)
+    return np.asarray(tf(img))
+
+
+def make_images(d):
+    imgs = []  # (path, kind) kind: jpeg | png
+
+    def add(name, im, **kw):
+        p = os.path.join(d, name)
+        im.save(p, **kw)
+        imgs.append((p, "png" if name.endswith(".png") else "jpeg"))
+
+    for i, (w, h) in enumerate([(500, 375), (375, 500), (640, 427), (1200, 900), (97, 61)]):
+        im = Image.fromarray(photo(w, h, i + 1))
+        for sub in (0, 1, 2):
+            add(f"rgb_{w}x{h}_s{sub}.jpg", im, quality=90, subsampling=sub)
+    base = Image.fromarray(photo(500, 375, 7))
+    add("progressive.jpg", base, quality=88, progressive=True)
+    add("progressive_big.jpg", Image.fromarray(photo(1024, 768, 8)), quality=85, progressive=True)
+    add("gray.jpg", base.convert("L"), quality=90)
+    add("cmyk.jpg", base.convert("CMYK"), quality=92)
+    add("rgb.png", base)
+    add("rgba.png", Image.fromarray(np.dstack([photo(300, 200, 9), photo(300, 200, 10)[..., 0]])))
+    add("gray.png", base.convert("L"))
+    add("la.png", base.convert("LA"))
+    add("palette.png", base.convert("P", palette=Image.ADAPTIVE, colors=200))
+    pt = base.convert("P", palette=Image.ADAPTIVE, colors=64)
+    add("palette_trns.png", pt, transparency=3)
+    add("bilevel.png", base.convert("1"))
+    add("gray_trns.png", base.convert("L"), transparency=40)
+    arr16 = (photo(240, 180, 11).astype(np.uint16) * 257)
+    # 16-bit RGB through a raw PNG writer (PIL cannot save RGB;16)
+    add_png16(os.path.join(d, "rgb16.png"), arr16)
+    imgs.append((os.path.join(d, "rgb16.png"), "png"))
+    g16 = (photo(240, 180, 12)[..., 0].astype(np.uint16) * 3)  # values up to 765
+    Image.fromarray(g16.astype(np.uint16)).save(os.path.join(d, "gray16.png"))
+    imgs.append((os.path.join(d, "gray16.png"), "png"))
+    return imgs
+
+
+def add_png16(path, arr):
+    import struct
+    import zlib
+    h, w, _ = arr.shape
+    raw = b"".join(b"\x00" + arr[y].astype(">u2").tobytes() for y in range(h))
+
+    def chunk(t, data):
+        c = struct.pack(">I", len(data)) + t + data
+        return c + struct.pack(">I", zlib.crc32(t + data) & 0xffffffff)
+    png = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 16, 2, 0, 0, 0))
+    png += chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
+    with open(path, "wb") as f:
+        f.write(png)
+
+
+def compare_deterministic(imgs):
+    for path, kind in imgs:
+        for recipe in ("center224", "center64", "resize256", "resize100"):
+            ours = read_ppm(run_cli(recipe, 1, 0, path))
+            ref = reference(path, recipe)
+            p = psnr(ours, ref)
+            need = 50.0 if kind == "png" else 30.0
+            check(p >= need, f"{os.path.basename(path)} {recipe}: {ours.shape} vs {ref.shape} "
+                  f"PSNR {p:.1f} dB (need {need})")
+
+
+def compare_rrc_params():
+    for (w, h) in [(500, 375), (100, 1000), (1000, 60)]:
+        n = 4000
+        lines = run_cli("--rrc-params", w, h, 42, n).decode().split("\n")
+        ours = np.array([list(map(int, l.split())) for l in lines if l], dtype=np.float64)
+        torch.manual_seed(0)
+        img = torch.empty(3, h, w)
+        ref = np.array([T.RandomResizedCrop.get_params(img, [0.08, 1.0], [3 / 4, 4 / 3])
+                        for _ in range(n)], dtype=np.float64)  # i, j, h, w
+
+        def stats(a):
+            scale = a[:, 2] * a[:, 3] / (w * h)
+            logr = np.log(a[:, 3] / a[:, 2])
+            return scale.mean(), logr.mean(), logr.std()
+        s_o, l_o, sd_o = stats(ours)
+        s_r, l_r, sd_r = stats(ref)
+        check(abs(s_o - s_r) < 0.02, f"rrc {w}x{h}: mean scale ours {s_o:.4f} torchvision {s_r:.4f}")
+        check(abs(l_o - l_r) < 0.02, f"rrc {w}x{h}: mean log-ratio ours {l_o:.4f} torchvision {l_r:.4f}")
+        check(abs(sd_o - sd_r) < 0.02, f"rrc {w}x{h}: std log-ratio ours {sd_o:.4f} torchvision {sd_r:.4f}")
+        fb_o = ours[:, 4].mean()
+        # torchvision's fallback shows as the deterministic center crop
+        if w / h < 3 / 4:
+            fw, fh = w, int(round(w / (3 / 4)))
+        elif w / h > 4 / 3:
+            fw, fh = int(round(h * 4 / 3)), h
+        else:
+            fw, fh = w, h
+        fb_r = np.mean((ref[:, 2] == fh) & (ref[:, 3] == fw) & (ref[:, 0] == (h - fh) // 2)
+                       & (ref[:, 1] == (w - fw) // 2))
+        check(abs(fb_o - fb_r) < 0.03, f"rrc {w}x{h}: fallback rate ours {fb_o:.3f} torchvision {fb_r:.3f}")
+        inside = np.all((ours[:, 0] + ours[:, 2] <= h) & (ours[:, 1] + ours[:, 3] <= w) & (ours[:, 2] > 0))
+        check(bool(inside), f"rrc {w}x{h}: every crop inside the image")
+
+
+def compare_rrc_render(imgs):
+    for path, kind in imgs[:3] + [i for i in imgs if i[0].endswith(("cmyk.jpg", "rgba.png"))]:
+        img = Image.open(path).convert("RGB")
+        w, h = img.size
+        for key in range(4):
+            top, left, ch, cw, _fb, flip = map(int, run_cli("--rrc-params", w, h, 5, key + 1)
+                                                .decode().split("\n")[key].split())
+            ref = img.crop((left, top, left + cw, top + ch)).resize((224, 224), Image.BILINEAR)
+            if flip:
+                ref = ref.transpose(Image.FLIP_LEFT_RIGHT)
+            ours = read_ppm(run_cli("rrc224", 5, 0, path, key))
+            p = psnr(ours, np.asarray(ref))
+            check(p >= 30.0, f"{os.path.basename(path)} rrc224 key {key}: PSNR {p:.1f} dB")
+
+
+def main():
+    if not os.access(CLI, os.X_OK):
+        print(f"FAIL prep_render_cli not found at {CLI}")
+        return 1
+    with tempfile.TemporaryDirectory() as d:
+        imgs = make_images(d)
+        compare_deterministic(imgs)
+        compare_rrc_params()
+        compare_rrc_render(imgs)
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,136 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Test helper for the prep/ engine, driven by tests/integration scripts:
+ *   prep_render_cli RECIPE SEED VERSION INFILE [FILE_KEY]  -> PPM on stdout
+ *   prep_render_cli --scale M RECIPE INFILE                -> PPM, DCT scale forced to M/8
+ *   prep_render_cli --rrc-params W H SEED COUNT            -> "top left h w fallback flip" lines
+ * Exit status 0, or 1 with one line on stderr naming the problem.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "prep/prep_int.h"
+
+#define MAX_INPUT (256u << 20)
+
+static int read_all(const char *path, uint8_t **data, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	size_t cap = 1 << 16, n = 0;
+	uint8_t *buf;
+
+	if (!f)
+		return -errno;
+	buf = malloc(cap);
+	while (buf) {
+		size_t got = fread(buf + n, 1, cap - n, f);
+		n += got;
+		if (n < cap)
+			break;
+		if (cap >= MAX_INPUT) {
+			free(buf);
+			fclose(f);
+			return -EFBIG;
+		}
+		uint8_t *nb = realloc(buf, cap * 2);
+		if (!nb)
+			free(buf);
+		buf = nb;
+		cap *= 2;
+	}
+	fclose(f);
+	if (!buf)
+		return -ENOMEM;
+	*data = buf;
+	*len = n;
+	return 0;
+}
+
+struct scale_arg {
+	const struct prep_recipe *r;
+};
+
+static int plan_det(void *arg, unsigned W, unsigned H, struct prep__geom *g)
+{
+	struct scale_arg *a = arg;
+
+	return prep__plan(a->r, W, H, 0, 0, 0, g);
+}
+
+static int write_out(const uint8_t *p, size_t n)
+{
+	return fwrite(p, 1, n, stdout) == n ? 0 : -EIO;
+}
+
+int main(int argc, char **argv)
+{
+	struct prep_recipe r;
+	uint8_t *data = NULL, *ppm = NULL;
+	size_t len = 0, plen = 0;
+	int rc;
+
+	if (argc == 6 && strcmp(argv[1], "--rrc-params") == 0) {
+		unsigned W = (unsigned)strtoul(argv[2], NULL, 10), H = (unsigned)strtoul(argv[3], NULL, 10);
+		uint64_t seed = strtoull(argv[4], NULL, 0);
+		unsigned long count = strtoul(argv[5], NULL, 10);
+
+		if (W == 0 || H == 0) {
+			fprintf(stderr, "prep_render_cli: bad size %sx%s\n", argv[2], argv[3]);
+			return 1;
+		}
+		for (unsigned long i = 0; i < count; i++) {
+			struct prep__rng g;
+			struct prep__rrc c;
+
+			prep__rng_init(&g, seed, i, 0);
+			prep__rrc_params(&g, W, H, &c);
+			/* the flip is the next draw, as in prep__plan */
+			int flip = prep__rng_uniform(&g, 0.0, 1.0) < 0.5;
+			printf("%u %u %u %u %d %d\n", c.top, c.left, c.h, c.w, c.fallback, flip);
+		}
+		return 0;
+	}
+	if (argc == 5 && strcmp(argv[1], "--scale") == 0) {
+		struct scale_arg a = { &r };
+		unsigned m = (unsigned)strtoul(argv[2], NULL, 10);
+
+		if (prep_recipe_parse(argv[3], &r) < 0 || m < 1 || m > 8) {
+			fprintf(stderr, "prep_render_cli: bad recipe %s or scale %s\n", argv[3], argv[2]);
+			return 1;
+		}
+		if ((rc = read_all(argv[4], &data, &len)) < 0) {
+			fprintf(stderr, "prep_render_cli: %s: %s\n", argv[4], strerror(-rc));
+			return 1;
+		}
+		rc = prep__render_geom(data, len, plan_det, &a, m, &ppm, &plen);
+	} else if (argc == 5 || argc == 6) {
+		if (prep_recipe_parse(argv[1], &r) < 0) {
+			fprintf(stderr, "prep_render_cli: bad recipe %s\n", argv[1]);
+			return 1;
+		}
+		uint64_t seed = strtoull(argv[2], NULL, 0);
+		uint32_t version = (uint32_t)strtoul(argv[3], NULL, 0);
+		uint64_t key = argc == 6 ? strtoull(argv[5], NULL, 0) : 0;
+
+		if ((rc = read_all(argv[4], &data, &len)) < 0) {
+			fprintf(stderr, "prep_render_cli: %s: %s\n", argv[4], strerror(-rc));
+			return 1;
+		}
+		rc = prep_render(&r, data, len, seed, key, version, &ppm, &plen);
+	} else {
+		fprintf(stderr, "usage: prep_render_cli RECIPE SEED VERSION INFILE [FILE_KEY]\n"
+				"       prep_render_cli --scale M RECIPE INFILE\n"
+				"       prep_render_cli --rrc-params W H SEED COUNT\n");
+		return 1;
+	}
+	free(data);
+	if (rc < 0) {
+		fprintf(stderr, "prep_render_cli: cannot render: %s\n", strerror(-rc));
+		return 1;
+	}
+	rc = write_out(ppm, plen);
+	free(ppm);
+	return rc < 0 ? 1 : 0;
+}

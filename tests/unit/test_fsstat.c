@@ -1,0 +1,791 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Unit tests for tools/: the strict JSON reader (valid documents, malformed
+ * ones, caps), the fsstat table and its watch-mode rates, and the fsstat
+ * command itself on a plain directory carrying a user.coordfs.stats xattr
+ * (what a mount answers), including its error lines and exit codes.
+ */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <sys/xattr.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tools/fsstat.h"
+#include "tools/json.h"
+
+/* A full §4 document plus fields fsstat does not know, which it must ignore. */
+static const char known_stats[] =
+	"{ \"version\": 1, \"uptime_s\": 3723.5,\n"
+	"  \"cache\": { \"capacity_bytes\": 2899102925, \"used_bytes\": 1310720000, \"items\": 12000,\n"
+	"             \"hits\": 3, \"misses\": 1, \"hit_bytes\": 600, \"miss_bytes\": 400,\n"
+	"             \"admitted\": 11990, \"refused\": 10, \"future_field\": \"x\" },\n"
+	"  \"source\": { \"reads\": 21, \"bytes\": 400, \"errors\": 2 },\n"
+	"  \"peers\": { \"fetches\": 7, \"bytes\": 1000, \"errors\": 1, \"served\": 5, \"served_bytes\": 5242880,\n"
+	"             \"nodes\": [ { \"url\": \"http://10.0.0.1:7070\", \"up\": true },\n"
+	"                        { \"url\": \"http://10.0.0.2:7070\", \"up\": false } ] },\n"
+	"  \"prep\": { \"decodes\": 100, \"shared\": 20, \"errors\": 0, \"staged_bytes\": 33554432 },\n"
+	"  \"fuse\": { \"opens\": 40, \"reads\": 1000, \"read_bytes\": 1610612736 },\n"
+	"  \"extra\": { \"deep\": [1, [2, {\"x\": null}]] } }\n";
+
+static struct json_value *parse_ok(const char *text)
+{
+	struct json_value *v = NULL;
+	struct json_error err = { 0, NULL };
+	int rc = json_parse(text, strlen(text), &v, &err);
+
+	ck_assert_msg(rc == 0, "json_parse(%s) = %d at %zu (%s), want 0", text, rc, err.offset,
+		      err.msg ? err.msg : "?");
+	ck_assert_ptr_nonnull(v);
+	return v;
+}
+
+/* Render into a malloc'd string (caller frees). */
+static char *render(const struct json_value *stats, const struct fsstat_view *view, int *rc)
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+
+	ck_assert_ptr_nonnull(f);
+	*rc = fsstat_render(f, stats, view);
+	fclose(f);
+	return text;
+}
+
+static char *render_text(const char *json, const struct fsstat_view *view)
+{
+	struct json_value *v = parse_ok(json);
+	int rc;
+	char *out = render(v, view, &rc);
+
+	ck_assert_int_eq(rc, 0);
+	json_free(v);
+	return out;
+}
+
+#define assert_contains(hay, needle)                                                                       \
+	ck_assert_msg(strstr((hay), (needle)) != NULL, "expected \"%s\" in output:\n%s", (needle), (hay))
+#define assert_lacks(hay, needle)                                                                          \
+	ck_assert_msg(strstr((hay), (needle)) == NULL, "did not expect \"%s\" in output:\n%s", (needle), (hay))
+
+/* The line of text that starts with prefix (copied into buf). */
+static const char *line_starting(const char *text, const char *prefix, char *buf, size_t len)
+{
+	for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+		if (strncmp(l, prefix, strlen(prefix)) == 0) {
+			size_t n = strcspn(l, "\n");
+
+			if (n >= len)
+				n = len - 1;
+			memcpy(buf, l, n);
+			buf[n] = '\0';
+			return buf;
+		}
+	}
+	ck_abort_msg("no line starting with \"%s\" in:\n%s", prefix, text);
+	return NULL;
+}
+
+/* ---- JSON reader ---- */
+
+START_TEST(json_accepts_valid_documents)
+{
+	static const char *valid[] = {
+		"{}", "[]", "0", "-0", "-0.5e+3", "1E2", "true", "false", "null", "\"\"", " \t\r\n[ 1 , 2 ] \n",
+		"{\"a\":[1,2,{\"b\":null}],\"c\":true,\"d\":false}", "[[[[[]]]]]", "\"\\\"\\\\\\/\\b\\f\\n\\r\\t\"",
+	};
+	for (size_t i = 0; i < sizeof(valid) / sizeof(valid[0]); i++)
+		json_free(parse_ok(valid[i]));
+}
+END_TEST
+
+START_TEST(json_values_are_decoded)
+{
+	struct json_value *v = parse_ok("{\"s\":\"a\\u00e9\\ud83d\\ude00\xc3\xa9\", \"n\": -12.5, \"u\": 42,"
+					" \"max\": 18446744073709551615, \"over\": 18446744073709551616,"
+					" \"f\": 1.0, \"b\": true, \"arr\": [1, \"x\"], \"dup\": 1, \"dup\": 2,"
+					" \"o\": {\"p\": {\"q\": 7}}}");
+	const char *s = NULL;
+	double d = 0;
+	uint64_t u = 0;
+	bool b = false;
+
+	ck_assert_int_eq(json_get_string(v, "s", &s), 0);
+	ck_assert_str_eq(s, "a\xc3\xa9\xf0\x9f\x98\x80\xc3\xa9");
+	ck_assert_uint_eq(json_get(v, "s")->u.string.len, strlen(s));
+	ck_assert_int_eq(json_get_number(v, "n", &d), 0);
+	ck_assert_double_eq(d, -12.5);
+	ck_assert_int_eq(json_get_uint(v, "n", &u), -EINVAL);
+	ck_assert_int_eq(json_get_uint(v, "u", &u), 0);
+	ck_assert_uint_eq(u, 42);
+	ck_assert_int_eq(json_get_uint(v, "max", &u), 0);
+	ck_assert_uint_eq(u, UINT64_MAX);
+	ck_assert_int_eq(json_get_uint(v, "over", &u), -EINVAL);
+	ck_assert_int_eq(json_get_number(v, "over", &d), 0);
+	ck_assert_double_eq_tol(d, 18446744073709551616.0, 1e5);
+	ck_assert_int_eq(json_get_uint(v, "f", &u), -EINVAL);
+	ck_assert_int_eq(json_get_bool(v, "b", &b), 0);
+	ck_assert(b);
+	ck_assert_int_eq(json_get_bool(v, "u", &b), -EINVAL);
+	ck_assert_int_eq(json_get(v, "arr")->type, JSON_ARRAY);
+	ck_assert_uint_eq(json_get(v, "arr")->u.array.count, 2);
+	ck_assert_str_eq(json_get(v, "arr")->u.array.items[1].u.string.chars, "x");
+	ck_assert_int_eq(json_get_uint(v, "dup", &u), 0);
+	ck_assert_uint_eq(u, 1);
+	ck_assert_int_eq(json_get_uint(v, "o.p.q", &u), 0);
+	ck_assert_uint_eq(u, 7);
+	ck_assert_int_eq(json_get_uint(v, "o.p.missing", &u), -ENOENT);
+	ck_assert_int_eq(json_get_uint(v, "o.p.q.deeper", &u), -ENOENT);
+	ck_assert_int_eq(json_get_uint(v, "o.p", &u), -EINVAL);
+	ck_assert_int_eq(json_get_uint(NULL, "o", &u), -ENOENT);
+	ck_assert_ptr_null(json_get(v, "o.pq"));
+	ck_assert_ptr_null(json_get(v, "o.p.q."));
+	ck_assert_ptr_null(json_get(v, "o..p"));
+	ck_assert_ptr_null(json_get(v, ".o"));
+	ck_assert_ptr_null(json_get(v, ""));
+	json_free(v);
+}
+END_TEST
+
+static void expect_reject(const char *text, size_t len, int want)
+{
+	struct json_value *v = (struct json_value *)&v; /* must be reset to NULL */
+	struct json_error err = { 0, NULL };
+	int rc = json_parse(text, len, &v, &err);
+
+	ck_assert_msg(rc == want, "json_parse(\"%.*s\") = %d, want %d", (int)(len > 60 ? 60 : len), text, rc,
+		      want);
+	ck_assert_ptr_null(v);
+	ck_assert_ptr_nonnull(err.msg);
+	ck_assert_uint_le(err.offset, len);
+}
+
+START_TEST(json_rejects_malformed)
+{
+	static const char *bad[] = {
+		"", " ", "{", "}", "[", "]", "[1,]", "[,1]", "{\"a\":1,}", "{a:1}", "{\"a\" 1}", "{\"a\":}",
+		"{1:2}", "01", "-01", "1.", ".5", "-", "1e", "1e+", "+1", "NaN", "Infinity", "tru", "nul", "falsey",
+		"\"abc", "\"\\x\"", "\"\\u12\"", "\"\\u12g4\"", "\"\\ud800\"", "\"\\ud800\\u0041\"", "\"\\udc00\"",
+		"\"\\u0000\"", "\"a\tb\"", "\"a\nb\"", "[1 2]", "1 2", "\"\xff\"", "\"\xc0\xaf\"", "\"\xed\xa0\x80\"",
+		"\"\xf4\x90\x80\x80\"", "\"\xe2\x82\"", "1e400", "-1e400", "[\"a\"]]", "\"\\", "\"\\\"", "{\"a\":1}}",
+		"[1,2", "{\"a\":1", "// c\n1", "[1,2,]", "'a'", "\"a\"b",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		expect_reject(bad[i], strlen(bad[i]), -EINVAL);
+	expect_reject("1\0", 2, -EINVAL); /* embedded NUL after the value */
+	expect_reject("\"a\0b\"", 5, -EINVAL);
+}
+END_TEST
+
+START_TEST(json_every_prefix_of_a_document_is_rejected)
+{
+	size_t n = strlen(known_stats);
+	struct json_value *v = NULL;
+
+	/* Cut anywhere before the closing brace: never a valid document. */
+	for (size_t len = 0; len < n - 1; len++)
+		expect_reject(known_stats, len, -EINVAL);
+	ck_assert_int_eq(json_parse(known_stats, n, &v, NULL), 0);
+	json_free(v);
+}
+END_TEST
+
+START_TEST(json_survives_byte_mutations)
+{
+	size_t n = strlen(known_stats);
+	char *buf = malloc(n);
+	static const char subst[] = { '{', '}', '[', ']', '"', '\\', ',', ':', '0', 'e', '-', '\0', '\x80', ' ' };
+	unsigned accepted = 0, rejected = 0;
+
+	ck_assert_ptr_nonnull(buf);
+	for (size_t pos = 0; pos < n; pos++) {
+		for (size_t k = 0; k < sizeof(subst); k++) {
+			struct json_value *v = NULL;
+			int rc;
+
+			memcpy(buf, known_stats, n);
+			buf[pos] = subst[k];
+			rc = json_parse(buf, n, &v, NULL);
+			ck_assert_msg(rc == 0 || rc == -EINVAL, "mutation at %zu gave %d", pos, rc);
+			ck_assert_msg((rc == 0) == (v != NULL), "tree and result disagree at %zu", pos);
+			if (rc == 0) {
+				/* Rendering whatever was accepted must not fail either. */
+				char *text;
+
+				if (v->type == JSON_OBJECT) {
+					text = render(v, NULL, &rc);
+					ck_assert_int_eq(rc, 0);
+					free(text);
+				}
+				accepted++;
+			} else {
+				rejected++;
+			}
+			json_free(v);
+		}
+	}
+	ck_assert_uint_gt(accepted, 0);
+	ck_assert_uint_gt(rejected, 0);
+	free(buf);
+}
+END_TEST
+
+static char *nested(size_t levels)
+{
+	char *s = malloc(2 * levels + 1);
+
+	ck_assert_ptr_nonnull(s);
+	memset(s, '[', levels);
+	memset(s + levels, ']', levels);
+	s[2 * levels] = '\0';
+	return s;
+}
+
+/* "[0,0,...,0]" with count zeros. */
+static char *zeros_array(size_t count)
+{
+	char *s = malloc(2 * count + 2);
+
+	ck_assert_ptr_nonnull(s);
+	s[0] = '[';
+	for (size_t i = 0; i < count; i++) {
+		s[1 + 2 * i] = '0';
+		s[2 + 2 * i] = ',';
+	}
+	s[2 * count] = ']';
+	s[2 * count + 1] = '\0';
+	return s;
+}
+
+START_TEST(json_caps)
+{
+	struct json_value *v = NULL;
+	char *s;
+	size_t n;
+
+	/* The outermost value is depth 0: JSON_MAX_DEPTH + 1 brackets fit. */
+	s = nested(JSON_MAX_DEPTH + 1);
+	ck_assert_int_eq(json_parse(s, strlen(s), &v, NULL), 0);
+	json_free(v);
+	free(s);
+	s = nested(JSON_MAX_DEPTH + 2);
+	expect_reject(s, strlen(s), -E2BIG);
+	free(s);
+	s = nested(200000); /* would overflow an uncapped recursion */
+	expect_reject(s, strlen(s), -E2BIG);
+	free(s);
+
+	/* Input size cap: whitespace around a valid value, one byte too many. */
+	n = JSON_MAX_INPUT + 1;
+	s = malloc(n);
+	ck_assert_ptr_nonnull(s);
+	memset(s, ' ', n);
+	s[0] = '0';
+	expect_reject(s, n, -E2BIG);
+	ck_assert_int_eq(json_parse(s, n - 1, &v, NULL), 0);
+	json_free(v);
+	free(s);
+
+	/* Value count cap: the array itself counts, so JSON_MAX_VALUES zeros
+	 * in it are one value too many, and one zero fewer fits exactly. */
+	s = zeros_array(JSON_MAX_VALUES);
+	expect_reject(s, strlen(s), -E2BIG);
+	free(s);
+	s = zeros_array(JSON_MAX_VALUES - 1);
+	ck_assert_int_eq(json_parse(s, strlen(s), &v, NULL), 0);
+	ck_assert_uint_eq(v->u.array.count, JSON_MAX_VALUES - 1);
+	json_free(v);
+	free(s);
+
+	/* An absurdly long number literal is refused, not truncated. */
+	s = malloc(1002);
+	ck_assert_ptr_nonnull(s);
+	memset(s, '1', 1001);
+	s[1001] = '\0';
+	expect_reject(s, 1001, -E2BIG);
+	free(s);
+}
+END_TEST
+
+/* ---- table ---- */
+
+START_TEST(table_shows_known_numbers)
+{
+	struct fsstat_view view = { .mountpoint = "/mnt/data" };
+	char *out = render_text(known_stats, &view);
+	char line[512], bar[FSSTAT_BAR_WIDTH + 3];
+	size_t marks = 0;
+
+	assert_contains(out, "/mnt/data");
+	assert_contains(out, "uptime 1h 02m 03s");
+	assert_contains(out, "version 1");
+	/* 1310720000 / 2899102925 = 45.21%; 1.2 GiB of 2.7 GiB */
+	line_starting(out, "cache ", line, sizeof(line));
+	assert_contains(line, " 45.2%  1.2 GiB / 2.7 GiB");
+	ck_assert_ptr_nonnull(strchr(line, '['));
+	for (const char *p = strchr(line, '['); *p && *p != ']'; p++)
+		marks += *p == '#';
+	/* round(0.4521 * 30) = 14 marks */
+	ck_assert_uint_eq(marks, 14);
+	assert_contains(line, fsstat_bar(1310720000.0, 2899102925.0, bar, sizeof(bar)));
+	assert_contains(out, "items 12000  admitted 11990  refused 10");
+	assert_contains(out, "hits 3  misses 1  hit ratio 75.0%  by bytes 60.0%");
+	/* origins: 600 + 400 + 1000 = 2000 bytes */
+	assert_contains(out, "cache 600 B (30.0%)  source 400 B (20.0%)  peers 1000 B (50.0%)");
+	assert_contains(out, "reads 21  bytes 400 B  errors 2");
+	assert_contains(out, "fetches 7  bytes 1000 B  errors 1  served 5 (5.0 MiB)");
+	assert_contains(out, "node 0  up    http://10.0.0.1:7070");
+	assert_contains(out, "node 1  DOWN  http://10.0.0.2:7070");
+	assert_contains(out, "decodes 100  shared 20  errors 0  staged 32.0 MiB");
+	assert_contains(out, "opens 40  reads 1000  read 1.5 GiB");
+	assert_lacks(out, "rates");
+	assert_lacks(out, "future_field");
+	free(out);
+}
+END_TEST
+
+START_TEST(table_shows_missing_fields_as_dash)
+{
+	char *out = render_text("{\"version\": 1, \"cache\": {\"hits\": 5, \"used_bytes\": \"lots\"},"
+				" \"peers\": {\"nodes\": [{\"url\": 7}, {}]}, \"fuse\": 3}",
+				NULL);
+	char line[512];
+
+	assert_contains(out, "uptime -");
+	line_starting(out, "cache ", line, sizeof(line));
+	assert_contains(line, "[" /* empty bar */ "..............................]");
+	assert_contains(line, " -  - / -");
+	assert_contains(out, "hits 5  misses -  hit ratio -  by bytes -");
+	assert_contains(out, "items -  admitted -  refused -");
+	assert_contains(out, "reads -  bytes -  errors -");
+	assert_contains(out, "node 0  -     -");
+	assert_contains(out, "node 1  -     -");
+	assert_contains(out, "decodes -  shared -  errors -  staged -");
+	assert_contains(out, "opens -  reads -  read -");
+	free(out);
+
+	out = render_text("{\"peers\": {\"nodes\": []}}", NULL);
+	assert_contains(out, "single node");
+	free(out);
+	out = render_text("{}", NULL);
+	assert_contains(out, "nodes -");
+	free(out);
+}
+END_TEST
+
+START_TEST(table_refuses_non_objects_and_masks_control_chars)
+{
+	struct json_value *v = parse_ok("[1, 2]");
+	int rc;
+	char *out = render(v, NULL, &rc);
+
+	ck_assert_int_eq(rc, -EINVAL);
+	free(out);
+	json_free(v);
+	ck_assert_int_eq(fsstat_render(stdout, NULL, NULL), -EINVAL);
+
+	out = render_text("{\"peers\": {\"nodes\": [{\"url\": \"http://x\\u001b[2J\\u0007y\", \"up\": true}]}}", NULL);
+	assert_lacks(out, "\033");
+	assert_lacks(out, "\a");
+	assert_contains(out, "node 0  up    http://x?[2J?y");
+	free(out);
+}
+END_TEST
+
+static size_t marks(const char *bar)
+{
+	size_t n = 0;
+
+	for (; *bar; bar++)
+		n += *bar == '#';
+	return n;
+}
+
+START_TEST(bar_fill)
+{
+	char bar[FSSTAT_BAR_WIDTH + 3], tiny[4];
+
+	ck_assert_uint_eq(strlen(fsstat_bar(0, 100, bar, sizeof(bar))), FSSTAT_BAR_WIDTH + 2);
+	ck_assert_uint_eq(marks(bar), 0);
+	ck_assert_int_eq(bar[0], '[');
+	ck_assert_int_eq(bar[FSSTAT_BAR_WIDTH + 1], ']');
+	ck_assert_uint_eq(marks(fsstat_bar(100, 100, bar, sizeof(bar))), FSSTAT_BAR_WIDTH);
+	ck_assert_uint_eq(marks(fsstat_bar(200, 100, bar, sizeof(bar))), FSSTAT_BAR_WIDTH);
+	ck_assert_uint_eq(marks(fsstat_bar(99.9, 100, bar, sizeof(bar))), FSSTAT_BAR_WIDTH - 1);
+	ck_assert_uint_eq(marks(fsstat_bar(1, 1e12, bar, sizeof(bar))), 1);
+	ck_assert_uint_eq(marks(fsstat_bar(50, 100, bar, sizeof(bar))), FSSTAT_BAR_WIDTH / 2);
+	ck_assert_uint_eq(marks(fsstat_bar(5, 0, bar, sizeof(bar))), 0);
+	ck_assert_str_eq(fsstat_bar(50, 100, tiny, sizeof(tiny)), "");
+}
+END_TEST
+
+/* ---- watch-mode rates ---- */
+
+static const char rate_prev[] = "{\"uptime_s\": 10, \"cache\": {\"hits\": 10, \"misses\": 0, \"hit_bytes\": 0},"
+				" \"source\": {\"bytes\": 0}, \"peers\": {\"bytes\": 0},"
+				" \"fuse\": {\"opens\": 4, \"reads\": 100, \"read_bytes\": 0}}";
+static const char rate_cur[] = "{\"uptime_s\": 12, \"cache\": {\"hits\": 40, \"misses\": 10, \"hit_bytes\": 3000000},"
+			       " \"source\": {\"bytes\": 1000000}, \"peers\": {\"bytes\": 0},"
+			       " \"fuse\": {\"opens\": 8, \"reads\": 300, \"read_bytes\": 4000000}}";
+
+START_TEST(watch_rates_from_two_samples)
+{
+	struct json_value *prev = parse_ok(rate_prev);
+	struct fsstat_view view = { .rates = true, .prev = prev, .interval_s = 5.0 };
+	char *out = render_text(rate_cur, &view);
+
+	/* The daemon's uptime difference (2 s) wins over the wall interval. */
+	assert_contains(out, "rates    over 2.0 s");
+	assert_contains(out, "reads/s 100.0  opens/s 2.0  read 2.0 MB/s");
+	/* 30 hits, 10 misses in the interval */
+	assert_contains(out, "cache 1.5 MB/s  source 0.5 MB/s  peers 0.0 MB/s  hit ratio 75.0%");
+	/* while the totals say 40 / 50 */
+	assert_contains(out, "hit ratio 80.0%");
+	free(out);
+	json_free(prev);
+}
+END_TEST
+
+START_TEST(watch_rates_fallbacks)
+{
+	struct json_value *prev = parse_ok("{\"fuse\": {\"reads\": 100, \"read_bytes\": 5}, \"cache\": {\"hits\": 1}}");
+	struct fsstat_view view = { .rates = true, .prev = prev, .interval_s = 4.0 };
+	char *out;
+
+	/* No uptime in the samples: the wall interval is used. A counter that
+	 * went down shows no rate rather than a negative one. */
+	out = render_text("{\"fuse\": {\"reads\": 300, \"read_bytes\": 1}, \"cache\": {\"hits\": 1}}", &view);
+	assert_contains(out, "over 4.0 s");
+	assert_contains(out, "reads/s 50.0  opens/s -  read -");
+	assert_contains(out, "cache -  source -  peers -  hit ratio -");
+	free(out);
+	json_free(prev);
+
+	/* First sample: rates since mount, over the uptime. */
+	view.prev = NULL;
+	out = render_text(rate_cur, &view);
+	assert_contains(out, "since mount (12.0s)");
+	assert_contains(out, "reads/s 25.0  opens/s 0.7");
+	assert_contains(out, "hit ratio 80.0%  by bytes");
+	free(out);
+
+	/* The daemon restarted between samples (uptime went back): since mount. */
+	prev = parse_ok(rate_cur);
+	view.prev = prev;
+	out = render_text(rate_prev, &view);
+	assert_contains(out, "since mount (10.0s)");
+	assert_contains(out, "reads/s 10.0");
+	free(out);
+	json_free(prev);
+}
+END_TEST
+
+/* ---- the fsstat command ---- */
+
+struct run_result {
+	int status; /* exit code, or 128 + signal */
+	char out[262144];
+	char err[4096];
+};
+
+static void slurp(const char *path, char *buf, size_t len)
+{
+	FILE *f = fopen(path, "r");
+	size_t n;
+
+	ck_assert_ptr_nonnull(f);
+	n = fread(buf, 1, len - 1, f);
+	buf[n] = '\0';
+	fclose(f);
+}
+
+static const char *fsstat_bin(void)
+{
+	const char *bin = getenv("FSSTAT_BIN");
+
+	ck_assert_msg(bin && access(bin, X_OK) == 0, "FSSTAT_BIN must name the built fsstat (got %s)",
+		      bin ? bin : "nothing");
+	return bin;
+}
+
+/* Start fsstat with args, stdout/stderr to files in dir. */
+static pid_t spawn_fsstat(const char *dir, char *const args[])
+{
+	char out_path[512], err_path[512];
+	pid_t pid;
+
+	snprintf(out_path, sizeof(out_path), "%s/out", dir);
+	snprintf(err_path, sizeof(err_path), "%s/err", dir);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		int o = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+		int e = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+		if (o < 0 || e < 0 || dup2(o, 1) < 0 || dup2(e, 2) < 0)
+			_exit(126);
+		execv(args[0], args);
+		_exit(127);
+	}
+	return pid;
+}
+
+static void collect(pid_t pid, const char *dir, struct run_result *r)
+{
+	char path[512];
+	int ws;
+
+	ck_assert_int_eq(waitpid(pid, &ws, 0), pid);
+	r->status = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
+	snprintf(path, sizeof(path), "%s/out", dir);
+	slurp(path, r->out, sizeof(r->out));
+	snprintf(path, sizeof(path), "%s/err", dir);
+	slurp(path, r->err, sizeof(r->err));
+}
+
+static void run_fsstat(const char *dir, char *const args[], struct run_result *r)
+{
+	collect(spawn_fsstat(dir, args), dir, r);
+}
+
+/* A scratch directory on a file system with user xattrs (ext4, tmpfs >= 6.6). */
+static void make_scratch(char *dir, size_t len)
+{
+	const char *bases[] = { getenv("TMPDIR"), "/tmp", "/var/tmp", "." };
+	int last_err = 0;
+
+	for (size_t i = 0; i < sizeof(bases) / sizeof(bases[0]); i++) {
+		if (!bases[i])
+			continue;
+		snprintf(dir, len, "%s/test_fsstat.XXXXXX", bases[i]);
+		if (!mkdtemp(dir))
+			continue;
+		if (setxattr(dir, "user.coordfs.probe", "1", 1, 0) == 0) {
+			removexattr(dir, "user.coordfs.probe");
+			return;
+		}
+		last_err = errno;
+		rmdir(dir);
+	}
+	ck_abort_msg("no scratch directory with user xattrs found (last error: %s)", strerror(last_err));
+}
+
+static void remove_scratch(const char *dir)
+{
+	char path[512];
+
+	snprintf(path, sizeof(path), "%s/out", dir);
+	unlink(path);
+	snprintf(path, sizeof(path), "%s/err", dir);
+	unlink(path);
+	snprintf(path, sizeof(path), "%s/file", dir);
+	unlink(path);
+	rmdir(dir);
+}
+
+static void set_stats(const char *dir, const char *json, size_t len)
+{
+	ck_assert_msg(setxattr(dir, "user.coordfs.stats", json, len, 0) == 0, "setxattr: %s", strerror(errno));
+}
+
+static size_t count_lines(const char *s)
+{
+	size_t n = 0;
+
+	for (; *s; s++)
+		n += *s == '\n';
+	return n;
+}
+
+START_TEST(cli_table_and_json)
+{
+	char dir[256];
+	struct run_result *r = malloc(sizeof(*r));
+
+	ck_assert_ptr_nonnull(r);
+	make_scratch(dir, sizeof(dir));
+	/* The daemon may include a trailing NUL; fsstat drops it. */
+	set_stats(dir, known_stats, sizeof(known_stats));
+	run_fsstat(dir, (char *const[]){ (char *)fsstat_bin(), dir, NULL }, r);
+	ck_assert_msg(r->status == 0, "exit %d, stderr: %s", r->status, r->err);
+	ck_assert_str_eq(r->err, "");
+	assert_contains(r->out, dir);
+	assert_contains(r->out, "hit ratio 75.0%");
+	assert_contains(r->out, "node 1  DOWN  http://10.0.0.2:7070");
+
+	run_fsstat(dir, (char *const[]){ (char *)fsstat_bin(), "--json", dir, NULL }, r);
+	ck_assert_int_eq(r->status, 0);
+	ck_assert_str_eq(r->out, known_stats); /* unchanged (it ends in a newline already) */
+
+	set_stats(dir, "{\"version\":1}", 13);
+	run_fsstat(dir, (char *const[]){ (char *)fsstat_bin(), "--json", dir, NULL }, r);
+	ck_assert_int_eq(r->status, 0);
+	ck_assert_str_eq(r->out, "{\"version\":1}\n");
+
+	/* Malformed JSON: one clear line, non-zero exit. */
+	set_stats(dir, "{\"version\":1,", 13);
+	run_fsstat(dir, (char *const[]){ (char *)fsstat_bin(), dir, NULL }, r);
+	ck_assert_int_ne(r->status, 0);
+	ck_assert_uint_eq(count_lines(r->err), 1);
+	assert_contains(r->err, "malformed statistics JSON");
+	assert_contains(r->err, dir);
+	remove_scratch(dir);
+	free(r);
+}
+END_TEST
+
+START_TEST(cli_errors)
+{
+	char dir[256], path[512], missing[512];
+	struct run_result *r = malloc(sizeof(*r));
+	int fd;
+
+	ck_assert_ptr_nonnull(r);
+	make_scratch(dir, sizeof(dir));
+	snprintf(missing, sizeof(missing), "%s/nope", dir);
+	run_fsstat(dir, (char *const[]){ (char *)fsstat_bin(), missing, NULL }, r);
+	ck_assert_int_eq(r->status, 1);
+	ck_assert_uint_eq(count_lines(r->err), 1);
+	assert_contains(r->err, missing);
+	assert_contains(r->err, "No such file or directory");
+	ck_assert_str_eq(r->out, "");
+
+	/* A directory without the attribute: not a coordfs mount. */
+	run_fsstat(dir, (char *const[]){ (char *)fsstat_bin(), dir, NULL }, r);
+	ck_assert_int_eq(r->status, 1);
+	ck_assert_uint_eq(count_lines(r->err), 1);
+	assert_contains(r->err, "not a coordfs mount");
+
+	snprintf(path, sizeof(path), "%s/file", dir);
+	fd = open(path, O_WRONLY | O_CREAT, 0600);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	run_fsstat(dir, (char *const[]){ (char *)fsstat_bin(), path, NULL }, r);
+	ck_assert_int_eq(r->status, 1);
+	assert_contains(r->err, "not a directory");
+
+	run_fsstat(dir, (char *const[]){ (char *)fsstat_bin(), NULL }, r);
+	ck_assert_int_eq(r->status, 2);
+	assert_contains(r->err, "missing MOUNTPOINT");
+	run_fsstat(dir, (char *const[]){ (char *)fsstat_bin(), "--watch=0", dir, NULL }, r);
+	ck_assert_int_eq(r->status, 2);
+	assert_contains(r->err, "--watch=0");
+	run_fsstat(dir, (char *const[]){ (char *)fsstat_bin(), "--watch=1x", dir, NULL }, r);
+	ck_assert_int_eq(r->status, 2);
+	run_fsstat(dir, (char *const[]){ (char *)fsstat_bin(), "--watch", "2", dir, NULL }, r);
+	ck_assert_int_eq(r->status, 2);
+	assert_contains(r->err, "--watch=2");
+	run_fsstat(dir, (char *const[]){ (char *)fsstat_bin(), "--bogus", dir, NULL }, r);
+	ck_assert_int_eq(r->status, 2);
+	remove_scratch(dir);
+	free(r);
+}
+END_TEST
+
+static size_t count_occurrences(const char *hay, const char *needle)
+{
+	size_t n = 0;
+
+	for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle))
+		n++;
+	return n;
+}
+
+/* Blocks printed so far by fsstat --watch into dir/out. */
+static size_t count_blocks(const char *dir)
+{
+	char path[512], *buf = malloc(65536);
+	size_t n;
+
+	ck_assert_ptr_nonnull(buf);
+	snprintf(path, sizeof(path), "%s/out", dir);
+	if (access(path, F_OK) < 0) {
+		free(buf);
+		return 0; /* fsstat has not started yet */
+	}
+	slurp(path, buf, 65536);
+	n = count_occurrences(buf, "rates    ");
+	free(buf);
+	return n;
+}
+
+/* Wait (up to 10 s) until the output holds want blocks. */
+static void wait_for_blocks(const char *dir, size_t want)
+{
+	for (int i = 0; i < 1000 && count_blocks(dir) < want; i++)
+		usleep(10000);
+	ck_assert_msg(count_blocks(dir) >= want, "fsstat --watch printed %zu blocks, want %zu", count_blocks(dir),
+		      want);
+}
+
+START_TEST(cli_watch_prints_rates_until_sigint)
+{
+	char dir[256];
+	struct run_result *r = malloc(sizeof(*r));
+	pid_t pid;
+
+	ck_assert_ptr_nonnull(r);
+	make_scratch(dir, sizeof(dir));
+	set_stats(dir, rate_prev, strlen(rate_prev));
+	pid = spawn_fsstat(dir, (char *const[]){ (char *)fsstat_bin(), "--watch=0.05", dir, NULL });
+	wait_for_blocks(dir, 1);
+	set_stats(dir, rate_cur, strlen(rate_cur));
+	/* Block k+1 may still have been sampled before the change; k+2 was
+	 * sampled after it (it follows a block printed after we looked), and
+	 * k+3 compares two samples taken after it. */
+	wait_for_blocks(dir, count_blocks(dir) + 3);
+	kill(pid, SIGINT);
+	collect(pid, dir, r);
+	ck_assert_msg(r->status == 0, "exit %d after SIGINT, stderr: %s", r->status, r->err);
+	/* stdout is a file: no screen clearing, blocks one after another */
+	assert_lacks(r->out, "\033[");
+	assert_contains(r->out, "since mount (10.0s)");
+	assert_contains(r->out, "over 2.0 s");
+	assert_contains(r->out, "reads/s 100.0  opens/s 2.0  read 2.0 MB/s");
+	assert_contains(r->out, "hit ratio 75.0%");
+	/* after the change, equal samples: zero rates */
+	assert_contains(r->out, "reads/s 0.0");
+	remove_scratch(dir);
+	free(r);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("fsstat");
+	TCase *json = tcase_create("json");
+	TCase *table = tcase_create("table");
+	TCase *cli = tcase_create("cli");
+
+	tcase_add_test(json, json_accepts_valid_documents);
+	tcase_add_test(json, json_values_are_decoded);
+	tcase_add_test(json, json_rejects_malformed);
+	tcase_add_test(json, json_every_prefix_of_a_document_is_rejected);
+	tcase_add_test(json, json_survives_byte_mutations);
+	tcase_add_test(json, json_caps);
+	tcase_add_test(table, table_shows_known_numbers);
+	tcase_add_test(table, table_shows_missing_fields_as_dash);
+	tcase_add_test(table, table_refuses_non_objects_and_masks_control_chars);
+	tcase_add_test(table, bar_fill);
+	tcase_add_test(table, watch_rates_from_two_samples);
+	tcase_add_test(table, watch_rates_fallbacks);
+	tcase_add_test(cli, cli_table_and_json);
+	tcase_add_test(cli, cli_errors);
+	tcase_add_test(cli, cli_watch_prints_rates_until_sigint);
+	suite_add_tcase(s, json);
+	suite_add_tcase(s, table);
+	suite_add_tcase(s, cli);
+	SRunner *sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,144 @@
+/* SPDX-License-Identifier: MIT */
+/* Unit tests for the namespace (fs/ns.c): scan, lookup, resolve, paths, units. */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fs/ns.h"
+
+static char root[256];
+
+static void mkfile(const char *rel, size_t size)
+{
+	char p[512];
+	snprintf(p, sizeof(p), "%s/%s", root, rel);
+	int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ftruncate(fd, (off_t)size), 0);
+	close(fd);
+}
+
+static void mkd(const char *rel)
+{
+	char p[512];
+	snprintf(p, sizeof(p), "%s/%s", root, rel);
+	ck_assert_int_eq(mkdir(p, 0755), 0);
+}
+
+static void rm_rf(void)
+{
+	char cmd[600];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+static void setup_tree(void)
+{
+	strcpy(root, "/tmp/coordfs-ns-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(root));
+	mkd("train");
+	mkd("train/cat");
+	mkd("train/dog");
+	mkd("empty");
+	mkfile("train/cat/b.jpg", 100);
+	mkfile("train/cat/a.jpg", 0);
+	mkfile("train/cat/c d ü.jpg", 5000);
+	mkfile("train/dog/big.bin", 10000); /* 3 chunks of 4096 */
+	mkfile("top.txt", 4096);
+	char p[512];
+	snprintf(p, sizeof(p), "%s/link", root);
+	ck_assert_int_eq(symlink("train/cat/b.jpg", p), 0);
+	snprintf(p, sizeof(p), "%s/fifo", root);
+	ck_assert_int_eq(mkfifo(p, 0644), 0);
+}
+
+START_TEST(scan_lookup_resolve)
+{
+	struct ns ns;
+	char err[256] = "";
+	uint32_t n, m;
+	char path[256];
+
+	setup_tree();
+	int fd = open(root, O_RDONLY | O_DIRECTORY);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ns_scan(&ns, fd, 4096, err, sizeof(err)), 0);
+	close(fd);
+
+	/* root + train, cat, dog, empty, 5 files, link (fifo skipped) */
+	ck_assert_uint_eq(ns.nnodes, 1 + 4 + 5 + 1);
+	ck_assert_uint_eq(ns.nfiles, 5);
+	ck_assert_uint_eq(ns.total_bytes, 100 + 0 + 5000 + 10000 + 4096);
+	/* units: a.jpg 0, b.jpg 1, c 2, big 3, top 1 */
+	ck_assert_uint_eq(ns.nunits, 0 + 1 + 2 + 3 + 1);
+
+	ck_assert_int_eq(ns_resolve(&ns, "train/cat/c d ü.jpg", &n), 0);
+	ck_assert(ns_is_reg(&ns, n));
+	ck_assert_uint_eq(ns.nodes[n].size, 5000);
+	ck_assert_int_eq(ns_path(&ns, n, path, sizeof(path)), (int)strlen("train/cat/c d ü.jpg"));
+	ck_assert_str_eq(path, "train/cat/c d ü.jpg");
+	ck_assert_int_eq(ns_path(&ns, n, path, 5), -ENAMETOOLONG);
+
+	/* children sorted: a.jpg < b.jpg < c d ü.jpg */
+	ck_assert_int_eq(ns_resolve(&ns, "train/cat", &m), 0);
+	ck_assert_uint_eq(ns.nodes[m].count, 3);
+	ck_assert_str_eq(ns_name(&ns, ns.nodes[m].first), "a.jpg");
+	ck_assert_str_eq(ns_name(&ns, ns.nodes[m].first + 1), "b.jpg");
+	ck_assert_int_eq(ns_lookup(&ns, m, "b.jpg", 5, &n), 0);
+	ck_assert_uint_eq(n, ns.nodes[m].first + 1);
+	ck_assert_int_eq(ns_lookup(&ns, m, "b.jp", 4, &n), -ENOENT);
+	ck_assert_int_eq(ns_lookup(&ns, m, "b.jpgg", 6, &n), -ENOENT);
+	ck_assert_int_eq(ns_lookup(&ns, n, "x", 1, &n), -ENOTDIR);
+
+	ck_assert_int_eq(ns_resolve(&ns, "train/dog/big.bin", &n), 0);
+	ck_assert_uint_eq(ns.nodes[n].count, 3);
+	ck_assert_uint_eq(ns_unit_len(&ns, n, 0), 4096);
+	ck_assert_uint_eq(ns_unit_len(&ns, n, 2), 10000 - 8192);
+
+	ck_assert_int_eq(ns_resolve(&ns, "link", &n), 0);
+	ck_assert(S_ISLNK(ns.nodes[n].mode));
+	ck_assert_str_eq(ns.pool + ns.nodes[n].first, "train/cat/b.jpg");
+
+	ck_assert_int_eq(ns_resolve(&ns, "empty", &n), 0);
+	ck_assert(ns_is_dir(&ns, n));
+	ck_assert_uint_eq(ns.nodes[n].count, 0);
+
+	/* Hostile paths never resolve. */
+	static const char *bad[] = { "../etc/passwd", "/top.txt", "train/../top.txt", "train//cat",
+				     "./top.txt", "fifo", "nope", "top.txt/x", "link/x" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ck_assert_msg(ns_resolve(&ns, bad[i], &n) < 0, "'%s' resolved", bad[i]);
+	ck_assert_int_eq(ns_resolve(&ns, "", &n), 0);
+	ck_assert_uint_eq(n, 0);
+
+	ns_fini(&ns);
+	rm_rf();
+}
+END_TEST
+
+START_TEST(node_is_compact)
+{
+	/* The per-file budget of the namespace (1.3M files) depends on this. */
+	ck_assert_uint_le(sizeof(struct ns_node), 48);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("ns");
+	TCase *tc = tcase_create("core");
+
+	tcase_add_test(tc, scan_lookup_resolve);
+	tcase_add_test(tc, node_is_compact);
+	suite_add_tcase(s, tc);
+	SRunner *sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

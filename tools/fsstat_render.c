@@ -1,0 +1,287 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The fsstat table: turns one statistics document (and, in watch mode, the
+ * previous one) into the text a person reads, in the spirit of iostat and
+ * `juicefs stats`. Strings from the document are printed with control
+ * characters masked, so a hostile daemon cannot drive the terminal.
+ */
+#include "tools/fsstat.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "common/size.h"
+
+#define LABEL "%-9s"
+#define MAX_SHOWN_STRING 200
+
+/* A counter read from the document; ok is false when missing or ill-typed. */
+struct counter {
+	bool ok;
+	double v;
+};
+
+static struct counter get_counter(const struct json_value *stats, const char *path)
+{
+	struct counter c = { false, 0 };
+	const struct json_value *f = json_get(stats, path);
+
+	if (f && f->type == JSON_NUMBER && f->u.number.value >= 0) {
+		c.ok = true;
+		c.v = f->u.number.is_uint ? (double)f->u.number.uint_value : f->u.number.value;
+	}
+	return c;
+}
+
+static const char *fmt_count(struct counter c, char *buf, size_t len)
+{
+	if (!c.ok)
+		return "-";
+	if (c.v < 1e18 && c.v == floor(c.v))
+		snprintf(buf, len, "%llu", (unsigned long long)c.v);
+	else
+		snprintf(buf, len, "%.6g", c.v);
+	return buf;
+}
+
+static const char *fmt_size(struct counter c, char *buf, size_t len)
+{
+	if (!c.ok)
+		return "-";
+	if (c.v >= 18e18)
+		snprintf(buf, len, "%.3g B", c.v);
+	else
+		size_format((uint64_t)c.v, buf, (unsigned)len);
+	return buf;
+}
+
+/* part / whole as a percentage, "-" when either is missing or whole is 0. */
+static const char *fmt_ratio(struct counter part, struct counter whole, char *buf, size_t len)
+{
+	if (!part.ok || !whole.ok || whole.v <= 0)
+		return "-";
+	snprintf(buf, len, "%.1f%%", 100.0 * part.v / whole.v);
+	return buf;
+}
+
+static struct counter sum2(struct counter a, struct counter b)
+{
+	struct counter s = { a.ok && b.ok, a.v + b.v };
+
+	return s;
+}
+
+static const char *fmt_uptime(struct counter c, char *buf, size_t len)
+{
+	unsigned long long s;
+
+	if (!c.ok || c.v > 1e12)
+		return "-";
+	s = (unsigned long long)c.v;
+	if (s >= 86400)
+		snprintf(buf, len, "%llud %02lluh %02llum", s / 86400, s % 86400 / 3600, s % 3600 / 60);
+	else if (s >= 3600)
+		snprintf(buf, len, "%lluh %02llum %02llus", s / 3600, s % 3600 / 60, s % 60);
+	else if (s >= 60)
+		snprintf(buf, len, "%llum %02llus", s / 60, s % 60);
+	else
+		snprintf(buf, len, "%.1fs", c.v);
+	return buf;
+}
+
+/* Copy s for display: control bytes masked, long strings cut. */
+static const char *shown(const char *s, char *buf, size_t len)
+{
+	size_t i = 0;
+
+	if (!s)
+		return "-";
+	for (; s[i] && i + 1 < len && i < MAX_SHOWN_STRING; i++) {
+		unsigned char c = (unsigned char)s[i];
+
+		buf[i] = (c < 0x20 || c == 0x7f) ? '?' : (char)c;
+	}
+	buf[i] = '\0';
+	return buf;
+}
+
+char *fsstat_bar(double used, double capacity, char *buf, size_t buflen)
+{
+	size_t filled = 0, i = 0;
+
+	if (buflen < FSSTAT_BAR_WIDTH + 3) {
+		if (buflen)
+			buf[0] = '\0';
+		return buf;
+	}
+	if (capacity > 0 && used > 0) {
+		double frac = used / capacity;
+
+		if (frac > 1)
+			frac = 1;
+		filled = (size_t)(frac * FSSTAT_BAR_WIDTH + 0.5);
+		/* Something cached shows at least one mark; not-quite-full never
+		 * looks full. */
+		if (filled == 0)
+			filled = 1;
+		if (filled == FSSTAT_BAR_WIDTH && used < capacity)
+			filled = FSSTAT_BAR_WIDTH - 1;
+	}
+	buf[i++] = '[';
+	for (size_t k = 0; k < FSSTAT_BAR_WIDTH; k++)
+		buf[i++] = k < filled ? '#' : '.';
+	buf[i++] = ']';
+	buf[i] = '\0';
+	return buf;
+}
+
+static void render_cache(FILE *out, const struct json_value *s)
+{
+	struct counter cap = get_counter(s, "cache.capacity_bytes");
+	struct counter used = get_counter(s, "cache.used_bytes");
+	struct counter hits = get_counter(s, "cache.hits"), misses = get_counter(s, "cache.misses");
+	struct counter hit_b = get_counter(s, "cache.hit_bytes"), miss_b = get_counter(s, "cache.miss_bytes");
+	char bar[FSSTAT_BAR_WIDTH + 3], a[32], b[32], c[32], d[32];
+
+	fsstat_bar(used.ok ? used.v : 0, cap.ok ? cap.v : 0, bar, sizeof(bar));
+	fprintf(out, LABEL "%s %6s  %s / %s\n", "cache", bar, fmt_ratio(used, cap, a, sizeof(a)),
+		fmt_size(used, b, sizeof(b)), fmt_size(cap, c, sizeof(c)));
+	fprintf(out, LABEL "items %s  admitted %s  refused %s\n", "",
+		fmt_count(get_counter(s, "cache.items"), a, sizeof(a)),
+		fmt_count(get_counter(s, "cache.admitted"), b, sizeof(b)),
+		fmt_count(get_counter(s, "cache.refused"), c, sizeof(c)));
+	fprintf(out, LABEL "hits %s  misses %s  hit ratio %s  by bytes %s\n", "",
+		fmt_count(hits, a, sizeof(a)), fmt_count(misses, b, sizeof(b)),
+		fmt_ratio(hits, sum2(hits, misses), c, sizeof(c)),
+		fmt_ratio(hit_b, sum2(hit_b, miss_b), d, sizeof(d)));
+}
+
+static void render_origin(FILE *out, const struct json_value *s)
+{
+	struct counter from_cache = get_counter(s, "cache.hit_bytes");
+	struct counter from_source = get_counter(s, "source.bytes");
+	struct counter from_peers = get_counter(s, "peers.bytes");
+	struct counter total = { false, 0 };
+	char a[32], b[32], c[32], pa[16], pb[16], pc[16];
+
+	/* Shares of whatever is known; a missing origin is simply not counted. */
+	if (from_cache.ok || from_source.ok || from_peers.ok) {
+		total.ok = true;
+		total.v = (from_cache.ok ? from_cache.v : 0) + (from_source.ok ? from_source.v : 0) +
+			  (from_peers.ok ? from_peers.v : 0);
+	}
+	fprintf(out, LABEL "cache %s (%s)  source %s (%s)  peers %s (%s)\n", "bytes",
+		fmt_size(from_cache, a, sizeof(a)), fmt_ratio(from_cache, total, pa, sizeof(pa)),
+		fmt_size(from_source, b, sizeof(b)), fmt_ratio(from_source, total, pb, sizeof(pb)),
+		fmt_size(from_peers, c, sizeof(c)), fmt_ratio(from_peers, total, pc, sizeof(pc)));
+}
+
+static void render_peers(FILE *out, const struct json_value *s)
+{
+	const struct json_value *nodes = json_get(s, "peers.nodes");
+	char a[32], b[32], c[32], d[32], e[32];
+
+	fprintf(out, LABEL "fetches %s  bytes %s  errors %s  served %s (%s)\n", "peers",
+		fmt_count(get_counter(s, "peers.fetches"), a, sizeof(a)),
+		fmt_size(get_counter(s, "peers.bytes"), b, sizeof(b)),
+		fmt_count(get_counter(s, "peers.errors"), c, sizeof(c)),
+		fmt_count(get_counter(s, "peers.served"), d, sizeof(d)),
+		fmt_size(get_counter(s, "peers.served_bytes"), e, sizeof(e)));
+	if (!nodes || nodes->type != JSON_ARRAY) {
+		fprintf(out, LABEL "nodes -\n", "");
+		return;
+	}
+	if (nodes->u.array.count == 0) {
+		fprintf(out, LABEL "single node (no peers)\n", "");
+		return;
+	}
+	for (size_t i = 0; i < nodes->u.array.count; i++) {
+		const struct json_value *n = &nodes->u.array.items[i];
+		const char *url = NULL, *state = "-";
+		char shown_url[MAX_SHOWN_STRING + 1];
+		bool up;
+
+		json_get_string(n, "url", &url);
+		if (json_get_bool(n, "up", &up) == 0)
+			state = up ? "up" : "DOWN";
+		fprintf(out, LABEL "node %zu  %-4s  %s\n", "", i, state,
+			shown(url, shown_url, sizeof(shown_url)));
+	}
+}
+
+static void render_rates(FILE *out, const struct json_value *cur, const struct json_value *prev,
+			 double interval_s)
+{
+	static const char *const paths[] = { "fuse.reads", "fuse.opens", "fuse.read_bytes", "cache.hit_bytes",
+					     "source.bytes", "peers.bytes", "cache.hits", "cache.misses" };
+	enum { READS, OPENS, READ_BYTES, HIT_BYTES, SOURCE_BYTES, PEER_BYTES, HITS, MISSES, N_PATHS };
+	struct counter delta[N_PATHS];
+	struct counter up_now = get_counter(cur, "uptime_s"), up_prev = get_counter(prev, "uptime_s");
+	double dt = interval_s;
+	char t[32], r[N_PATHS][32], ratio[16];
+
+	/* A daemon restarted between the samples counts again from zero. */
+	if (prev && up_now.ok && up_prev.ok && up_now.v < up_prev.v)
+		prev = NULL;
+	if (!prev) {
+		dt = up_now.ok ? up_now.v : 0;
+		fprintf(out, LABEL "since mount (%s)\n", "rates", dt > 0 ? fmt_uptime(up_now, t, sizeof(t)) : "-");
+	} else {
+		if (up_now.ok && up_prev.ok && up_now.v > up_prev.v)
+			dt = up_now.v - up_prev.v;
+		if (dt > 0)
+			snprintf(t, sizeof(t), "%.1f s", dt);
+		fprintf(out, LABEL "over %s\n", "rates", dt > 0 ? t : "-");
+	}
+	for (int i = 0; i < N_PATHS; i++) {
+		struct counter now = get_counter(cur, paths[i]);
+		struct counter before = { true, 0 };
+
+		if (prev)
+			before = get_counter(prev, paths[i]);
+		delta[i].ok = now.ok && before.ok && now.v >= before.v && dt > 0;
+		delta[i].v = delta[i].ok ? now.v - before.v : 0;
+		if (!delta[i].ok)
+			snprintf(r[i], sizeof(r[i]), "-");
+		else if (i == READ_BYTES || i == HIT_BYTES || i == SOURCE_BYTES || i == PEER_BYTES)
+			snprintf(r[i], sizeof(r[i]), "%.1f MB/s", delta[i].v / dt / 1e6);
+		else
+			snprintf(r[i], sizeof(r[i]), "%.1f", delta[i].v / dt);
+	}
+	fprintf(out, LABEL "reads/s %s  opens/s %s  read %s\n", "", r[READS], r[OPENS], r[READ_BYTES]);
+	fprintf(out, LABEL "cache %s  source %s  peers %s  hit ratio %s\n", "", r[HIT_BYTES], r[SOURCE_BYTES],
+		r[PEER_BYTES], fmt_ratio(delta[HITS], sum2(delta[HITS], delta[MISSES]), ratio, sizeof(ratio)));
+}
+
+int fsstat_render(FILE *out, const struct json_value *stats, const struct fsstat_view *view)
+{
+	char a[32], b[32], c[32], d[32], mp[MAX_SHOWN_STRING + 1];
+
+	if (!stats || stats->type != JSON_OBJECT)
+		return -EINVAL;
+	fprintf(out, LABEL "%s  uptime %s  version %s\n", "coordfs",
+		view && view->mountpoint ? shown(view->mountpoint, mp, sizeof(mp)) : "-",
+		fmt_uptime(get_counter(stats, "uptime_s"), a, sizeof(a)),
+		fmt_count(get_counter(stats, "version"), b, sizeof(b)));
+	render_cache(out, stats);
+	render_origin(out, stats);
+	fprintf(out, LABEL "reads %s  bytes %s  errors %s\n", "source",
+		fmt_count(get_counter(stats, "source.reads"), a, sizeof(a)),
+		fmt_size(get_counter(stats, "source.bytes"), b, sizeof(b)),
+		fmt_count(get_counter(stats, "source.errors"), c, sizeof(c)));
+	render_peers(out, stats);
+	fprintf(out, LABEL "decodes %s  shared %s  errors %s  staged %s\n", "prep",
+		fmt_count(get_counter(stats, "prep.decodes"), a, sizeof(a)),
+		fmt_count(get_counter(stats, "prep.shared"), b, sizeof(b)),
+		fmt_count(get_counter(stats, "prep.errors"), c, sizeof(c)),
+		fmt_size(get_counter(stats, "prep.staged_bytes"), d, sizeof(d)));
+	fprintf(out, LABEL "opens %s  reads %s  read %s\n", "fuse",
+		fmt_count(get_counter(stats, "fuse.opens"), a, sizeof(a)),
+		fmt_count(get_counter(stats, "fuse.reads"), b, sizeof(b)),
+		fmt_size(get_counter(stats, "fuse.read_bytes"), c, sizeof(c)));
+	if (view && view->rates)
+		render_rates(out, stats, view->prev, view->interval_s);
+	return ferror(out) ? -EIO : 0;
+}
