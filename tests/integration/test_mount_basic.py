@@ -12,10 +12,12 @@ tiny cache that must never exceed its budget.
 
 import ctypes
 import errno
+import json
 import mmap
 import os
 import random
 import stat
+import subprocess
 import sys
 import threading
 
@@ -460,6 +462,43 @@ def _access_errno(path, mode):
 		raise OSError(e, os.strerror(e))
 
 
+def test_fsstat(c):
+	"""fsstat --json and the table read the same stats as the xattr."""
+	fsstat = ct.fsstat_bin()
+	if fsstat is None:
+		print('# note: FSSTAT_BIN not set, fsstat checks not run')
+		return
+	with ct.Mount(['--cache-size=8M'], populate=populate_tiny) as m:
+		for r in regular_files(m.src)[:5]:
+			ct.sha256_file(os.path.join(m.mnt, r))
+		want = m.stats()
+		p = subprocess.run([fsstat, '--json', m.mnt], capture_output=True,
+				   text=True, timeout=20)
+		c.eq('fsstat --json: exit status', (p.returncode, p.stderr), (0, ''))
+		try:
+			got = json.loads(p.stdout)
+		except ValueError as e:
+			got = f'not JSON: {e}: {p.stdout[:200]!r}'
+		c.check('fsstat --json: same counters as the xattr',
+			isinstance(got, dict) and
+			got.get('cache', {}).get('misses') ==
+			want['cache']['misses'] and
+			got.get('source', {}).get('bytes') ==
+			want['source']['bytes'], f'{got!r:.300}')
+		p = subprocess.run([fsstat, m.mnt], capture_output=True,
+				   text=True, timeout=20)
+		c.eq('fsstat (table): exit status', (p.returncode, p.stderr),
+		     (0, ''))
+		c.check('fsstat (table): prints a table', len(
+			p.stdout.splitlines()) >= 3, f'{p.stdout!r}')
+		p = subprocess.run([fsstat, os.path.join(m.root, 'nowhere')],
+				   capture_output=True, text=True, timeout=20)
+		c.check('fsstat on a missing path: one line, exit non-zero',
+			p.returncode != 0 and
+			len(p.stderr.strip().splitlines()) == 1 and
+			'nowhere' in p.stderr, f'rc={p.returncode} {p.stderr!r}')
+
+
 def populate_tiny(src):
 	rng = random.Random(4321)
 	total = 0
@@ -539,6 +578,7 @@ def main():
 	c.group(test_partial_reads_cold, c)
 	c.group(test_misc, c)
 	c.group(test_tiny_cache, c)
+	c.group(test_fsstat, c)
 	c.finish()
 
 
