@@ -114,6 +114,23 @@ def test_bad_command_lines(c):
 			       ['mountpoint', 'usage', 'argument'], td)
 
 
+def test_help_version(c):
+	rc, out, err = ct.run_coordfs(['--help'], timeout=10)
+	c.eq('--help: exit status', rc, 0)
+	c.check('--help: prints usage with every SPEC option',
+		'usage' in (out + err).lower() and all(
+			o in out + err for o in (
+				'--foreground', '--cache-size', '--chunk-size',
+				'--peers', '--node', '--listen', '--secret-file',
+				'--prepared', '-o')), f'{(out + err)[:300]!r}')
+	c.check('--help: no printf escapes left (%%)', '%%' not in out + err,
+		[line for line in (out + err).splitlines() if '%%' in line])
+	rc, out, err = ct.run_coordfs(['--version'], timeout=10)
+	c.check('--version: exit 0 and prints a version',
+		rc == 0 and any(ch.isdigit() for ch in out + err),
+		f'rc={rc} {out + err!r}')
+
+
 def test_already_mounted(c):
 	with ct.Mount() as m:	# empty SOURCE: the mount looks empty
 		c.eq('daemon pid found via the mount', len(m.pids), 1)
@@ -344,6 +361,7 @@ def _cached_or_none(path):
 def main():
 	c = ct.Checker('test_mount_errors', timeout=170)
 	c.group(test_bad_command_lines, c)
+	c.group(test_help_version, c)
 	c.group(test_already_mounted, c)
 	c.group(test_shutdown, c)
 	c.group(test_changed_source, c)
