@@ -42,6 +42,8 @@ CACHED_XATTR = 'user.coordfs.cached'
 # Mountpoints currently owned by this process, for the watchdog.
 _active_mounts = set()
 _active_lock = threading.Lock()
+# Readers left in uninterruptible FUSE waits; reaped after unmounts.
+_stuck_children = []
 
 
 # ---------------------------------------------------------------- setup
@@ -405,6 +407,10 @@ class TempDirs:
 			return
 		with _active_lock:
 			_active_mounts.discard(self.mnt)
+		for proc in list(_stuck_children):
+			with contextlib.suppress(subprocess.TimeoutExpired):
+				proc.wait(timeout=2)
+				_stuck_children.remove(proc)
 		_rmtree(self.root)
 
 
@@ -556,19 +562,31 @@ def read_in_child(path, timeout=10):
 		'    print("errno", e.errno, e.strerror); sys.exit(0)\n'
 		'print("ok", h.hexdigest(), n)\n'
 	)
-	try:
-		proc = subprocess.run([sys.executable, '-c', code, path],
-				      capture_output=True, text=True,
-				      timeout=timeout)
-	except subprocess.TimeoutExpired:
-		return ('timeout', None, None)
-	parts = proc.stdout.strip().split(' ', 2)
+	with tempfile.TemporaryFile(mode='w+') as out:
+		proc = subprocess.Popen([sys.executable, '-c', code, path],
+					stdin=subprocess.DEVNULL, stdout=out,
+					stderr=subprocess.STDOUT, text=True)
+		try:
+			proc.wait(timeout=timeout)
+		except subprocess.TimeoutExpired:
+			# A reader whose request the daemon is still handling
+			# cannot be killed until the daemon answers or the
+			# mount is torn down: do not wait for it here.
+			proc.kill()
+			with contextlib.suppress(subprocess.TimeoutExpired):
+				proc.wait(timeout=1)
+			if proc.returncode is None:
+				_stuck_children.append(proc)
+			return ('timeout', None, None)
+		out.seek(0)
+		stdout = out.read()
+	parts = stdout.strip().split(' ', 2)
 	if len(parts) == 3 and parts[0] == 'ok':
 		return ('ok', parts[1], int(parts[2]))
 	if len(parts) >= 2 and parts[0] == 'errno':
 		return ('errno', int(parts[1]),
 			parts[2] if len(parts) > 2 else '')
-	return ('error', proc.returncode, proc.stdout + proc.stderr)
+	return ('error', proc.returncode, stdout)
 
 
 __all__ = [

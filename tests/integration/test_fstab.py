@@ -15,6 +15,7 @@
 """
 
 import errno
+import filecmp
 import os
 import random
 import shutil
@@ -96,6 +97,10 @@ def test_mount_type_fuse_coordfs(c):
 	big = 2 * MIB + MIB // 2
 	opts = 'cache_size=64M,chunk_size=1M'
 	installed = shutil.which('coordfs', path=SH_DEFAULT_PATH)
+	if installed and not filecmp.cmp(installed, c.bin, shallow=False):
+		print(f'# note: {installed} is not the binary under test; '
+		      '`mount -t fuse.coordfs` would run it, so it is not run')
+		installed = None
 	if installed:
 		with ct.TempDirs() as td:
 			populate(td.src, big)
@@ -110,9 +115,9 @@ def test_mount_type_fuse_coordfs(c):
 			unmount(c, 'mount -t fuse.coordfs', td)
 	else:
 		print('# note: `mount -t fuse.coordfs` not run: mount(8) '
-		      'clears PATH for mount.fuse3, and coordfs is not '
-		      f'installed in {SH_DEFAULT_PATH}; testing the same '
-		      'helper directly instead')
+		      'clears PATH for mount.fuse3, so it only finds a '
+		      f'coordfs installed in {SH_DEFAULT_PATH}; testing the '
+		      'same helper directly instead')
 
 	with ct.TempDirs() as td:
 		populate(td.src, big)

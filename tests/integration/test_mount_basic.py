@@ -10,11 +10,16 @@ the statistics counters, the per-file `user.coordfs.cached` xattr, and a
 tiny cache that must never exceed its budget.
 """
 
+import ctypes
 import errno
+import json
+import mmap
 import os
 import random
 import stat
+import subprocess
 import sys
+import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import coordfs_test as ct	# noqa: E402
@@ -72,6 +77,19 @@ def populate_basic(src):
 		os.makedirs(os.path.join(src, rel), exist_ok=True)
 	for rel, target in SYMLINKS.items():
 		os.symlink(target, os.path.join(src, rel))
+	# a directory larger than one readdir buffer, long names
+	for i in range(1200):
+		ct.write_file(os.path.join(src, 'many',
+					   f'entry_{i:04d}_' + 'x' * 80),
+			      bytes([i % 251]) * (i % 7))
+	ct.write_file(os.path.join(src, 'L' * 255), b'longest name')
+	ct.write_file(os.path.join(src, 'per%cent #hash ?q&a=b.bin'),
+		      b'special characters')
+	ct.write_file(os.path.join(src, 'tab\there\nnewline'), b'odd name')
+	os.link(os.path.join(src, 'a/b/file.txt'),
+		os.path.join(src, 'a/hardlink.txt'))
+	os.symlink('/etc/hostname', os.path.join(src, 'abs_link'))
+	os.symlink('does/not/exist', os.path.join(src, 'dangling'))
 	os.chmod(os.path.join(src, 'a/empty_dir'), 0o700)
 	os.chmod(os.path.join(src, 'empty_top'), 0o750)
 	# directory mtimes last, deepest first, so nothing changes them later
@@ -102,6 +120,7 @@ def check_listing(c, m):
 	src_entries = ct.tree_entries(m.src)
 	mnt_entries = ct.tree_entries(m.mnt)
 	c.eq('same set of entries', sorted(mnt_entries), sorted(src_entries))
+	bulk = []	# entries of many/: one line for all of them
 	for rel in sorted(src_entries):
 		kind, s = src_entries[rel]
 		if rel not in mnt_entries:
@@ -131,11 +150,22 @@ def check_listing(c, m):
 					     f'{s.st_mtime_ns}')
 			if kind == 'file' and ms.st_size != s.st_size:
 				diffs.append(f'size {ms.st_size} != {s.st_size}')
+		if rel.startswith('many/'):
+			if diffs:
+				bulk.append((rel, diffs))
+			continue
 		c.check(f'stat {kind} {rel!r}', not diffs, '; '.join(diffs))
+	c.check('stat of the 1200 entries of many/', not bulk,
+		f'{len(bulk)} differ, first: {bulk[:3]}')
 	# symlinks resolve inside the mount
 	c.eq('link_to_file reads its target',
 	     open(os.path.join(m.mnt, 'link_to_file'), 'rb').read(),
 	     open(os.path.join(m.src, 'a/b/file.txt'), 'rb').read())
+	c.eq('hard-linked names read the same bytes',
+	     open(os.path.join(m.mnt, 'a/hardlink.txt'), 'rb').read(),
+	     open(os.path.join(m.src, 'a/b/file.txt'), 'rb').read())
+	c.eq('directory of 1200 entries lists completely',
+	     len(os.listdir(os.path.join(m.mnt, 'many'))), 1200)
 	c.eq('listdir through link_to_dir',
 	     sorted(os.listdir(os.path.join(m.mnt, 'link_to_dir'))),
 	     sorted(os.listdir(os.path.join(m.src, 'a/b'))))
@@ -342,6 +372,133 @@ def test_partial_reads_cold(c):
 			f'mismatches: {bad[:10]}')
 
 
+def test_misc(c):
+	"""mmap, statvfs, access, and concurrent cold reads (single-flight)."""
+	with ct.Mount(['--chunk-size=64K', '--cache-size=64M'],
+		      populate=populate_basic) as m:
+		rel = 'big/multi_chunk.bin'
+		mp, sp = os.path.join(m.mnt, rel), os.path.join(m.src, rel)
+		want = open(sp, 'rb').read()
+		size = len(want)
+		s0 = m.stats()
+		barrier = threading.Barrier(8)
+		results = []
+
+		def reader():
+			fd = os.open(mp, os.O_RDONLY | os.O_DIRECT)
+			try:
+				barrier.wait()
+				data = bytearray()
+				while True:
+					block = os.pread(fd, 256 * KIB, len(data))
+					if not block:
+						break
+					data += block
+				results.append(bytes(data) == want)
+			finally:
+				os.close(fd)
+		threads = [threading.Thread(target=reader) for _ in range(8)]
+		for t in threads:
+			t.start()
+		for t in threads:
+			t.join()
+		c.eq('8 concurrent cold O_DIRECT readers all get the right bytes',
+		     results, [True] * 8)
+		s1 = m.stats()
+		c.eq('concurrent cold readers: file read from SOURCE once',
+		     s1['source']['bytes'] - s0['source']['bytes'], size)
+
+		# threads reading every file in different orders
+		files = [r for r in regular_files(m.src)
+			 if not r.startswith('many/')]
+		want_sha = {r: ct.sha256_file(os.path.join(m.src, r))
+			    for r in files}
+		bad = []
+
+		def sweep(seed):
+			order = list(files)
+			random.Random(seed).shuffle(order)
+			for r in order:
+				if ct.sha256_file(os.path.join(m.mnt, r)) != \
+				   want_sha[r]:
+					bad.append(r)
+		threads = [threading.Thread(target=sweep, args=(k,))
+			   for k in range(4)]
+		for t in threads:
+			t.start()
+		for t in threads:
+			t.join()
+		c.check('4 threads reading all files in random orders', not bad,
+			f'wrong: {bad}')
+		s2 = m.stats()
+		total = sum(os.path.getsize(os.path.join(m.src, r))
+			    for r in files)
+		c.eq('parallel sweeps: every file read from SOURCE once',
+		     s2['source']['bytes'] - s0['source']['bytes'], total)
+
+		rel = 'big/odd_333333.bin'
+		with open(os.path.join(m.mnt, rel), 'rb') as f, \
+		     mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ) as mm:
+			c.check('mmap of a multi-chunk file equals SOURCE',
+				mm[:] == open(os.path.join(m.src, rel),
+					      'rb').read())
+		try:
+			st = os.statvfs(m.mnt)
+			c.check('statvfs reports a read-only file system',
+				st.f_flag & os.ST_RDONLY, f'f_flag={st.f_flag}')
+		except OSError as e:
+			c.check('statvfs works', False, str(e))
+		f = os.path.join(m.mnt, 'a/b/file.txt')
+		c.check('access(R_OK) is true', os.access(f, os.R_OK))
+		c.check('access(W_OK) is false', not os.access(f, os.W_OK))
+		c.errno_of('faccessat(W_OK) fails with EROFS',
+			   lambda: _access_errno(f, os.W_OK), errno.EROFS)
+
+
+def _access_errno(path, mode):
+	libc = ctypes.CDLL(None, use_errno=True)
+	if libc.access(path.encode(), mode) != 0:
+		e = ctypes.get_errno()
+		raise OSError(e, os.strerror(e))
+
+
+def test_fsstat(c):
+	"""fsstat --json and the table read the same stats as the xattr."""
+	fsstat = ct.fsstat_bin()
+	if fsstat is None:
+		print('# note: FSSTAT_BIN not set, fsstat checks not run')
+		return
+	with ct.Mount(['--cache-size=8M'], populate=populate_tiny) as m:
+		for r in regular_files(m.src)[:5]:
+			ct.sha256_file(os.path.join(m.mnt, r))
+		want = m.stats()
+		p = subprocess.run([fsstat, '--json', m.mnt], capture_output=True,
+				   text=True, timeout=20)
+		c.eq('fsstat --json: exit status', (p.returncode, p.stderr), (0, ''))
+		try:
+			got = json.loads(p.stdout)
+		except ValueError as e:
+			got = f'not JSON: {e}: {p.stdout[:200]!r}'
+		c.check('fsstat --json: same counters as the xattr',
+			isinstance(got, dict) and
+			got.get('cache', {}).get('misses') ==
+			want['cache']['misses'] and
+			got.get('source', {}).get('bytes') ==
+			want['source']['bytes'], f'{got!r:.300}')
+		p = subprocess.run([fsstat, m.mnt], capture_output=True,
+				   text=True, timeout=20)
+		c.eq('fsstat (table): exit status', (p.returncode, p.stderr),
+		     (0, ''))
+		c.check('fsstat (table): prints a table', len(
+			p.stdout.splitlines()) >= 3, f'{p.stdout!r}')
+		p = subprocess.run([fsstat, os.path.join(m.root, 'nowhere')],
+				   capture_output=True, text=True, timeout=20)
+		c.check('fsstat on a missing path: one line, exit non-zero',
+			p.returncode != 0 and
+			len(p.stderr.strip().splitlines()) == 1 and
+			'nowhere' in p.stderr, f'rc={p.returncode} {p.stderr!r}')
+
+
 def populate_tiny(src):
 	rng = random.Random(4321)
 	total = 0
@@ -419,7 +576,9 @@ def main():
 	c = ct.Checker('test_mount_basic', timeout=170)
 	c.group(test_big_cache, c)
 	c.group(test_partial_reads_cold, c)
+	c.group(test_misc, c)
 	c.group(test_tiny_cache, c)
+	c.group(test_fsstat, c)
 	c.finish()
 
 

@@ -114,6 +114,23 @@ def test_bad_command_lines(c):
 			       ['mountpoint', 'usage', 'argument'], td)
 
 
+def test_help_version(c):
+	rc, out, err = ct.run_coordfs(['--help'], timeout=10)
+	c.eq('--help: exit status', rc, 0)
+	c.check('--help: prints usage with every SPEC option',
+		'usage' in (out + err).lower() and all(
+			o in out + err for o in (
+				'--foreground', '--cache-size', '--chunk-size',
+				'--peers', '--node', '--listen', '--secret-file',
+				'--prepared', '-o')), f'{(out + err)[:300]!r}')
+	c.check('--help: no printf escapes left (%%)', '%%' not in out + err,
+		[line for line in (out + err).splitlines() if '%%' in line])
+	rc, out, err = ct.run_coordfs(['--version'], timeout=10)
+	c.check('--version: exit 0 and prints a version',
+		rc == 0 and any(ch.isdigit() for ch in out + err),
+		f'rc={rc} {out + err!r}')
+
+
 def test_already_mounted(c):
 	with ct.Mount() as m:	# empty SOURCE: the mount looks empty
 		c.eq('daemon pid found via the mount', len(m.pids), 1)
@@ -199,8 +216,8 @@ def _run(cmd):
 
 # files changed after the mount, name -> how
 CHANGES = ['deleted', 'truncated', 'grown', 'replaced_size',
-	   'replaced_mtime', 'as_dir', 'as_fifo', 'as_symlink_outside',
-	   'big_truncated', 'dirswap/inner']
+	   'replaced_mtime', 'as_dir', 'as_symlink_outside',
+	   'big_truncated', 'dirswap/inner', 'as_fifo']
 
 
 def populate_changes(src):
@@ -220,37 +237,66 @@ def populate_changes(src):
 def apply_changes(src, outside):
 	"""Change every CHANGES file behind the daemon's back."""
 	rng = random.Random(12)
+	tmp = os.path.join(src, '.tmp_new')
+	snap_mtime = 1_650_000_000_000_000_000
 
 	def p(name):
 		return os.path.join(src, f'{name}.bin')
-	os.unlink(p('deleted'))
-	os.truncate(p('truncated'), 100)
-	with open(p('grown'), 'ab') as f:
-		f.write(b'more bytes')
-	tmp = os.path.join(src, '.tmp_new')
-	ct.write_file(tmp, ct.random_bytes(rng, 12345))
-	os.rename(tmp, p('replaced_size'))
-	ct.write_file(tmp, ct.random_bytes(rng, 20000),
-		      mtime_ns=1_650_000_099_000_000_000)
-	os.rename(tmp, p('replaced_mtime'))
-	os.unlink(p('as_dir'))
-	os.mkdir(p('as_dir'))
-	os.unlink(p('as_fifo'))
-	os.mkfifo(p('as_fifo'))
-	# outside SOURCE, same size and mtime as the snapshot: must not leak
-	secret = os.path.join(outside, 'secret.bin')
-	ct.write_file(secret, b'S' * 20000, mtime_ns=1_650_000_000_000_000_000)
-	os.unlink(p('as_symlink_outside'))
-	os.symlink(secret, p('as_symlink_outside'))
-	os.truncate(p('big_truncated'), 2 * CHUNK + CHUNK // 2)
-	# a directory on the path swapped for a symlink to an outside copy
-	outdir = os.path.join(outside, 'dirswap')
-	os.mkdir(outdir)
-	ct.write_file(os.path.join(outdir, 'inner.bin'), b'S' * 20000,
-		      mtime_ns=1_650_000_000_000_000_000)
-	os.rename(os.path.join(src, 'dirswap'),
-		  os.path.join(src, '.dirswap_old'))
-	os.symlink(outdir, os.path.join(src, 'dirswap'))
+
+	def replaced_size():
+		ct.write_file(tmp, ct.random_bytes(rng, 12345))
+		os.rename(tmp, p('replaced_size'))
+
+	def replaced_mtime():
+		ct.write_file(tmp, ct.random_bytes(rng, 20000),
+			      mtime_ns=snap_mtime + 99_000_000_000)
+		os.rename(tmp, p('replaced_mtime'))
+
+	def as_dir():
+		os.unlink(p('as_dir'))
+		os.mkdir(p('as_dir'))
+
+	def as_fifo():
+		os.unlink(p('as_fifo'))
+		os.mkfifo(p('as_fifo'))
+
+	def as_symlink_outside():
+		# outside SOURCE, same size and mtime as the snapshot
+		secret = os.path.join(outside, 'secret.bin')
+		ct.write_file(secret, b'S' * 20000, mtime_ns=snap_mtime)
+		os.unlink(p('as_symlink_outside'))
+		os.symlink(secret, p('as_symlink_outside'))
+
+	def dirswap():
+		# a directory on the path swapped for a symlink to an
+		# outside copy with the snapshot's size and mtime
+		outdir = os.path.join(outside, 'dirswap')
+		os.mkdir(outdir)
+		ct.write_file(os.path.join(outdir, 'inner.bin'), b'S' * 20000,
+			      mtime_ns=snap_mtime)
+		os.rename(os.path.join(src, 'dirswap'),
+			  os.path.join(src, '.dirswap_old'))
+		os.symlink(outdir, os.path.join(src, 'dirswap'))
+
+	def grown():
+		with open(p('grown'), 'ab') as f:
+			f.write(b'more bytes')
+
+	how = {
+		'deleted': lambda: os.unlink(p('deleted')),
+		'truncated': lambda: os.truncate(p('truncated'), 100),
+		'grown': grown,
+		'replaced_size': replaced_size,
+		'replaced_mtime': replaced_mtime,
+		'as_dir': as_dir,
+		'as_fifo': as_fifo,
+		'as_symlink_outside': as_symlink_outside,
+		'big_truncated': lambda: os.truncate(p('big_truncated'),
+						     2 * CHUNK + CHUNK // 2),
+		'dirswap/inner': dirswap,
+	}
+	for name in CHANGES:
+		how[name]()
 
 
 def test_changed_source(c):
@@ -270,6 +316,10 @@ def test_changed_source(c):
 				res[0] == 'errno' and res[1] == errno.EIO,
 				'read hung for 10s' if res[0] == 'timeout'
 				else f'got {res}')
+			if res[0] == 'timeout' and name == 'as_fifo':
+				# the daemon opened the FIFO without
+				# O_NONBLOCK: let it go so the rest can run
+				_release_fifo(os.path.join(m.src, 'as_fifo.bin'))
 		c.check('daemon still alive after the errors',
 			all(ct.pid_alive(p) for p in m.pids)
 			and ct.is_mounted(m.mnt), f'pids {m.pids}')
@@ -292,6 +342,15 @@ def test_changed_source(c):
 			     for n in small}))
 
 
+def _release_fifo(path):
+	try:
+		fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+		os.close(fd)
+		print('# note: released a daemon thread blocked on the FIFO')
+	except OSError as e:
+		print(f'# note: could not open the FIFO for writing: {e}')
+
+
 def _cached_or_none(path):
 	try:
 		return ct.cached(path)
@@ -302,6 +361,7 @@ def _cached_or_none(path):
 def main():
 	c = ct.Checker('test_mount_errors', timeout=170)
 	c.group(test_bad_command_lines, c)
+	c.group(test_help_version, c)
 	c.group(test_already_mounted, c)
 	c.group(test_shutdown, c)
 	c.group(test_changed_source, c)
