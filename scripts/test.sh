@@ -39,12 +39,30 @@ echo "== build: gcc, warnings as errors"
 run_build build-ci -Dwerror=true -Dbuildtype=debugoptimized || status=1
 count_results build-ci
 
+if [ "${SKIP_VALGRIND:-0}" != 1 ]; then
+	echo "== unit tests under valgrind"
+	meson test -C build-ci --suite unit --print-errorlogs --num-processes 1 \
+		--wrapper 'valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite --trace-children=yes' \
+		--timeout-multiplier 10 || status=1
+	count_results build-ci
+fi
+
 if [ "${SKIP_SANITIZERS:-0}" != 1 ]; then
 	echo "== build: AddressSanitizer + UndefinedBehaviorSanitizer"
-	ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1} \
-	UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
+	# Daemons detach from the terminal: their reports go to files, and any
+	# report fails the run.
+	san_logs=$PWD/build-asan-logs
+	rm -rf "$san_logs"
+	mkdir -p "$san_logs"
+	ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:log_path=$san_logs/asan} \
+	UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:log_path=$san_logs/ubsan} \
 		run_build build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug || status=1
 	count_results build-asan
+	if [ -n "$(ls -A "$san_logs")" ]; then
+		echo "sanitizer reports:"
+		head -n 60 "$san_logs"/*
+		total_fail=$((total_fail + 1))
+	fi
 fi
 
 [ "$total_fail" -gt 0 ] && status=1
