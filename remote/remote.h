@@ -122,6 +122,7 @@ struct remote_server_stats {
 	uint64_t served;       /* file requests answered 200/206 to completion */
 	uint64_t served_bytes; /* body bytes of those */
 	uint64_t rejected;     /* 4xx answers (auth, bad path, unknown route) */
+	uint64_t connections;  /* TCP connections accepted */
 };
 
 /* Bind and listen on "HOST:PORT" (IPv4, name, or [IPv6]; empty HOST or

@@ -41,6 +41,7 @@ struct remote_server {
 	_Atomic uint64_t served;
 	_Atomic uint64_t served_bytes;
 	_Atomic uint64_t rejected;
+	_Atomic uint64_t connections;
 };
 
 /* Per request, in MHD's con_cls. */
@@ -439,12 +440,21 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		if (!req)
 			return MHD_NO;
 		*con_cls = req;
+		/* A response queued before the request is complete makes MHD
+		 * close the connection: answer GETs on the next call, keeping
+		 * the connection alive. Anything else is refused right away. */
+		if (strcmp(method, MHD_HTTP_METHOD_GET) == 0)
+			return MHD_YES;
 	}
 	if (req->responded) {
 		*upload_data_size = 0; /* discard any body */
 		return MHD_YES;
 	}
 	req->responded = true;
+	if (*upload_data_size != 0) {
+		*upload_data_size = 0;
+		return queue_text(s, conn, MHD_HTTP_BAD_REQUEST, "unexpected request body\n");
+	}
 	if (!auth_ok(s, conn))
 		return queue_text(s, conn, MHD_HTTP_UNAUTHORIZED, "unauthorized\n");
 	if (strcmp(method, MHD_HTTP_METHOD_GET) != 0)
@@ -484,6 +494,15 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	}
 	free(req);
 	*con_cls = NULL;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+			  enum MHD_ConnectionNotificationCode toe)
+{
+	struct remote_server *s = cls;
+
+	if (toe == MHD_CONNECTION_NOTIFY_STARTED)
+		atomic_fetch_add_explicit(&s->connections, 1, memory_order_relaxed);
 }
 
 /* The path is decoded by serve_file, strictly; MHD must not decode it
@@ -550,7 +569,8 @@ struct remote_server *remote_server_start(int listen_fd, const char *secret,
 		MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int)REMOTE_SERVER_MAX_PER_IP,
 		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)REMOTE_SERVER_CONN_TIMEOUT_S,
 		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)REMOTE_SERVER_CONN_MEMORY,
-		MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_UNESCAPE_CALLBACK,
+		MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_NOTIFY_CONNECTION,
+		on_connection, s, MHD_OPTION_UNESCAPE_CALLBACK,
 		unescape_none, NULL, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
 		MHD_OPTION_THREAD_STACK_SIZE, (size_t)(1024 * 1024), MHD_OPTION_END);
 	if (!s->daemon) {
@@ -596,4 +616,5 @@ void remote_server_get_stats(const struct remote_server *s, struct remote_server
 	out->served = atomic_load_explicit(&s->served, memory_order_relaxed);
 	out->served_bytes = atomic_load_explicit(&s->served_bytes, memory_order_relaxed);
 	out->rejected = atomic_load_explicit(&s->rejected, memory_order_relaxed);
+	out->connections = atomic_load_explicit(&s->connections, memory_order_relaxed);
 }

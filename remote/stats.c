@@ -83,6 +83,8 @@ void remote_metrics(const struct remote_client *c, const struct remote_server *s
 	       ss.served_bytes);
 	metric(out, "coordfs_peer_rejected_total", "counter",
 	       "Peer requests answered with a 4xx status.", ss.rejected);
+	metric(out, "coordfs_peer_connections_total", "counter",
+	       "Connections accepted by the peer server.", ss.connections);
 	strbuf_puts(out, "# HELP coordfs_peer_up Whether a peer is usable (1) or in back-off (0).\n"
 			 "# TYPE coordfs_peer_up gauge\n");
 	for (unsigned k = 0; c && remote_node_url(c, k); k++) {

@@ -629,6 +629,12 @@ START_TEST(fetch_full_and_ranged)
 	ck_assert_int_lt(remote_fetch(c, 0, "a.txt", 0, 100, buf), 0);
 	ck_assert(!remote_node_up(c, 0));
 
+	/* Keep-alive: one thread, one connection for all of the above. */
+	struct remote_server_stats ss;
+
+	remote_server_get_stats(s, &ss);
+	ck_assert_uint_eq(ss.connections, 1);
+
 	struct remote_client_stats cs;
 
 	remote_client_get_stats(c, &cs);
