@@ -34,8 +34,8 @@ struct strbuf;
 #define REMOTE_MAX_NAME 255            /* one path component, bytes */
 #define REMOTE_MAX_REQUEST_URL 16384   /* raw request target, bytes */
 #define REMOTE_MAX_SECRET 1024         /* secret, bytes */
-#define REMOTE_SERVER_MAX_CONNECTIONS 256
-#define REMOTE_SERVER_MAX_PER_IP 64
+#define REMOTE_SERVER_MAX_CONNECTIONS 512 /* = threads, one per connection */
+#define REMOTE_SERVER_MAX_PER_IP 128
 #define REMOTE_SERVER_CONN_TIMEOUT_S 30 /* idle keep-alive / stalled client */
 #define REMOTE_SERVER_CONN_MEMORY (64 * 1024) /* request line + headers */
 
@@ -100,7 +100,7 @@ struct remote_slice {
 };
 
 /* Callbacks, called concurrently from the server's connection threads
- * (one thread per connection; they may block on SOURCE). */
+ * (one thread per connection, 1 MiB stacks; they may block on SOURCE). */
 struct remote_server_ops {
 	/* Look up a validated relative path (no leading '/', no "." or ".."
 	 * components, no empty components, no NUL) in the namespace.

@@ -318,7 +318,7 @@ static struct MHD_Response *body_response(struct remote_server *s, uint32_t file
 	st->slice = *sl;
 	st->slice_off = start;
 	st->have_slice = true;
-	r = MHD_create_response_from_callback(len, 64 * 1024, stream_read, st, stream_free);
+	r = MHD_create_response_from_callback(len, 32 * 1024, stream_read, st, stream_free);
 	if (!r)
 		stream_free(st);
 	return r;

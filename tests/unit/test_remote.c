@@ -842,6 +842,56 @@ START_TEST(traversal_refused)
 }
 END_TEST
 
+START_TEST(caps_headers_and_connections)
+{
+	unsigned port;
+	struct remote_server *s = start_server(NULL, &port);
+	struct strbuf r, hdr;
+	int fds[REMOTE_SERVER_MAX_PER_IP + 1];
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+
+	/* Headers beyond the per-connection memory cap are refused. */
+	strbuf_init(&r);
+	strbuf_init(&hdr);
+	for (int i = 0; i < 2000; i++)
+		strbuf_printf(&hdr, "X-Filler-%d: %060d\r\n", i, i);
+	int st = http_raw(port, "GET", "/v1/files/a.txt", hdr.buf, &r);
+
+	ck_assert_msg(st >= 400 && st < 500, "%zu bytes of headers answered %d", hdr.len, st);
+	strbuf_fini(&hdr);
+
+	/* One connection more than the per-IP cap is closed at once, while
+	 * the others stay usable. */
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	for (int i = 0; i <= REMOTE_SERVER_MAX_PER_IP; i++) {
+		fds[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		ck_assert_int_ge(fds[i], 0);
+		ck_assert_int_eq(connect(fds[i], (struct sockaddr *)&sa, sizeof(sa)), 0);
+	}
+	struct pollfd pf = { .fd = fds[REMOTE_SERVER_MAX_PER_IP], .events = POLLIN };
+	char c;
+
+	ck_assert_int_eq(poll(&pf, 1, 5000), 1);
+	ck_assert_int_le(recv(fds[REMOTE_SERVER_MAX_PER_IP], &c, 1, 0), 0);
+	static const char req[] = "GET /v1/files/a.txt HTTP/1.1\r\nHost: x\r\n\r\n";
+	char buf[512];
+
+	ck_assert_int_eq(send(fds[0], req, sizeof(req) - 1, MSG_NOSIGNAL), (ssize_t)sizeof(req) - 1);
+	struct timeval tv = { 5, 0 };
+
+	setsockopt(fds[0], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	ssize_t n = recv(fds[0], buf, sizeof(buf) - 1, 0);
+
+	ck_assert_int_gt(n, 12);
+	buf[n] = '\0';
+	ck_assert_msg(strncmp(buf, "HTTP/1.1 200", 12) == 0, "got: %.40s", buf);
+	for (int i = 0; i <= REMOTE_SERVER_MAX_PER_IP; i++)
+		close(fds[i]);
+	strbuf_fini(&r);
+	remote_server_stop(s);
+}
+END_TEST
+
 START_TEST(metrics_and_stats)
 {
 	unsigned port;
@@ -1172,6 +1222,7 @@ int main(void)
 	tcase_add_test(net, raw_ranges_and_statuses);
 	tcase_add_test(net, auth_bearer);
 	tcase_add_test(net, traversal_refused);
+	tcase_add_test(net, caps_headers_and_connections);
 	tcase_add_test(net, metrics_and_stats);
 	tcase_add_test(net, backoff_then_reprobe);
 	tcase_add_test(net, concurrent_fetches);
