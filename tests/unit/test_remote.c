@@ -1197,6 +1197,71 @@ START_TEST(fake_peer_modes)
 }
 END_TEST
 
+struct probe_arg {
+	struct remote_client *c;
+	ssize_t rc;
+};
+
+static void *probe_main(void *arg)
+{
+	struct probe_arg *pa = arg;
+	char buf[100];
+
+	pa->rc = remote_fetch(pa->c, 0, "x", 0, sizeof(buf), buf);
+	return NULL;
+}
+
+START_TEST(single_probe_at_a_time)
+{
+	struct remote_client_config cfg = { .timeout_ms = 1000, .backoff_min_ms = 100 };
+	struct remote_peers *p;
+	struct remote_client *c = NULL;
+	struct probe_arg pa;
+	pthread_t t;
+	unsigned port;
+	char buf[100];
+	pid_t pid = spawn_fake("hang", &port);
+
+	p = peers_for_port(port);
+	ck_assert_int_eq(remote_client_create(p, NULL, &cfg, &c), 0);
+	int64_t t0 = mono_ms();
+
+	ck_assert_int_eq(remote_fetch(c, 0, "x", 0, sizeof(buf), buf), -ETIMEDOUT);
+	ck_assert_int_ge(mono_ms() - t0, 900);
+	ck_assert_uint_eq(remote__node_backoff_ms(c, 0), 100);
+	sleep_ms(150);
+	/* The period is over: one thread probes (and hangs), the others
+	 * keep getting -EHOSTDOWN at once instead of piling up behind it. */
+	pa.c = c;
+	ck_assert_int_eq(pthread_create(&t, NULL, probe_main, &pa), 0);
+	sleep_ms(300);
+	t0 = mono_ms();
+	ck_assert_int_eq(remote_fetch(c, 0, "x", 0, sizeof(buf), buf), -EHOSTDOWN);
+	ck_assert_int_lt(mono_ms() - t0, 100);
+	pthread_join(t, NULL);
+	ck_assert_int_eq(pa.rc, -ETIMEDOUT);
+	ck_assert_uint_eq(remote__node_backoff_ms(c, 0), 200);
+	remote_client_destroy(c);
+	remote_peers_destroy(p);
+	kill(pid, SIGTERM);
+	waitpid(pid, NULL, 0);
+}
+END_TEST
+
+START_TEST(server_start_failure_closes_socket)
+{
+	static const struct remote_server_ops no_read = { .resolve = stub_resolve };
+	char err[256] = "";
+	int fd;
+
+	ck_assert_int_eq(remote_listen("127.0.0.1:0", &fd, err, sizeof(err)), 0);
+	ck_assert_ptr_null(remote_server_start(fd, NULL, &no_read, NULL, err, sizeof(err)));
+	ck_assert_str_ne(err, "");
+	ck_assert_int_eq(fcntl(fd, F_GETFD), -1);
+	ck_assert_int_eq(errno, EBADF);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("remote");
@@ -1226,6 +1291,8 @@ int main(void)
 	tcase_add_test(net, metrics_and_stats);
 	tcase_add_test(net, backoff_then_reprobe);
 	tcase_add_test(net, concurrent_fetches);
+	tcase_add_test(net, single_probe_at_a_time);
+	tcase_add_test(net, server_start_failure_closes_socket);
 	tcase_add_loop_test(net, fake_peer_modes, 0,
 			    (int)(sizeof(fake_modes) / sizeof(fake_modes[0])));
 	suite_add_tcase(s, net);
