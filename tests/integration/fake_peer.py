@@ -96,13 +96,19 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.send_body(206, pattern(start + 1, length), length, cr)
 
 
+class Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address):  # print nothing
+        pass
+
+
 def main():
     if len(sys.argv) != 3 or sys.argv[1] not in MODES:
         sys.stderr.write("usage: fake_peer.py {%s} PORT\n" % "|".join(MODES))
         return 2
     Handler.mode = sys.argv[1]
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[2])), Handler)
-    server.daemon_threads = True
+    server = Server(("127.0.0.1", int(sys.argv[2])), Handler)
     sys.stdout.write("%d\n" % server.server_address[1])
     sys.stdout.flush()
     server.serve_forever()
