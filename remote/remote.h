@@ -28,15 +28,15 @@ struct strbuf;
 
 /* ---- hard caps ---------------------------------------------------------- */
 
-#define REMOTE_MAX_PEERS 256           /* entries in --peers */
-#define REMOTE_MAX_URL_LEN 256         /* one peer URL */
-#define REMOTE_MAX_RELPATH 4096        /* decoded relative path, bytes */
-#define REMOTE_MAX_NAME 255            /* one path component, bytes */
-#define REMOTE_MAX_REQUEST_URL 16384   /* raw request target, bytes */
-#define REMOTE_MAX_SECRET 1024         /* secret, bytes */
+#define REMOTE_MAX_PEERS 256		  /* entries in --peers */
+#define REMOTE_MAX_URL_LEN 256		  /* one peer URL */
+#define REMOTE_MAX_RELPATH 4096		  /* decoded relative path, bytes */
+#define REMOTE_MAX_NAME 255		  /* one path component, bytes */
+#define REMOTE_MAX_REQUEST_URL 16384	  /* raw request target, bytes */
+#define REMOTE_MAX_SECRET 1024		  /* secret, bytes */
 #define REMOTE_SERVER_MAX_CONNECTIONS 512 /* = threads, one per connection */
 #define REMOTE_SERVER_MAX_PER_IP 128
-#define REMOTE_SERVER_CONN_TIMEOUT_S 30 /* idle keep-alive / stalled client */
+#define REMOTE_SERVER_CONN_TIMEOUT_S 30	      /* idle keep-alive / stalled client */
 #define REMOTE_SERVER_CONN_MEMORY (64 * 1024) /* request line + headers */
 
 /* ---- peer list and ownership -------------------------------------------- */
@@ -109,7 +109,8 @@ struct remote_server_ops {
 	/* Read-through: give bytes [off, off+len) of the file, or a prefix
 	 * of them (at least 1 byte); the server asks again for the rest.
 	 * 0 or -errno (the response then fails). */
-	int (*read)(void *arg, uint32_t file_id, uint64_t off, size_t len, struct remote_slice *out);
+	int (*read)(void *arg, uint32_t file_id, uint64_t off, size_t len,
+		    struct remote_slice *out);
 	/* Append the §4 JSON object to out. */
 	void (*stats_json)(void *arg, struct strbuf *out);
 	/* Append Prometheus text (format 0.0.4) to out. */
@@ -139,8 +140,8 @@ int remote_listen_port(int fd, unsigned *port);
  * ops and arg must outlive the server; stats_json/metrics may be NULL
  * (the route then answers 404). Returns NULL with a message on failure. */
 struct remote_server *remote_server_start(int listen_fd, const char *secret,
-					  const struct remote_server_ops *ops, void *arg,
-					  char *err, size_t errlen);
+					  const struct remote_server_ops *ops, void *arg, char *err,
+					  size_t errlen);
 /* Stop: closes the socket, waits for the connection threads. NULL ok. */
 void remote_server_stop(struct remote_server *s);
 void remote_server_get_stats(const struct remote_server *s, struct remote_server_stats *out);
@@ -152,14 +153,14 @@ struct remote_client;
 /* Zero fields take the defaults in brackets. */
 struct remote_client_config {
 	unsigned connect_timeout_ms; /* [500] */
-	unsigned timeout_ms;         /* [5000] whole request */
+	unsigned timeout_ms;	     /* [5000] whole request */
 	unsigned backoff_min_ms;     /* [1000] first down period */
 	unsigned backoff_max_ms;     /* [30000] doubling stops here */
 };
 
 struct remote_client_stats {
 	uint64_t fetches; /* requests sent */
-	uint64_t bytes;   /* bytes received by successful fetches */
+	uint64_t bytes;	  /* bytes received by successful fetches */
 	uint64_t errors;  /* failed requests */
 	uint64_t skipped; /* calls answered -EHOSTDOWN without a request */
 };

@@ -73,8 +73,7 @@ void remote_metrics(const struct remote_client *c, const struct remote_server *s
 	metric(out, "coordfs_peer_fetches_total", "counter", "Ranged reads sent to peers.",
 	       cs.fetches);
 	metric(out, "coordfs_peer_bytes_total", "counter", "Bytes received from peers.", cs.bytes);
-	metric(out, "coordfs_peer_errors_total", "counter", "Failed reads from peers.",
-	       cs.errors);
+	metric(out, "coordfs_peer_errors_total", "counter", "Failed reads from peers.", cs.errors);
 	metric(out, "coordfs_peer_skipped_total", "counter",
 	       "Reads not sent because the owner was marked down.", cs.skipped);
 	metric(out, "coordfs_peer_served_total", "counter", "File requests served to peers.",

@@ -43,7 +43,7 @@ static int64_t mono_ms(void)
 
 static void sleep_ms(unsigned ms)
 {
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
 
 	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
 		;
@@ -212,10 +212,10 @@ static void stub_metrics(void *arg, struct strbuf *out)
 }
 
 static const struct remote_server_ops stub_ops = {
-	.resolve = stub_resolve,
-	.read = stub_read,
-	.stats_json = stub_stats,
-	.metrics = stub_metrics,
+    .resolve = stub_resolve,
+    .read = stub_read,
+    .stats_json = stub_stats,
+    .metrics = stub_metrics,
 };
 
 static struct remote_server *start_server_at(const char *hostport, const char *secret,
@@ -228,7 +228,8 @@ static struct remote_server *start_server_at(const char *hostport, const char *s
 	ck_assert_msg(rc == 0, "remote_listen(%s): %d %s", hostport, rc, err);
 	ck_assert_int_eq(remote_listen_port(fd, port), 0);
 	ck_assert_uint_gt(*port, 0);
-	struct remote_server *s = remote_server_start(fd, secret, &stub_ops, &stub, err, sizeof(err));
+	struct remote_server *s =
+	    remote_server_start(fd, secret, &stub_ops, &stub, err, sizeof(err));
 
 	ck_assert_msg(s != NULL, "remote_server_start: %s", err);
 	stub.srv = s;
@@ -255,8 +256,8 @@ static struct remote_peers *peers_for_port(unsigned port)
 static int http_raw(unsigned port, const char *method, const char *target, const char *headers,
 		    struct strbuf *resp)
 {
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
-	struct timeval tv = { 5, 0 };
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+	struct timeval tv = {5, 0};
 	struct strbuf req;
 	char buf[65536];
 	int fd, status = -EPROTO;
@@ -294,8 +295,7 @@ static int http_raw(unsigned port, const char *method, const char *target, const
 }
 
 /* The value of header name in a raw response, or NULL. */
-static const char *header_value(const struct strbuf *resp, const char *name, char *val,
-				size_t cap)
+static const char *header_value(const struct strbuf *resp, const char *name, char *val, size_t cap)
 {
 	const char *end = resp->buf ? strstr(resp->buf, "\r\n\r\n") : NULL;
 	size_t nl = strlen(name);
@@ -348,7 +348,7 @@ START_TEST(peers_parse_and_normalize)
 	ck_assert_uint_eq(node, 2);
 	ck_assert_int_eq(remote_parse_node("0", p, &node, err, sizeof(err)), 0);
 	ck_assert_uint_eq(node, 0);
-	static const char *bad_nodes[] = { "3", "-1", "x", "", "1x", "99999999" };
+	static const char *bad_nodes[] = {"3", "-1", "x", "", "1x", "99999999"};
 
 	for (size_t i = 0; i < sizeof(bad_nodes) / sizeof(bad_nodes[0]); i++) {
 		err[0] = '\0';
@@ -359,10 +359,23 @@ START_TEST(peers_parse_and_normalize)
 	remote_peers_destroy(p);
 
 	static const char *bad[] = {
-		"", "https://a:1", "http://a", "http://a:", "http://a:0", "http://a:70000",
-		"http://a:80/path", "ftp://a:21", "http://:80", "http://user@a:80", "a:80",
-		"http://a:80,", "http://a:80,http://a:80", "http://a:80//", "http://[zz]:80",
-		"http://a b:80", "http://a:123456",
+	    "",
+	    "https://a:1",
+	    "http://a",
+	    "http://a:",
+	    "http://a:0",
+	    "http://a:70000",
+	    "http://a:80/path",
+	    "ftp://a:21",
+	    "http://:80",
+	    "http://user@a:80",
+	    "a:80",
+	    "http://a:80,",
+	    "http://a:80,http://a:80",
+	    "http://a:80//",
+	    "http://[zz]:80",
+	    "http://a b:80",
+	    "http://a:123456",
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		p = (struct remote_peers *)1;
@@ -376,9 +389,9 @@ START_TEST(peers_parse_and_normalize)
 }
 END_TEST
 
-static const char *const four[] = { "http://10.0.0.1:7000", "http://10.0.0.2:7000",
-				    "http://10.0.0.3:7000", "http://10.0.0.4:7000",
-				    "http://10.0.0.5:7000" };
+static const char *const four[] = {"http://10.0.0.1:7000", "http://10.0.0.2:7000",
+				   "http://10.0.0.3:7000", "http://10.0.0.4:7000",
+				   "http://10.0.0.5:7000"};
 
 static struct remote_peers *make_peers(const unsigned *order, unsigned n)
 {
@@ -399,7 +412,7 @@ static struct remote_peers *make_peers(const unsigned *order, unsigned n)
 
 START_TEST(owner_same_on_every_node)
 {
-	static const unsigned fwd[] = { 0, 1, 2, 3 }, rev[] = { 3, 1, 0, 2 };
+	static const unsigned fwd[] = {0, 1, 2, 3}, rev[] = {3, 1, 0, 2};
 	struct remote_peers *a = make_peers(fwd, 4), *b = make_peers(rev, 4);
 	char path[64];
 
@@ -423,11 +436,11 @@ END_TEST
 
 START_TEST(owner_balance_and_minimal_disruption)
 {
-	static const unsigned o4[] = { 0, 1, 2, 3 }, o3[] = { 0, 1, 3 }, o5[] = { 0, 1, 2, 3, 4 };
+	static const unsigned o4[] = {0, 1, 2, 3}, o3[] = {0, 1, 3}, o5[] = {0, 1, 2, 3, 4};
 	struct remote_peers *p4 = make_peers(o4, 4), *p3 = make_peers(o3, 3),
 			    *p5 = make_peers(o5, 5);
 	const unsigned n = 100000;
-	unsigned count[4] = { 0 }, moved_remove = 0, moved_add = 0, to_new = 0;
+	unsigned count[4] = {0}, moved_remove = 0, moved_add = 0, to_new = 0;
 	char path[64];
 
 	for (unsigned i = 0; i < n; i++) {
@@ -484,8 +497,8 @@ START_TEST(pct_and_relpath)
 	ck_assert_int_eq(remote__pct_decode("abcdefg", out, 8), 0);
 
 	ck_assert_int_eq(remote__relpath_check("a/b.c/..d/..."), 0);
-	static const char *bad[] = { "", "/etc/passwd", "..", "../x", "a/../b", "a/..", ".",
-				     "./a", "a/./b", "a//b", "a/", "a\tb" };
+	static const char *bad[] = {"",	 "/etc/passwd", "..",	 "../x", "a/../b", "a/..",
+				    ".", "./a",		"a/./b", "a//b", "a/",	   "a\tb"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		ck_assert_msg(remote__relpath_check(bad[i]) == -EINVAL, "accepted '%s'", bad[i]);
 	char longname[300];
@@ -608,8 +621,8 @@ START_TEST(fetch_full_and_ranged)
 	static const struct {
 		uint64_t off;
 		size_t len;
-	} r[] = { { 1, 1 }, { 4095, 4097 }, { (1u << 20) - 3, 7 }, { 1000, 2u << 20 },
-		  { BIG_SIZE - 1, 1 }, { 123457, 65536 } };
+	} r[] = {{1, 1},	   {4095, 4097},      {(1u << 20) - 3, 7},
+		 {1000, 2u << 20}, {BIG_SIZE - 1, 1}, {123457, 65536}};
 	for (size_t i = 0; i < sizeof(r) / sizeof(r[0]); i++) {
 		memset(buf, 0, r[i].len);
 		ck_assert_int_eq(remote_fetch(c, 0, "dir/big.bin", r[i].off, r[i].len, buf),
@@ -678,8 +691,7 @@ START_TEST(raw_ranges_and_statuses)
 	ck_assert_uint_eq(blen, 6);
 	ck_assert_mem_eq(b, hello + 7, 6);
 
-	ck_assert_int_eq(http_raw(port, "GET", "/v1/files/a.txt", "Range: bytes=13-\r\n", &r),
-			 416);
+	ck_assert_int_eq(http_raw(port, "GET", "/v1/files/a.txt", "Range: bytes=13-\r\n", &r), 416);
 	ck_assert_str_eq(header_value(&r, "Content-Range", v, sizeof(v)), "bytes */13");
 	ck_assert_int_eq(http_raw(port, "GET", "/v1/files/empty", NULL, &r), 200);
 	ck_assert_str_eq(header_value(&r, "Content-Length", v, sizeof(v)), "0");
@@ -713,11 +725,10 @@ START_TEST(auth_bearer)
 	ck_assert_int_eq(http_raw(port, "GET", "/v1/files/a.txt", NULL, &r), 401);
 	ck_assert_ptr_nonnull(header_value(&r, "WWW-Authenticate", v, sizeof(v)));
 	ck_assert_msg(strncmp(v, "Bearer", 6) == 0, "WWW-Authenticate: %s", v);
-	static const char *wrong[] = { "Authorization: Bearer s3cre\r\n",
-				       "Authorization: Bearer s3cretX\r\n",
-				       "Authorization: Bearer S3cret\r\n",
-				       "Authorization: Basic czNjcmV0\r\n",
-				       "Authorization: s3cret\r\n", "Authorization:\r\n" };
+	static const char *wrong[] = {
+	    "Authorization: Bearer s3cre\r\n",	"Authorization: Bearer s3cretX\r\n",
+	    "Authorization: Bearer S3cret\r\n", "Authorization: Basic czNjcmV0\r\n",
+	    "Authorization: s3cret\r\n",	"Authorization:\r\n"};
 	for (size_t i = 0; i < sizeof(wrong) / sizeof(wrong[0]); i++)
 		ck_assert_msg(http_raw(port, "GET", "/v1/files/a.txt", wrong[i], &r) == 401,
 			      "accepted %s", wrong[i]);
@@ -726,8 +737,7 @@ START_TEST(auth_bearer)
 	ck_assert_int_eq(http_raw(port, "GET", "/v1/stats", NULL, &r), 401);
 	ck_assert_int_eq(http_raw(port, "GET", "/nope", NULL, &r), 401);
 	ck_assert_int_eq(
-		http_raw(port, "GET", "/v1/files/a.txt", "Authorization: Bearer s3cret\r\n", &r),
-		200);
+	    http_raw(port, "GET", "/v1/files/a.txt", "Authorization: Bearer s3cret\r\n", &r), 200);
 	/* Nothing was resolved for the refused requests. */
 	ck_assert_uint_eq(stub.nseen, 1);
 
@@ -777,29 +787,29 @@ START_TEST(traversal_refused)
 	struct remote_server *s = start_server(NULL, &port);
 	struct strbuf r, longurl;
 	static const char *targets[] = {
-		"/v1/files/../etc/passwd",
-		"/v1/files/../../../../etc/passwd",
-		"/v1/files/%2e%2e%2fetc%2fpasswd",
-		"/v1/files/%2E%2E/%2E%2E/etc/passwd",
-		"/v1/files/dir/%2e%2e/%2e%2e/etc/passwd",
-		"/v1/files/dir/../../etc/passwd",
-		"/v1/files//etc/passwd",
-		"/v1/files/%2fetc%2fpasswd",
-		"/v1/files/a.txt%00.jpg",
-		"/v1/files/%00",
-		"/v1/files/dir/./big.bin",
-		"/v1/files/dir//big.bin",
-		"/v1/files/dir/",
-		"/v1/files/",
-		"/v1/files/%",
-		"/v1/files/%zz",
-		"/v1/files/a%0d%0aX-Injected:%201",
-		"/v1/files/..",
-		"/v1/files/%2e%2e",
-		"/v1/files/.%2e/.%2e/etc/passwd",
-		"/../../etc/passwd",
-		"/etc/passwd",
-		"../v1/files/a.txt",
+	    "/v1/files/../etc/passwd",
+	    "/v1/files/../../../../etc/passwd",
+	    "/v1/files/%2e%2e%2fetc%2fpasswd",
+	    "/v1/files/%2E%2E/%2E%2E/etc/passwd",
+	    "/v1/files/dir/%2e%2e/%2e%2e/etc/passwd",
+	    "/v1/files/dir/../../etc/passwd",
+	    "/v1/files//etc/passwd",
+	    "/v1/files/%2fetc%2fpasswd",
+	    "/v1/files/a.txt%00.jpg",
+	    "/v1/files/%00",
+	    "/v1/files/dir/./big.bin",
+	    "/v1/files/dir//big.bin",
+	    "/v1/files/dir/",
+	    "/v1/files/",
+	    "/v1/files/%",
+	    "/v1/files/%zz",
+	    "/v1/files/a%0d%0aX-Injected:%201",
+	    "/v1/files/..",
+	    "/v1/files/%2e%2e",
+	    "/v1/files/.%2e/.%2e/etc/passwd",
+	    "/../../etc/passwd",
+	    "/etc/passwd",
+	    "../v1/files/a.txt",
 	};
 
 	strbuf_init(&r);
@@ -848,7 +858,7 @@ START_TEST(caps_headers_and_connections)
 	struct remote_server *s = start_server(NULL, &port);
 	struct strbuf r, hdr;
 	int fds[REMOTE_SERVER_MAX_PER_IP + 1];
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
 
 	/* Headers beyond the per-connection memory cap are refused. */
 	strbuf_init(&r);
@@ -868,7 +878,7 @@ START_TEST(caps_headers_and_connections)
 		ck_assert_int_ge(fds[i], 0);
 		ck_assert_int_eq(connect(fds[i], (struct sockaddr *)&sa, sizeof(sa)), 0);
 	}
-	struct pollfd pf = { .fd = fds[REMOTE_SERVER_MAX_PER_IP], .events = POLLIN };
+	struct pollfd pf = {.fd = fds[REMOTE_SERVER_MAX_PER_IP], .events = POLLIN};
 	char c;
 
 	ck_assert_int_eq(poll(&pf, 1, 5000), 1);
@@ -876,8 +886,9 @@ START_TEST(caps_headers_and_connections)
 	static const char req[] = "GET /v1/files/a.txt HTTP/1.1\r\nHost: x\r\n\r\n";
 	char buf[512];
 
-	ck_assert_int_eq(send(fds[0], req, sizeof(req) - 1, MSG_NOSIGNAL), (ssize_t)sizeof(req) - 1);
-	struct timeval tv = { 5, 0 };
+	ck_assert_int_eq(send(fds[0], req, sizeof(req) - 1, MSG_NOSIGNAL),
+			 (ssize_t)sizeof(req) - 1);
+	struct timeval tv = {5, 0};
 
 	setsockopt(fds[0], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	ssize_t n = recv(fds[0], buf, sizeof(buf) - 1, 0);
@@ -909,7 +920,7 @@ START_TEST(metrics_and_stats)
 	ck_assert_int_eq(remote_fetch(c, 0, "dir/big.bin", 10, 4000, buf), 4000);
 	ck_assert_int_eq(remote_fetch(c, 0, "a.txt", 0, 13, buf), 13);
 	/* served counts when MHD reports completion, just after the reply. */
-	struct remote_server_stats ss = { 0 };
+	struct remote_server_stats ss = {0};
 
 	for (int i = 0; i < 200; i++) {
 		remote_server_get_stats(s, &ss);
@@ -943,7 +954,7 @@ START_TEST(metrics_and_stats)
 	     line = strtok_r(NULL, "\n", &save)) {
 		if (line[0] == '#') {
 			ck_assert_msg(strncmp(line, "# HELP coordfs_", 15) == 0 ||
-					      strncmp(line, "# TYPE coordfs_", 15) == 0,
+					  strncmp(line, "# TYPE coordfs_", 15) == 0,
 				      "bad comment line: %s", line);
 			continue;
 		}
@@ -964,8 +975,8 @@ START_TEST(metrics_and_stats)
 	ck_assert_str_eq(header_value(&r, "Content-Type", v, sizeof(v)), "application/json");
 	body = body_of(&r, &blen);
 	text = strndup(body, blen);
-	ck_assert_msg(strstr(text, "\"fetches\": 2, \"bytes\": 4013, \"errors\": 0") != NULL,
-		      "%s", text);
+	ck_assert_msg(strstr(text, "\"fetches\": 2, \"bytes\": 4013, \"errors\": 0") != NULL, "%s",
+		      text);
 	ck_assert_msg(strstr(text, "\"served\": 2, \"served_bytes\": 4013") != NULL, "%s", text);
 	snprintf(v, sizeof(v), "\"nodes\": [{\"url\": \"http://127.0.0.1:%u\", \"up\": true}]",
 		 port);
@@ -1004,7 +1015,7 @@ END_TEST
 
 START_TEST(backoff_then_reprobe)
 {
-	struct remote_client_config cfg = { .backoff_min_ms = 300, .backoff_max_ms = 1000 };
+	struct remote_client_config cfg = {.backoff_min_ms = 300, .backoff_max_ms = 1000};
 	struct remote_peers *p;
 	struct remote_client *c = NULL;
 	unsigned port;
@@ -1098,7 +1109,7 @@ START_TEST(concurrent_fetches)
 
 	ck_assert_int_eq(remote_client_create(p, NULL, NULL, &c), 0);
 	for (int i = 0; i < 4; i++) {
-		w[i] = (struct worker){ .c = c, .seed = (unsigned)i * 7919u + 1 };
+		w[i] = (struct worker){.c = c, .seed = (unsigned)i * 7919u + 1};
 		ck_assert_int_eq(pthread_create(&t[i], NULL, worker_main, &w[i]), 0);
 	}
 	for (int i = 0; i < 4; i++) {
@@ -1118,8 +1129,8 @@ END_TEST
 
 /* ---- against a misbehaving peer ---------------------------------------------- */
 
-static const char *const fake_modes[] = { "ok",      "short",   "wronglen", "shortlen", "500",
-					  "hang",    "garbage", "norange",  "badrange" };
+static const char *const fake_modes[] = {"ok",	 "short",   "wronglen", "shortlen", "500",
+					 "hang", "garbage", "norange",	"badrange"};
 
 static pid_t spawn_fake(const char *mode, unsigned *port)
 {
@@ -1141,7 +1152,7 @@ static pid_t spawn_fake(const char *mode, unsigned *port)
 	}
 	close(pfd[1]);
 	while (n < sizeof(line) - 1 && !strchr(line, '\n')) {
-		struct pollfd pf = { .fd = pfd[0], .events = POLLIN };
+		struct pollfd pf = {.fd = pfd[0], .events = POLLIN};
 
 		ck_assert_msg(poll(&pf, 1, 10000) == 1, "fake peer (%s) did not start", mode);
 		ssize_t r = read(pfd[0], line + n, sizeof(line) - 1 - n);
@@ -1159,7 +1170,7 @@ static pid_t spawn_fake(const char *mode, unsigned *port)
 START_TEST(fake_peer_modes)
 {
 	const char *mode = fake_modes[_i];
-	struct remote_client_config cfg = { .timeout_ms = 1500, .backoff_min_ms = 100 };
+	struct remote_client_config cfg = {.timeout_ms = 1500, .backoff_min_ms = 100};
 	const size_t off = 1000, len = 5000, guard = 64;
 	unsigned char *buf = malloc(len + guard);
 	struct remote_peers *p;
@@ -1213,7 +1224,7 @@ static void *probe_main(void *arg)
 
 START_TEST(single_probe_at_a_time)
 {
-	struct remote_client_config cfg = { .timeout_ms = 1000, .backoff_min_ms = 100 };
+	struct remote_client_config cfg = {.timeout_ms = 1000, .backoff_min_ms = 100};
 	struct remote_peers *p;
 	struct remote_client *c = NULL;
 	struct probe_arg pa;
@@ -1250,7 +1261,7 @@ END_TEST
 
 START_TEST(server_start_failure_closes_socket)
 {
-	static const struct remote_server_ops no_read = { .resolve = stub_resolve };
+	static const struct remote_server_ops no_read = {.resolve = stub_resolve};
 	char err[256] = "";
 	int fd;
 
