@@ -325,6 +325,23 @@ static const char *body_of(const struct strbuf *resp, size_t *len)
 	return b;
 }
 
+/* A path resolve may see: relative, no empty, "." or ".." component. */
+static bool path_is_contained(const char *p)
+{
+	if (!*p || p[0] == '/' || strlen(p) > REMOTE_MAX_RELPATH)
+		return false;
+	for (const char *c = p;;) {
+		const char *sl = strchr(c, '/');
+		size_t n = sl ? (size_t)(sl - c) : strlen(c);
+
+		if (n == 0 || (n == 1 && c[0] == '.') || (n == 2 && c[0] == '.' && c[1] == '.'))
+			return false;
+		if (!sl)
+			return true;
+		c = sl + 1;
+	}
+}
+
 /* ---- peers and ownership --------------------------------------------------- */
 
 START_TEST(peers_parse_and_normalize)
@@ -547,6 +564,65 @@ START_TEST(range_header)
 }
 END_TEST
 
+/* Random inputs through the parsers of outside input: whatever passes
+ * decoding and validation is a contained path, and a parsed range lies
+ * inside the file. */
+START_TEST(parsers_random_inputs)
+{
+	static const char alphabet[] = "./%2eEfF0a\\-=, bytes";
+	uint64_t state = 0x1234567;
+	char in[64], out[64];
+	unsigned accepted = 0, ranged = 0;
+
+	for (int iter = 0; iter < 200000; iter++) {
+		size_t n = 0, want;
+
+		state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+		want = (size_t)(state >> 59) + 1;
+		for (n = 0; n < want && n < sizeof(in) - 1; n++) {
+			state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+			unsigned r = (unsigned)(state >> 33);
+
+			in[n] = (r & 7) == 0 ? (char)(r >> 8)
+					     : alphabet[(r >> 8) % (sizeof(alphabet) - 1)];
+		}
+		in[n] = '\0';
+		if (remote__pct_decode(in, out, sizeof(out)) == 0 &&
+		    remote__relpath_check(out) == 0) {
+			ck_assert_msg(path_is_contained(out), "'%s' decoded to '%s'", in, out);
+			ck_assert_ptr_null(strstr(out, "/../"));
+			accepted++;
+		}
+	}
+	for (int iter = 0; iter < 200000; iter++) {
+		static const char ralpha[] = "0123456789-, ";
+		size_t n = 6;
+
+		memcpy(in, "bytes=", 6);
+		state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+		size_t want = 6 + (size_t)(state >> 60) + 1;
+
+		for (; n < want; n++) {
+			state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+			in[n] = ralpha[(state >> 33) % (sizeof(ralpha) - 1)];
+		}
+		in[n] = '\0';
+		uint64_t size = (state >> 20) % 1000, start = 0, len = 0;
+		int rc = remote__range_parse(in, size, &start, &len);
+
+		ck_assert(rc == 0 || rc == 1 || rc == -ERANGE);
+		if (rc == 1) {
+			ck_assert_msg(len > 0 && start + len <= size, "'%s' over %llu: %llu+%llu",
+				      in, (unsigned long long)size, (unsigned long long)start,
+				      (unsigned long long)len);
+			ranged++;
+		}
+	}
+	ck_assert_uint_gt(accepted, 1000); /* the generator does reach the checks */
+	ck_assert_uint_gt(ranged, 0);
+}
+END_TEST
+
 START_TEST(secret_file)
 {
 	char path[] = "/tmp/coordfs-secret-XXXXXX";
@@ -763,23 +839,6 @@ START_TEST(auth_bearer)
 	remote_server_stop(s);
 }
 END_TEST
-
-/* A path resolve may see: relative, no empty, "." or ".." component. */
-static bool path_is_contained(const char *p)
-{
-	if (!*p || p[0] == '/' || strlen(p) > REMOTE_MAX_RELPATH)
-		return false;
-	for (const char *c = p;;) {
-		const char *sl = strchr(c, '/');
-		size_t n = sl ? (size_t)(sl - c) : strlen(c);
-
-		if (n == 0 || (n == 1 && c[0] == '.') || (n == 2 && c[0] == '.' && c[1] == '.'))
-			return false;
-		if (!sl)
-			return true;
-		c = sl + 1;
-	}
-}
 
 START_TEST(traversal_refused)
 {
@@ -1287,6 +1346,7 @@ int main(void)
 	tcase_add_test(tc, owner_balance_and_minimal_disruption);
 	tcase_add_test(tc, pct_and_relpath);
 	tcase_add_test(tc, range_header);
+	tcase_add_test(tc, parsers_random_inputs);
 	tcase_add_test(tc, secret_file);
 	tcase_add_test(tc, listen_rejects_bad_hostport);
 	tcase_add_test(tc, peers_json_lists_every_node);
