@@ -1189,7 +1189,7 @@ END_TEST
 /* ---- against a misbehaving peer ---------------------------------------------- */
 
 static const char *const fake_modes[] = {"ok",	 "short",   "wronglen", "shortlen", "500",
-					 "hang", "garbage", "norange",	"badrange"};
+					 "hang", "garbage", "norange",	"badrange", "trickle"};
 
 static pid_t spawn_fake(const char *mode, unsigned *port)
 {
