@@ -108,7 +108,9 @@ struct remote_server_ops {
 	int (*resolve)(void *arg, const char *relpath, uint32_t *file_id, uint64_t *size);
 	/* Read-through: give bytes [off, off+len) of the file, or a prefix
 	 * of them (at least 1 byte); the server asks again for the rest.
-	 * 0 or -errno (the response then fails). */
+	 * An fd slice's fd must stay open until release. 0, or -errno with
+	 * nothing left to release (-ENOENT answers 404, others 500; a
+	 * failure after the first slice cuts the body short). */
 	int (*read)(void *arg, uint32_t file_id, uint64_t off, size_t len,
 		    struct remote_slice *out);
 	/* Append the §4 JSON object to out. */
