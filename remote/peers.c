@@ -26,7 +26,7 @@
 struct remote_peer {
 	char url[REMOTE_MAX_URL_LEN + 16];     /* http://host:port */
 	char hostport[REMOTE_MAX_URL_LEN + 1]; /* host:port */
-	uint64_t seed;                         /* hash of url */
+	uint64_t seed;			       /* hash of url */
 };
 
 struct remote_peers {
