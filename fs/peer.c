@@ -245,3 +245,8 @@ void fs_peer_nodes_json(struct fs_ctx *fs, struct strbuf *sb)
 	else
 		strbuf_puts(sb, "[]");
 }
+
+void fs_peer_metrics(struct fs_ctx *fs, struct strbuf *sb)
+{
+	remote_metrics(fs->client, fs->server, sb);
+}
