@@ -10,8 +10,10 @@ Plain mode, one job (its identity is the COORDFS_JOB of its environment):
   --ready, wait for --go). --pause-at E:I opens file I of epoch E, reads a
   few bytes and sleeps with it open, printing "paused" (to be killed).
   --wait-at E:I:FILE waits for FILE before file I of epoch E.
+  --thread-per-epoch reads each epoch in a new thread of the process.
   Prints "E I" per file read, and writes OUT (JSON, atomically):
-  {"pid", "epochs": [[sha256 per file], ...], "sizes": [[...], ...]}.
+  {"pid", "epochs": [[sha256 per file], ...], "sizes": [[...], ...],
+   "tids": [thread id of each epoch]}.
 
 DataLoader mode, one training process and its workers:
     prep_reader.py dataloader ROOT OUT --epochs N
@@ -25,6 +27,7 @@ import hashlib
 import json
 import os
 import sys
+import threading
 import time
 
 WAIT_MAX = 120.0	# seconds any barrier waits at most
@@ -60,10 +63,14 @@ def write_json(path, obj):
 
 def parse_opts(args):
 	opts = {'epochs': 1, 'warm': None, 'ready': None, 'go': None,
-		'pause': None, 'wait': {}}
+		'pause': None, 'wait': {}, 'threads': False}
 	i = 0
 	while i < len(args):
 		a, v = args[i], args[i + 1] if i + 1 < len(args) else None
+		if a == '--thread-per-epoch':
+			opts['threads'] = True
+			i += 1
+			continue
 		if v is None:
 			raise ValueError(f'{a} needs a value')
 		if a == '--epochs':
@@ -95,8 +102,10 @@ def files_mode(list_path, out, opts):
 		open(opts['ready'], 'w').close()
 	if opts['go']:
 		wait_for(opts['go'])
-	epochs, sizes = [], []
-	for e in range(opts['epochs']):
+	epochs, sizes, tids = [], [], []
+
+	def epoch(e):
+		tids.append(threading.get_native_id())
 		hashes, lens = [], []
 		for i, path in enumerate(files):
 			if (e, i) in opts['wait']:
@@ -113,8 +122,18 @@ def files_mode(list_path, out, opts):
 			print(e, i, flush=True)
 		epochs.append(hashes)
 		sizes.append(lens)
+
+	for e in range(opts['epochs']):
+		if opts['threads']:
+			t = threading.Thread(target=epoch, args=(e,))
+			t.start()
+			t.join()
+			if len(epochs) != e + 1:
+				raise RuntimeError(f'epoch {e} failed in its thread')
+		else:
+			epoch(e)
 	write_json(out, {'pid': os.getpid(), 'epochs': epochs,
-			 'sizes': sizes})
+			 'sizes': sizes, 'tids': tids})
 
 
 def hash_loader(path):

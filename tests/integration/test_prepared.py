@@ -3,9 +3,10 @@
 
 SOURCE holds a photo-like ImageNet-style tree (tools/gendata.py) under
 train/, images of every format prep/ must handle under formats/ (JPEGs of
-several sizes, 4:2:0 / 4:2:2 / 4:4:4, progressive, gray, CMYK; PNGs RGB,
-RGBA, LA, palette with and without transparency, gray, 16-bit gray, 16-bit
-RGB) and undecodable files under bad/. Checks:
+several sizes down to 3x2, 4:2:0 / 4:2:2 / 4:4:4, progressive, gray, CMYK,
+EXIF-rotated, a PNG named .JPEG; PNGs RGB, RGBA, LA, bilevel, 4- and 8-bit
+palette with and without transparency, gray, 16-bit gray, 16-bit RGB) and
+undecodable files under bad/. Checks:
   - ImageFolder over prepared/center224/train lists the same samples and
     classes as over train; `prepared` is hidden from the root's listing but
     found by lookup;
@@ -82,8 +83,21 @@ def make_formats(d):
 					  'JPEG', quality=90)
 	photo(400, 300).convert('CMYK').save(os.path.join(d, 'cmyk.jpg'),
 					     'JPEG', quality=92)
+	# EXIF orientation: ImageFolder's loader does not apply it, nor may we
+	exif = Image.Exif()
+	exif[0x0112] = 6
+	photo(400, 300).save(os.path.join(d, 'exif_rotate.jpg'), 'JPEG',
+			     quality=90, exif=exif.tobytes())
+	photo(3, 2).save(os.path.join(d, 'tiny_3x2.jpg'), 'JPEG', quality=90)
+	photo(320, 240).save(os.path.join(d, 'q20.jpg'), 'JPEG', quality=20)
+	# ImageNet has PNGs named .JPEG: the content decides
+	photo(300, 200).save(os.path.join(d, 'png_named.JPEG'), 'PNG')
 	base = photo(300, 200)
 	base.save(os.path.join(d, 'rgb.png'))
+	base.convert('1').save(os.path.join(d, 'bilevel.png'))
+	base.convert('P', palette=Image.ADAPTIVE, colors=16).save(
+		os.path.join(d, 'palette_4bit.png'), bits=4)
+	base.save(os.path.join(d, 'rgb_trns.png'), transparency=(10, 20, 30))
 	alpha = Image.fromarray(rng.integers(0, 256, (200, 300),
 					     dtype=np.uint8))
 	rgba = base.copy()
@@ -270,9 +284,12 @@ def test_rrc(c, m, v0):
 				c.check(f'rrc224/{rel} open {k}: 224x224 RGB',
 					False, f'{arr.shape} PIL {pil}')
 		c.check(f'rrc224/{rel}: both opens are 224x224 RGB PPMs', ok)
+		if 'tiny' in rel:
+			# a 3x2 source has only a few dozen crops and flips
+			continue
 		c.check(f'rrc224/{rel}: the two opens differ', first != second)
 		differ += first != second
-	print(f'# rrc224: {differ}/{len(files)} files differ between opens')
+	print(f'# rrc224: {differ} files differ between opens')
 
 
 def test_dataloader(c, m):

@@ -14,7 +14,7 @@ Readers are prep_reader.py subprocesses. Checks:
     its workers are one job: its two epochs give versions 0 and 1 of every
     file, the same bytes that COORDFS_JOB=x gets on its first and second
     read on a fresh mount with the same seed; another process is another
-    job.
+    job; the threads of one process are one job.
 """
 
 import os
@@ -314,6 +314,30 @@ def test_job_guess(c, template, results):
 		if rc == 0:
 			c.check('it is a new job: its first read is version 0',
 				other.output()['epochs'][0] == ox['epochs'][0])
+
+		# the threads of one process are one job: FUSE names the
+		# reading thread, the job is its process
+		thr = Reader(m.root, 'threads', ['files', lst, '--epochs',
+						 str(EPOCHS), '--thread-per-epoch'],
+			     None, shell=True)
+		rc = thr.wait(RUN_TIMEOUT)
+		thr.kill()
+		c.eq('a process reading each epoch in a new thread exits 0',
+		     rc, 0)
+		if rc != 0:
+			print(thr.log_text()[-2000:])
+			return
+		ot = thr.output()
+		c.check('its epochs ran in distinct threads, none the main one',
+			len(set(ot['tids'])) == EPOCHS and
+			ot['pid'] not in ot['tids'],
+			f'pid {ot["pid"]}, tids {ot["tids"]}')
+		for e in range(EPOCHS):
+			same = sum(g == w for g, w in zip(ot['epochs'][e],
+							  ox['epochs'][e]))
+			c.eq(f'threads of one process are one job: epoch {e + 1} '
+			     f'is version {e} (files equal to x\'s read {e + 1})',
+			     same, NFILES)
 
 
 def main():
