@@ -318,7 +318,6 @@ def test_dataloader(c, m):
 
 
 def test_bad_files(c, m):
-	from PIL import Image
 	good_rel = image_files(m.src, 'train')[0]
 	good = os.path.join(m.mnt, 'prepared', 'center224', good_rel)
 	good_sha = ct.sha256_file(good)

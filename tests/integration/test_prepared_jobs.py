@@ -196,6 +196,8 @@ def test_three_jobs(c, template, results):
 		c.ge('prep.shared + prep.decodes >= opens', shared + decodes,
 		     opens)
 		c.eq('prep.errors unchanged', s1['errors'], s0['errors'])
+		c.eq('prep.staged_bytes back to 0: every job read every sample',
+		     s1['staged_bytes'], 0)
 		results['abc'] = out['a']['epochs']
 		results['files'] = files
 
@@ -232,6 +234,8 @@ def test_killed_job(c, template, results):
 		      f'prep {m.stats()["prep"]}')
 		c.eq('jobs a2, b2 finish after k was killed (exit codes)', rcs,
 		     [0, 0])
+		c.le('prep.staged_bytes within --prep-mem=4M with a dead job',
+		     m.stats()['prep']['staged_bytes'], 4 << 20)
 		c.check('daemon alive after the kill',
 			bool(m.pids) and all(ct.pid_alive(p) for p in m.pids))
 		if rcs != [0, 0]:
