@@ -589,6 +589,102 @@ def read_in_child(path, timeout=10):
 	return ('error', proc.returncode, stdout)
 
 
+# ---------------------------------------------------------------- prepared view
+
+GENDATA = os.path.join(REPO, 'tools', 'gendata.py')
+
+
+def gendata(root, classes, per_class, seed, size=None, timeout=120):
+	"""Generate a photo-like JPEG tree ROOT/train/<class>/... with
+	tools/gendata.py (run by the interpreter running this test)."""
+	cmd = [sys.executable, GENDATA, root, '--classes', str(classes),
+	       '--per-class', str(per_class), '--seed', str(seed)]
+	if size:
+		cmd += ['--size', size]
+	proc = subprocess.run(cmd, capture_output=True, text=True,
+			      timeout=timeout)
+	if proc.returncode != 0:
+		raise RuntimeError(f'{" ".join(cmd)} exited {proc.returncode}: '
+				   f'{proc.stderr.strip()}')
+	return proc.stdout.strip()
+
+
+def copy_tree_into(template):
+	"""A populate function for Mount: copy template's contents into src."""
+	def populate(src):
+		shutil.copytree(template, src, dirs_exist_ok=True, symlinks=True)
+	return populate
+
+
+def read_bytes(path):
+	with open(path, 'rb', buffering=0) as f:
+		chunks = []
+		while True:
+			block = f.read(1 << 20)
+			if not block:
+				break
+			chunks.append(block)
+	return b''.join(chunks)
+
+
+def parse_ppm_header(data):
+	"""(magic, width, height, maxval, header_length) of a binary PNM.
+
+	Raises ValueError on anything that is not a complete header."""
+	fields = []
+	i = 0
+	while len(fields) < 4:
+		while i < len(data) and data[i:i + 1] in b' \t\r\n':
+			i += 1
+		if data[i:i + 1] == b'#':
+			while i < len(data) and data[i:i + 1] != b'\n':
+				i += 1
+			continue
+		j = i
+		while j < len(data) and data[j:j + 1] not in b' \t\r\n#':
+			j += 1
+		if j == i or j >= len(data):
+			raise ValueError(f'short PNM header: {data[:32]!r}')
+		fields.append(data[i:j])
+		i = j
+	if not data[i:i + 1].isspace():
+		raise ValueError(f'bad PNM header end: {data[:32]!r}')
+	try:
+		w, h, maxval = int(fields[1]), int(fields[2]), int(fields[3])
+	except ValueError:
+		raise ValueError(f'bad PNM header: {data[:32]!r}') from None
+	return fields[0].decode('latin-1'), w, h, maxval, i + 1
+
+
+def read_ppm(data):
+	"""A binary 8-bit PPM as a (height, width, 3) uint8 numpy array;
+	ValueError if it is anything else or has the wrong length."""
+	import numpy as np
+	magic, w, h, maxval, off = parse_ppm_header(data)
+	if magic != 'P6' or maxval != 255:
+		raise ValueError(f'not an 8-bit P6: {magic} maxval {maxval}')
+	if len(data) - off != w * h * 3:
+		raise ValueError(f'P6 {w}x{h}: {len(data) - off} pixel bytes, '
+				 f'want {w * h * 3}')
+	return np.frombuffer(data, dtype=np.uint8, offset=off).reshape(h, w, 3)
+
+
+def ppm_size(w, h):
+	"""Bytes of the PPM coordfs serves for a w x h sample."""
+	return len(f'P6\n{w} {h}\n255\n') + 3 * w * h
+
+
+def psnr(a, b):
+	"""PSNR in dB of two uint8 arrays; -1 if their shapes differ."""
+	import numpy as np
+	if a.shape != b.shape:
+		return -1.0
+	mse = np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2)
+	if mse == 0:
+		return float('inf')
+	return 10 * np.log10(255.0 ** 2 / mse)
+
+
 __all__ = [
 	'Checker', 'Mount', 'MountFailed', 'TempDirs', 'stats', 'cached',
 	'mounts', 'mounts_at', 'is_mounted', 'fuse_mounts_under',
@@ -597,4 +693,6 @@ __all__ = [
 	'write_file', 'random_bytes', 'tree_entries', 'walk_listing',
 	'read_in_child', 'wait_until', 'coordfs_bin', 'fsstat_bin',
 	'require_fuse', 'random', 'STATS_XATTR', 'CACHED_XATTR',
+	'gendata', 'copy_tree_into', 'read_bytes', 'parse_ppm_header',
+	'read_ppm', 'ppm_size', 'psnr', 'GENDATA',
 ]
