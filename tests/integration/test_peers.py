@@ -5,8 +5,8 @@ Three coordfs nodes over one SOURCE (about 150 files of random bytes,
 1-200 KiB, plus one file of many chunks; --chunk-size=64K), peers on
 loopback, each node with a cache of 40% of the dataset, so the cluster's
 cache (120%) holds everything. Epoch 1: node k reads shard k (files i
-with i % 3 == k). Epochs 2 and 3: every node reads another shard, in a
-random order. Checks: every byte read equals SOURCE; SOURCE is read once
+with i % 3 == k), 4 reading threads per node. Epochs 2 and 3: every node
+reads another shard, in a random order. Checks: every byte read equals SOURCE; SOURCE is read once
 per cluster (the sum of source.bytes equals the dataset after epoch 1 and
 does not grow after); each node's cache admitted exactly the units that
 rendezvous hashing gives it and stays within its budget; peers fetched
@@ -34,6 +34,7 @@ CHUNK = 64 * KIB
 NODES = 3
 NFILES = 150
 CACHE_FRACTION = 0.40
+READERS = 4		# reading threads per node
 
 
 def make_tree(seed):
@@ -59,8 +60,8 @@ def pick_ports(sizes, capacity):
 	return None, None, 50
 
 
-def read_shard(cl, k, rels, expect, results):
-	"""Node k reads rels from its mount: results[k] = [(rel, ok, why)]."""
+def read_shard(cl, k, rels, expect, results, slot):
+	"""Node k reads rels from its mount: results[slot] = [(rel, ok, why)]."""
 	out = []
 	for rel in rels:
 		try:
@@ -71,15 +72,17 @@ def read_shard(cl, k, rels, expect, results):
 				    f'sha {got[:12]} len {len(data)}'))
 		except OSError as e:
 			out.append((rel, False, f'{type(e).__name__}: {e}'))
-	results[k] = out
+	results[slot] = out
 
 
 def epoch(c, cl, name, assignment, expect):
-	"""Every node k reads assignment[k] concurrently; checks the bytes."""
-	results = [None] * NODES
+	"""Every node k reads assignment[k], with READERS threads per node
+	(like DataLoader workers), all nodes at once; checks the bytes."""
+	results = [None] * (NODES * READERS)
 	threads = [threading.Thread(target=read_shard,
-				    args=(cl, k, assignment[k], expect, results))
-		   for k in range(NODES)]
+				    args=(cl, k, assignment[k][j::READERS],
+					  expect, results, k * READERS + j))
+		   for k in range(NODES) for j in range(READERS)]
 	t0 = time.monotonic()
 	for t in threads:
 		t.start()
@@ -87,9 +90,11 @@ def epoch(c, cl, name, assignment, expect):
 		t.join()
 	took = time.monotonic() - t0
 	for k in range(NODES):
-		bad = [(rel, why) for rel, ok, why in results[k] if not ok]
-		c.check(f'{name}: node {k} read {len(results[k])} files, all '
-			f'bytes equal SOURCE', len(results[k]) ==
+		done = [r for j in range(READERS)
+			for r in (results[k * READERS + j] or [])]
+		bad = [(rel, why) for rel, ok, why in done if not ok]
+		c.check(f'{name}: node {k} read {len(done)} files, all '
+			f'bytes equal SOURCE', len(done) ==
 			len(assignment[k]) and not bad, f'{len(bad)} bad, e.g. '
 			f'{bad[:3]}')
 	print(f'# {name} took {took:.2f}s')

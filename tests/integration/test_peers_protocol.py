@@ -178,6 +178,8 @@ def test_server(c):
 		os.symlink(os.path.join(root, 'canary.txt'),
 			   os.path.join(src, 'dir', 'link_abs'))
 		os.symlink('../a.bin', os.path.join(src, 'dir', 'link_in'))
+		os.symlink('..', os.path.join(src, 'dir', 'link_up_dir'))
+		os.symlink(root, os.path.join(src, 'link_root_dir'))
 
 	with ct.Cluster(1, populate=populate) as cl:
 		secret_file = os.path.join(cl.root, 'secret')
@@ -275,6 +277,11 @@ def test_server(c):
 			'/v1/files/link_out',
 			'/v1/files/dir/link_abs',
 			'/v1/files/dir/link_in',
+			'/v1/files/dir/link_up_dir/a.bin',
+			'/v1/files/dir/link_up_dir/../canary.txt',
+			'/v1/files/dir/link_up_dir/link_out',
+			'/v1/files/link_root_dir/canary.txt',
+			'/v1/files/link_root_dir/src/a.bin',
 			'/v1/files/' + 'a' * 20000,
 			'/v1/files/' + '/'.join(['d'] * 6000),
 			'/v1/files/' + 'x' * 300 + '/a.bin',
