@@ -6,8 +6,8 @@ Three coordfs nodes over one SOURCE (about 150 files of random bytes,
 loopback, each node with a cache of 40% of the dataset, so the cluster's
 cache (120%) holds everything. Epoch 1: node k reads shard k (files i
 with i % 3 == k), 4 reading threads per node. Epochs 2 and 3: every node
-reads another shard, in a random order. Checks: every byte read equals SOURCE; SOURCE is read once
-per cluster (the sum of source.bytes equals the dataset after epoch 1 and
+reads another shard, in a random order. Checks: every byte read equals
+SOURCE; SOURCE is read once per cluster (the sum of source.bytes equals the dataset after epoch 1 and
 does not grow after); each node's cache admitted exactly the units that
 rendezvous hashing gives it and stays within its budget; peers fetched
 and served bytes, and every fetched byte was served by someone.
