@@ -7,10 +7,11 @@ loopback, each node with a cache of 40% of the dataset, so the cluster's
 cache (120%) holds everything. Epoch 1: node k reads shard k (files i
 with i % 3 == k), 4 reading threads per node. Epochs 2 and 3: every node
 reads another shard, in a random order. Checks: every byte read equals
-SOURCE; SOURCE is read once per cluster (the sum of source.bytes equals the dataset after epoch 1 and
-does not grow after); each node's cache admitted exactly the units that
-rendezvous hashing gives it and stays within its budget; peers fetched
-and served bytes, and every fetched byte was served by someone.
+SOURCE; SOURCE is read once per cluster (the sum of source.bytes equals
+the dataset after epoch 1 and does not grow after); each node's cache
+admitted exactly the units that rendezvous hashing gives it and stays
+within its budget; peers fetched and served bytes, and every fetched
+byte was served by someone.
 
 Ownership depends on the peer URLs, so on the ports: the test picks free
 ports for which no node owns more than its cache can hold (a 3-way split
