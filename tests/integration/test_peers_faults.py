@@ -7,7 +7,10 @@ error because a peer failed").
    stopped with SIGSTOP. The readers finish with correct bytes and no
    errors, and mark both nodes down. After SIGCONT, node 1 is used again
    once its back-off (1 s, doubling up to 30 s) expires: its served
-   counter grows and the readers' peers.bytes grows.
+   counter grows and the readers' peers.bytes grows. Node 2 restarts on
+   its port with an empty cache and is used again too.
+   A node stopped with SIGTERM while serving exits cleanly; its reader
+   never notices.
 2. A fake misbehaving peer (fake_peer.py) in a peer slot, in every
    failing mode (short body, wrong or short Content-Length, 500, hang,
    garbage, whole file instead of a range, shifted range): the real node
@@ -22,6 +25,7 @@ is marked down, so file counts stay small.
 import hashlib
 import os
 import random
+import signal
 import sys
 import time
 
@@ -125,8 +129,6 @@ def test_kill_and_stop(c):
 		cl.cont(victim_stop)
 		t_cont = time.monotonic()
 		st1 = None
-		ok = ct.wait_until(lambda: ct.is_mounted(cl.mnts[victim_stop]),
-				   1)
 		try:
 			base_served = cl.stats(victim_stop)['peers']['served']
 		except OSError as e:
@@ -171,6 +173,65 @@ def test_kill_and_stop(c):
 		bad = bad_results(rd.results(60), cl.mnts[victim_stop], expect)
 		c.check(f'continued node {victim_stop} reads the dataset '
 			'correctly', not bad, f'{bad[:3]}')
+
+		# the killed node restarts on the same port with an empty
+		# cache: node 0 uses it again once its back-off expires
+		ct.force_unmount(cl.mnts[victim_kill])
+		c.check(f'killed node {victim_kill}: stale mount removed',
+			not ct.is_mounted(cl.mnts[victim_kill]))
+		cl.mount(victim_kill, ['--cache-size=16M', '--chunk-size=64K'])
+		its = [r for r in rels if owner[r] == victim_kill and
+		       len(files[r]) <= CHUNK]
+		t0 = time.monotonic()
+		used_again, errors, i = False, [], 0
+		while its and time.monotonic() - t0 < 40:
+			rel = its[i % len(its)]
+			i += 1
+			r = ct.read_in_child(cl.path(0, rel), timeout=15)
+			if r[0] != 'ok' or r[1] != expect[rel]:
+				errors.append((rel, r))
+			st0 = cl.stats(0)
+			st2 = cl.stats(victim_kill)
+			if (st0['peers']['nodes'][victim_kill]['up'] and
+			    st2['peers']['served'] > 0):
+				used_again = True
+				break
+			time.sleep(0.2)
+		c.check(f'restarted node {victim_kill} serves node 0 again '
+			f'(after {time.monotonic() - t0:.1f}s, {i} reads)',
+			used_again, f'{len(its)} files it owns')
+		c.check('reads around the restart were correct', not errors,
+			f'{errors[:3]}')
+
+
+def test_graceful_stop(c):
+	"""SIGTERM a node while another reads through it: it unmounts and
+	exits; the reader never notices."""
+	rng = random.Random(int(time.time()) ^ 3)
+	files = make_files(rng, 30, prefix='t')
+	expect = {rel: hashlib.sha256(d).hexdigest() for rel, d in files.items()}
+	rels = sorted(files)
+	with ct.Cluster(2, populate=populate_with(files)) as cl:
+		for k in range(2):
+			cl.mount(k, ['--cache-size=16M', '--chunk-size=64K'])
+		marker = os.path.join(cl.root, 'go')
+		rd = ct.ManyReader([cl.path(0, r) for r in rels] * 2, pace=0.03,
+				   marker=marker)
+		ct.wait_until(lambda: rd.done_count() >= len(rels) // 2, 30)
+		pid = cl.pids[1]
+		cl.signal(1, signal.SIGTERM)
+		gone = ct.wait_until(lambda: not ct.pid_alive(pid), 10)
+		c.check('SIGTERM: the serving node exits within 10 s', gone)
+		c.check('SIGTERM: its mount is gone',
+			not ct.is_mounted(cl.mnts[1]))
+		open(marker, 'w').close()
+		bad = bad_results(rd.results(60), cl.mnts[0], expect)
+		c.check('the reader on the other node saw only correct bytes '
+			'(2 passes over the dataset)', not bad, f'{bad[:3]}')
+		st = cl.stats(0)
+		c.eq('the reader marks the stopped node down',
+		     st['peers']['nodes'][1]['up'], False)
+		c.gt('the reader fetched from it before', st['peers']['bytes'], 0)
 
 
 def fake_mode(c, mode, files, expect):
@@ -273,6 +334,7 @@ def test_dead_at_start(c):
 def main():
 	c = ct.Checker('peers_faults', timeout=240)
 	c.group(test_kill_and_stop, c)
+	c.group(test_graceful_stop, c)
 	c.group(test_fake_peer, c)
 	c.group(test_dead_at_start, c)
 	c.finish()
