@@ -700,10 +700,14 @@ class Cluster(TempDirs):
 	def peers_arg(self):
 		return '--peers=' + ','.join(self.urls)
 
-	def mount(self, k, opts=(), timeout=30):
+	def mount(self, k, opts=(), timeout=30, peers=None):
 		"""Mount node k with --peers/--node and opts; MountFailed if
-		it does not come up. Returns the daemon's stderr."""
-		args = [self.peers_arg(), f'--node={k}'] + list(opts) + \
+		it does not come up. Returns the daemon's stderr. peers: the
+		--peers value to pass instead of self.urls (other spellings
+		of the same addresses)."""
+		peers_arg = self.peers_arg() if peers is None else \
+			'--peers=' + peers
+		args = [peers_arg, f'--node={k}'] + list(opts) + \
 			[self.src, self.mnts[k]]
 		rc, out, err = run_coordfs(args, timeout=timeout)
 		self.mount_stderr[k] = err

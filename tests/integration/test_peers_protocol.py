@@ -508,11 +508,52 @@ def test_secret_mismatch(c):
 			     sum(len(d) for d in files.values()))
 
 
+def test_url_spellings(c):
+	"""Nodes that spell the same peer list differently (scheme case, a
+	trailing slash) over IPv6 loopback agree on ownership: SOURCE is
+	read once per cluster."""
+	rng = random.Random(int(time.time()) ^ 5)
+	files = {f'u/f{i:02d}.bin': rng.randbytes(rng.randint(100, 50 * KIB))
+		 for i in range(30)}
+
+	def populate(src):
+		for rel, data in files.items():
+			ct.write_file(os.path.join(src, rel), data)
+
+	with ct.Cluster(2, populate=populate) as cl:
+		p0, p1 = cl.ports
+		spellings = [f'HTTP://[::1]:{p0}/,http://[::1]:{p1}',
+			     f'http://[::1]:{p0},Http://[::1]:{p1}/']
+		for k in range(2):
+			cl.mount(k, ['--cache-size=8M', '--chunk-size=64K'],
+				 peers=spellings[k])
+		for k in range(2):
+			res = ct.ManyReader([cl.path(k, r) for r in sorted(files)]
+					    ).results(60)
+			bad = [p for p, r in res.items() if r[0] != 'ok' or r[1] !=
+			       hashlib.sha256(files[os.path.relpath(
+				       p, cl.mnts[k])]).hexdigest()]
+			c.check(f'IPv6 peers: node {k} reads every file correctly',
+				not bad, f'{bad[:3]}')
+		st = [cl.stats(k) for k in range(2)]
+		c.eq('IPv6 peers: normalized URLs in peers.nodes',
+		     [[n['url'] for n in s['peers']['nodes']] for s in st],
+		     [[f'http://[::1]:{p0}', f'http://[::1]:{p1}']] * 2)
+		c.eq('IPv6 peers, two spellings: SOURCE read once per cluster',
+		     sum(s['source']['bytes'] for s in st),
+		     sum(len(d) for d in files.values()))
+		c.check('IPv6 peers: both fetched and served, no errors',
+			all(s['peers']['fetches'] > 0 and s['peers']['served'] > 0
+			    and s['peers']['errors'] == 0 for s in st),
+			str([s['peers'] for s in st]))
+
+
 def main():
 	c = ct.Checker('peers_protocol', timeout=110)
 	c.group(test_server, c)
 	c.group(test_command_line, c)
 	c.group(test_secret_mismatch, c)
+	c.group(test_url_spellings, c)
 	c.finish()
 
 
