@@ -9,8 +9,9 @@ files and directories, Range slices with 206/416 and Content-Range,
 keep-alive, /metrics as Prometheus text, /v1/stats as the §4 JSON.
 Then the command line: a world-readable secret file warns at mount;
 --peers without --node and bad URLs fail with one line and mount nothing;
-two nodes whose secrets differ still read correct bytes (from SOURCE)
-and count peer errors.
+the -o form with escaped commas works; two nodes whose secrets differ
+still read correct bytes (from SOURCE) and count peer errors; IPv6
+loopback peers spelled two ways agree on ownership.
 """
 
 import hashlib
@@ -398,6 +399,27 @@ def test_command_line(c):
 		st, _, _ = ct.http_request(cl.ports[0], '/v1/files/x.bin')
 		c.eq('... and still demands it', st, 401)
 
+	# -o form (fstab): the list's commas escaped as libfuse wants them
+	with ct.Cluster(2, populate=lambda s: ct.write_file(
+			os.path.join(s, 'x.bin'), b'x' * 10)) as cl:
+		sf = os.path.join(cl.root, 'secret')
+		write_secret(sf, SECRET, 0o600)
+		opt = ('peers=' + '\\,'.join(cl.urls) +
+		       f',node=1,secret_file={sf},cache_size=1M')
+		rc, out, err = ct.run_coordfs(['-o', opt, cl.src, cl.mnts[1]])
+		ok = rc == 0 and ct.is_mounted(cl.mnts[1])
+		if ok:
+			cl.pids[1] = (ct.find_daemon_pids(cl.mnts[1]) or [None])[0]
+			st = cl.stats(1)
+			ok = ([n['url'] for n in st['peers']['nodes']] == cl.urls
+			      and st['peers']['node'] == 1)
+			hs, _, body = ct.http_request(cl.ports[1], '/v1/files/x.bin',
+						      auth())
+			ok = ok and hs == 200 and body == b'x' * 10
+		c.check('-o peers=A\\,B,node=1,secret_file=F mounts node 1 of '
+			'that list and serves with the secret', ok,
+			f'rc {rc}, stderr {err.strip()!r}')
+
 	with ct.TempDirs() as td:
 		ct.write_file(os.path.join(td.src, 'x.bin'), b'x')
 		p1, p2 = ct.free_ports(2)
@@ -435,6 +457,8 @@ def test_command_line(c):
 					       f'--secret-file={empty}']),
 			('bad --listen', [f'--peers={good}', '--node=0',
 					  '--listen=nonsense']),
+			('-o peers with unescaped commas',
+			 ['-o', f'peers={good},node=0']),
 		]
 		for label, args in cases:
 			rc, out, err = ct.run_coordfs(args + [td.src, td.mnt])
