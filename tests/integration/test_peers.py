@@ -11,7 +11,8 @@ SOURCE; SOURCE is read once per cluster (the sum of source.bytes equals
 the dataset after epoch 1 and does not grow after); each node's cache
 admitted exactly the units that rendezvous hashing gives it and stays
 within its budget; peers fetched and served bytes, and every fetched
-byte was served by someone.
+byte was served by someone. After an idle pause longer than the
+server's keep-alive timeout, epoch 4 still has no peer errors.
 
 Ownership depends on the peer URLs, so on the ports: the test picks free
 ports for which no node owns more than its cache can hold (a 3-way split
@@ -36,6 +37,7 @@ NODES = 3
 NFILES = 150
 CACHE_FRACTION = 0.40
 READERS = 4		# reading threads per node
+IDLE_S = 32		# > the peer server's 30 s keep-alive timeout
 
 
 def make_tree(seed):
@@ -198,6 +200,23 @@ def test_cluster(c):
 			     0)
 			c.eq(f'node {k}: stats pid is the daemon',
 			     st3[k].get('pid'), cl.pids[k])
+
+		# a pause longer than the server's keep-alive timeout (30 s,
+		# like a validation phase between epochs): the clients'
+		# cached connections are closed by now, and must be replaced
+		# without a peer error or a SOURCE read
+		time.sleep(IDLE_S)
+		rot = rng.sample(range(NODES), NODES)
+		epoch(c, cl, f'epoch 4 after {IDLE_S}s idle',
+		      [rng.sample(shards[rot[k]], len(shards[rot[k]]))
+		       for k in range(NODES)], expect)
+		st5 = [cl.stats(k) for k in range(NODES)]
+		c.eq('epoch 4 after idle: no peer errors',
+		     [s['peers']['errors'] for s in st5], [0] * NODES)
+		c.eq('epoch 4 after idle: SOURCE not read again',
+		     sum(s['source']['bytes'] for s in st5), src1)
+		c.check('epoch 4 after idle: every peer still up',
+			all(n['up'] for s in st5 for n in s['peers']['nodes']))
 
 		# the dataset as a whole, through one node, still exact
 		bad = [rel for rel in rels
