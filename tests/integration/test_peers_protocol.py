@@ -215,6 +215,8 @@ def test_server(c):
 			('Basic scheme with the secret',
 			 {'Authorization': 'Basic ' + SECRET}),
 			('secret without scheme', {'Authorization': SECRET}),
+			('a 10 KB token', auth(SECRET * (10240 // len(SECRET)))),
+			('secret twice', auth(SECRET + SECRET)),
 		]:
 			st, _, body = get('/v1/files/a.bin', hdr)
 			c.eq(f'{label}: 401', st, 401)
@@ -372,6 +374,37 @@ def test_server(c):
 			c.ge('/metrics coordfs_peer_served_total >= stats served',
 			     vals.get('coordfs_peer_served_total', -1),
 			     js['peers']['served'])
+		# 80 idle connections (more than the per-address cap of 64)
+		# and 20 with half a request: once they close, the server
+		# serves again and the daemon is alive
+		import socket
+		socks = []
+		try:
+			for i in range(100):
+				sk = socket.create_connection(('127.0.0.1', port),
+							      timeout=5)
+				if i >= 80:
+					sk.sendall(b'GET /v1/files/a.bin HTTP/1.1\r\n'
+						   b'Host: x\r\n')
+				socks.append(sk)
+		except OSError:
+			pass
+		finally:
+			for sk in socks:
+				sk.close()
+		served = False
+		deadline = time.monotonic() + 10
+		while time.monotonic() < deadline and not served:
+			try:
+				st, _, body = get('/v1/files/a.bin', auth())
+				served = st == 200 and body == files['a.bin']
+			except (OSError, http.client.HTTPException):
+				pass
+			if not served:
+				time.sleep(0.2)
+		c.check('after 100 idle or half-sent connections close, the '
+			'server serves again (within 10 s)', served)
+		c.check('... and the daemon is alive', ct.pid_alive(cl.pids[0]))
 		c.check('no response ever carried the canary or /etc/passwd',
 			not leaks, f'leaked through {leaks[:3]}')
 
