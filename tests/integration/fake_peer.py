@@ -19,16 +19,18 @@ Every path under /v1/files/ is a file of FILE_SIZE bytes whose byte i is
   norange   ignores Range: 200 with the whole file
   badrange  206 with the right length but the data (and Content-Range)
             of the range shifted by one byte
+  trickle   correct headers, then the body at one byte every 0.2 s
 """
 import http.server
 import os
 import re
 import sys
 import threading
+import time
 
 FILE_SIZE = 1 << 20
 MODES = ("ok", "short", "wronglen", "shortlen", "500", "hang", "garbage",
-         "norange", "badrange")
+         "norange", "badrange", "trickle")
 
 
 def pattern(start, length):
@@ -91,6 +93,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.send_body(206, pattern(start, length + 16), length + 16, cr)
         elif mode == "shortlen":
             self.send_body(206, pattern(start, length - 1), length - 1, cr)
+        elif mode == "trickle":
+            self.send_response(206)
+            self.send_header("Content-Length", str(length))
+            self.send_header("Content-Range", cr)
+            self.end_headers()
+            for b in pattern(start, length):
+                self.wfile.write(bytes([b]))
+                self.wfile.flush()
+                time.sleep(0.2)
         elif mode == "badrange":
             cr = "bytes %d-%d/%d" % (start + 1, start + length, FILE_SIZE)
             self.send_body(206, pattern(start + 1, length), length, cr)

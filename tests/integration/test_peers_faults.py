@@ -13,7 +13,8 @@ error because a peer failed").
    never notices.
 2. A fake misbehaving peer (fake_peer.py) in a peer slot, in every
    failing mode (short body, wrong or short Content-Length, 500, hang,
-   garbage, whole file instead of a range, shifted range): the real node
+   garbage, whole file instead of a range, shifted range, a body that
+   trickles in slower than the timeout): the real node
    reads correct bytes, counts peer errors and marks the slot down.
 3. A peer slot with no server at all from the start: the mount comes up
    and reads correct bytes.
@@ -35,7 +36,7 @@ import coordfs_test as ct	# noqa: E402
 KIB = 1024
 CHUNK = 64 * KIB
 FAKE_MODES = ['short', 'wronglen', 'shortlen', '500', 'hang', 'garbage',
-	      'norange', 'badrange']
+	      'norange', 'badrange', 'trickle']
 
 
 def make_files(rng, n, prefix='f'):
