@@ -276,7 +276,7 @@ static int decode_jpeg(const uint8_t *data, size_t len, struct dctx *d)
 	struct jpeg_decompress_struct ci;
 	struct jpeg_progress_mgr prog = { .progress_monitor = jprogress };
 	struct jerr err;
-	uint8_t *volatile buf = NULL;
+	uint8_t *volatile buf = NULL, *volatile scratch = NULL;
 	volatile int rc = 0;
 
 	memset(&ci, 0, sizeof(ci));
@@ -325,9 +325,14 @@ static int decode_jpeg(const uint8_t *data, size_t len, struct dctx *d)
 	jpeg_start_decompress(&ci);
 
 	unsigned sh = ci.output_height;
-	JDIMENSION xoff = d->rx0, cw = d->rx1 - d->rx0;
+	/* One spare column each side: fancy upsampling is approximate at the
+	 * edges of a cropped row, so the edges are kept out of the region. */
+	JDIMENSION xoff = d->rx0 > 0 ? d->rx0 - 1 : 0;
+	JDIMENSION cw = (d->rx1 < ci.output_width ? d->rx1 + 1 : ci.output_width) - xoff;
 	if (cw < ci.output_width)
 		jpeg_crop_scanline(&ci, &xoff, &cw);
+	else
+		xoff = 0;
 	unsigned bpp = cmyk ? 4 : 3;
 	size_t stride = (size_t)ci.output_width * bpp;
 	size_t rows = d->ry1 - d->ry0;
@@ -350,9 +355,23 @@ static int decode_jpeg(const uint8_t *data, size_t len, struct dctx *d)
 		}
 	}
 	/* Consume the rest so that a truncated or corrupt file fails whatever
-	 * the crop: skipped rows are entropy-decoded only. */
-	if (ci.output_scanline < sh)
-		jpeg_skip_scanlines(&ci, sh - ci.output_scanline);
+	 * the crop: skipped rows are entropy-decoded only. Skipping to the very
+	 * bottom would decode nothing (libjpeg-turbo just declares EOI), so the
+	 * last row is read for real. */
+	if (ci.output_scanline < sh) {
+		if (ci.output_scanline < sh - 1)
+			jpeg_skip_scanlines(&ci, sh - 1 - ci.output_scanline);
+		scratch = malloc(stride);
+		if (!scratch) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		JSAMPROW row = scratch;
+		if (jpeg_read_scanlines(&ci, &row, 1) != 1) {
+			rc = -EIO;
+			goto out;
+		}
+	}
 	jpeg_finish_decompress(&ci);
 	if (cmyk) {
 		for (size_t y = 0; y < rows; y++)
@@ -367,6 +386,7 @@ static int decode_jpeg(const uint8_t *data, size_t len, struct dctx *d)
 out:
 	jpeg_destroy_decompress(&ci);
 	free(buf);
+	free(scratch);
 	return rc;
 }
 
