@@ -22,6 +22,11 @@
 
 #include <jpeglib.h>
 #include <png.h>
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#else
+#define RUNNING_ON_VALGRIND 0
+#endif
 
 #include "common/hash.h"
 #include "prep/prep_int.h"
@@ -292,7 +297,12 @@ static void parse_ppm(const uint8_t *p, size_t len, unsigned *w, unsigned *h, co
 {
 	int off = 0, nl = 0;
 
-	ck_assert_int_eq(sscanf((const char *)p, "P6\n%u %u\n255", w, h), 2);
+	char head[48];
+	size_t hl = len < sizeof(head) - 1 ? len : sizeof(head) - 1;
+
+	memcpy(head, p, hl);
+	head[hl] = '\0';
+	ck_assert_int_eq(sscanf(head, "P6\n%u %u\n255", w, h), 2);
 	while ((size_t)off < len && nl < 3) /* the header is three lines */
 		nl += p[off++] == '\n';
 	ck_assert_int_eq(nl, 3);
@@ -1107,7 +1117,11 @@ START_TEST(job_identity)
 	}
 	close(pfd[0]);
 	ck_assert_int_eq(prep_job_of_pid(child, child_job, sizeof(child_job)), 0);
-	ck_assert_str_eq(child_job, me);
+	/* valgrind fakes /proc/<own pid>/exe only, so the walk stops early there */
+	if (!RUNNING_ON_VALGRIND)
+		ck_assert_str_eq(child_job, me);
+	else
+		fprintf(stderr, "job_identity: same-exe walk not checked under valgrind\n");
 	close(pfd[1]);
 	waitpid(child, NULL, 0);
 	/* COORDFS_JOB wins, even in another executable */
