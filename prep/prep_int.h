@@ -15,6 +15,7 @@
 
 #define PREP__JPEG_MAX_SCANS 1000          /* progressive "scan bombs" */
 #define PREP__JPEG_MAX_MEM (768ull << 20) /* libjpeg's own allocations */
+#define PREP__PAD 16 /* slack after pixel buffers: SIMD loads read past the last pixel */
 
 /* ---- randomness: splitmix64 over a key of (seed, file_key, version) ---- */
 
@@ -76,12 +77,17 @@ void prep__coeffs_free(struct prep__coeffs *c);
 
 /*
  * Resample RGB src (its pixel (0,0) is at absolute (src_x0, src_y0); it must
- * cover [cx.lo,cx.hi) x [cy.lo,cy.hi)) into dst (cx.n x cy.n RGB).
+ * cover [cx.lo,cx.hi) x [cy.lo,cy.hi), and PREP__PAD readable bytes must
+ * follow its last pixel) into dst (cx.n x cy.n RGB).
  * Horizontal pass then vertical, each rounded to 8 bits, as PIL does.
  */
 int prep__resample(const uint8_t *src, size_t src_stride, unsigned src_x0, unsigned src_y0,
 		   const struct prep__coeffs *cx, const struct prep__coeffs *cy, bool flip,
 		   uint8_t *dst, size_t dst_stride);
+/* The same, with the SIMD kernels allowed or not (they give identical bytes). */
+int prep__resample_with(const uint8_t *src, size_t src_stride, unsigned src_x0, unsigned src_y0,
+			const struct prep__coeffs *cx, const struct prep__coeffs *cy, bool flip,
+			uint8_t *dst, size_t dst_stride, bool allow_simd);
 
 /* ---- decoding ---------------------------------------------------------- */
 

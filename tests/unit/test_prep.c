@@ -625,7 +625,7 @@ START_TEST(resampler_is_antialiased)
 {
 	/* 1-row image 0,0,0,0,255,255,255,255 downscaled 8 -> 2: triangle
 	 * support 2, so output 0 sees 0,0,0,0 (and weights on 255 near edge) */
-	uint8_t src[8 * 3], dst[4 * 3];
+	uint8_t src[8 * 3 + PREP__PAD], dst[4 * 3];
 	struct prep__coeffs cx, cy;
 
 	for (int x = 0; x < 8; x++)
@@ -633,7 +633,7 @@ START_TEST(resampler_is_antialiased)
 	ck_assert_int_eq(prep__coeffs_make(0, 8, 0, 8, 4, 0, 4, &cx), 0);
 	ck_assert_int_eq(prep__coeffs_make(0, 1, 0, 1, 1, 0, 1, &cy), 0);
 	ck_assert_uint_eq(cx.ksize, 5);
-	ck_assert_int_eq(prep__resample(src, sizeof(src), 0, 0, &cx, &cy, false, dst, sizeof(dst)), 0);
+	ck_assert_int_eq(prep__resample(src, 8 * 3, 0, 0, &cx, &cy, false, dst, sizeof(dst)), 0);
 	/* PIL: Image.new('L',(8,1)) [0,0,0,0,255,255,255,255].resize((4,1), BILINEAR)
 	 * = [0, 32, 223, 255]: a 2x2 box/bilinear would give [0, 0, 255, 255]. */
 	ck_assert_uint_eq(dst[0], 0);
@@ -642,6 +642,54 @@ START_TEST(resampler_is_antialiased)
 	ck_assert_uint_eq(dst[9], 255);
 	prep__coeffs_free(&cx);
 	prep__coeffs_free(&cy);
+}
+END_TEST
+
+/* The SIMD kernels give the same bytes as the scalar code. */
+START_TEST(resampler_simd_matches_scalar)
+{
+	static const struct {
+		double b0, b1;
+		unsigned c0, c1, v, o0, n;
+	} axes[] = {
+		{ 0, 97, 0, 97, 31, 0, 31 },        /* downscale ~3.1 */
+		{ 10.5, 80.25, 10, 81, 50, 0, 50 },  /* fractional box */
+		{ 0, 97, 0, 97, 150, 20, 100 },     /* upscale, window */
+		{ 3, 40, 3, 40, 37, 0, 37 },        /* identity */
+		{ 0, 97, 0, 97, 1, 0, 1 },          /* to one pixel */
+	};
+	const unsigned W = 97, H = 61;
+	uint8_t *src = malloc((size_t)W * H * 3 + PREP__PAD);
+
+	for (size_t i = 0; i < (size_t)W * H * 3 + PREP__PAD; i++)
+		src[i] = (uint8_t)hash_mix64(i);
+	for (size_t a = 0; a < sizeof(axes) / sizeof(axes[0]); a++) {
+		for (size_t b = 0; b < sizeof(axes) / sizeof(axes[0]); b++) {
+			struct prep__coeffs cx, cy;
+			double sy = (double)H / W;
+			ck_assert_int_eq(prep__coeffs_make(axes[a].b0, axes[a].b1, axes[a].c0, axes[a].c1,
+							   axes[a].v, axes[a].o0, axes[a].n, &cx), 0);
+			ck_assert_int_eq(prep__coeffs_make(axes[b].b0 * sy, axes[b].b1 * sy,
+							   (unsigned)(axes[b].c0 * sy),
+							   (unsigned)ceil(axes[b].c1 * sy), axes[b].v,
+							   axes[b].o0, axes[b].n, &cy), 0);
+			for (int flip = 0; flip < 2; flip++) {
+				size_t n = (size_t)cx.n * cy.n * 3;
+				uint8_t *d1 = malloc(n), *d2 = malloc(n);
+				ck_assert_int_eq(prep__resample_with(src, W * 3, 0, 0, &cx, &cy, flip, d1,
+								     cx.n * 3, false), 0);
+				ck_assert_int_eq(prep__resample_with(src, W * 3, 0, 0, &cx, &cy, flip, d2,
+								     cx.n * 3, true), 0);
+				ck_assert_msg(memcmp(d1, d2, n) == 0, "axes %zu/%zu flip %d differ", a, b,
+					      flip);
+				free(d1);
+				free(d2);
+			}
+			prep__coeffs_free(&cx);
+			prep__coeffs_free(&cy);
+		}
+	}
+	free(src);
 }
 END_TEST
 
@@ -1169,6 +1217,7 @@ int main(void)
 	tcase_add_test(tc, decode_png_flavours);
 	tcase_add_test(tc, roi_and_scale_match_full_decode);
 	tcase_add_test(tc, resampler_is_antialiased);
+	tcase_add_test(tc, resampler_simd_matches_scalar);
 	tcase_add_test(tc, rrc_params_distribution);
 	tcase_add_test(tc, rrc_fallback);
 	tcase_add_test(tc, render_is_deterministic);
