@@ -1144,6 +1144,112 @@ START_TEST(view_deterministic_cached)
 }
 END_TEST
 
+/* Several jobs, each with several reader threads, read every file once per
+ * epoch in their own order, under a budget of a few samples: every sample
+ * must be exactly version (epoch) of its file, whoever decoded it. */
+struct stress_job {
+	struct prep_view *v;
+	struct src *s;
+	const char *name;
+	unsigned nfiles, epochs, id;
+	uint8_t *expect[12][3]; /* [file][version] */
+	size_t expect_len[12][3];
+	_Atomic unsigned next; /* work counter shared by the job's threads */
+	_Atomic unsigned bad;
+	pthread_barrier_t *epoch_barrier;
+};
+
+static void *stress_reader(void *arg)
+{
+	struct stress_job *j = arg;
+	struct prep_recipe r;
+
+	prep_recipe_parse("rrc32", &r);
+	for (unsigned e = 0; e < j->epochs; e++) {
+		for (;;) {
+			unsigned i = atomic_fetch_add(&j->next, 1);
+			if (i >= (e + 1) * j->nfiles) {
+				atomic_fetch_sub(&j->next, 1);
+				break;
+			}
+			/* a per-job, per-epoch permutation of the files */
+			unsigned f = (unsigned)((i % j->nfiles) * 5 + j->id * 3 + e) % j->nfiles;
+			struct prep_sample *x;
+			size_t len;
+			if (prep_view_open_job(j->v, j->name, f, 900 + f, &r, &x) != 0) {
+				atomic_fetch_add(&j->bad, 1);
+				continue;
+			}
+			const uint8_t *p = prep_sample_data(x, &len);
+			if (len != j->expect_len[f][e] || memcmp(p, j->expect[f][e], len) != 0)
+				atomic_fetch_add(&j->bad, 1);
+			prep_sample_put(j->v, x);
+		}
+		pthread_barrier_wait(j->epoch_barrier);
+	}
+	return NULL;
+}
+
+START_TEST(view_stress_versions)
+{
+	enum { JOBS = 3, THREADS = 3, FILES = 12, EPOCHS = 3 };
+	static const char *names[JOBS] = { "j0", "j1", "j2" };
+	struct src s;
+	struct prep_recipe r;
+	uint64_t one;
+	struct stress_job jobs[JOBS];
+	pthread_barrier_t barriers[JOBS];
+	pthread_t t[JOBS][THREADS];
+	struct prep_stats st;
+
+	src_fill(&s, FILES);
+	prep_recipe_parse("rrc32", &r);
+	prep_output_size(&r, 1, 1, &one);
+	struct prep_config cfg = { .seed = 77, .mem_budget = 4 * one, .threads = 2, .nfiles = FILES };
+	struct prep_view *v = prep_view_create(&cfg, &src_ops, &s);
+	ck_assert_ptr_nonnull(v);
+	for (int j = 0; j < JOBS; j++) {
+		memset(&jobs[j], 0, sizeof(jobs[j]));
+		jobs[j] = (struct stress_job){ .v = v, .s = &s, .name = names[j], .nfiles = FILES,
+					       .epochs = EPOCHS, .id = (unsigned)j,
+					       .epoch_barrier = &barriers[j] };
+		pthread_barrier_init(&barriers[j], NULL, THREADS);
+		for (unsigned f = 0; f < FILES; f++)
+			for (unsigned e = 0; e < EPOCHS; e++) {
+				if (j == 0)
+					ck_assert_int_eq(prep_render(&r, s.data[f], s.len[f], 77, 900 + f, e,
+								     &jobs[0].expect[f][e],
+								     &jobs[0].expect_len[f][e]), 0);
+				else {
+					jobs[j].expect[f][e] = jobs[0].expect[f][e];
+					jobs[j].expect_len[f][e] = jobs[0].expect_len[f][e];
+				}
+			}
+	}
+	for (int j = 0; j < JOBS; j++)
+		for (int k = 0; k < THREADS; k++)
+			pthread_create(&t[j][k], NULL, stress_reader, &jobs[j]);
+	for (int j = 0; j < JOBS; j++)
+		for (int k = 0; k < THREADS; k++)
+			pthread_join(t[j][k], NULL);
+	prep_view_stats(v, &st);
+	for (int j = 0; j < JOBS; j++)
+		ck_assert_msg(atomic_load(&jobs[j].bad) == 0, "job %d: %u wrong samples", j,
+			      atomic_load(&jobs[j].bad));
+	ck_assert_uint_eq(st.errors, 0);
+	ck_assert_uint_eq(st.decodes + st.shared, JOBS * FILES * EPOCHS);
+	ck_assert_uint_ge(st.decodes, FILES * EPOCHS);
+	ck_assert_uint_le(st.staged_bytes, cfg.mem_budget);
+	for (unsigned f = 0; f < FILES; f++)
+		for (unsigned e = 0; e < EPOCHS; e++)
+			free(jobs[0].expect[f][e]);
+	for (int j = 0; j < JOBS; j++)
+		pthread_barrier_destroy(&barriers[j]);
+	prep_view_destroy(v);
+	src_free(&s);
+}
+END_TEST
+
 /* ---- job identity ---- */
 
 START_TEST(job_identity)
@@ -1227,6 +1333,7 @@ int main(void)
 	tcase_add_test(tc, view_versions_and_release);
 	tcase_add_test(tc, view_budget_and_redecode);
 	tcase_add_test(tc, view_deterministic_cached);
+	tcase_add_test(tc, view_stress_versions);
 	tcase_add_test(tc, job_identity);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
