@@ -149,12 +149,66 @@ struct dctx {
 	unsigned M;
 	struct prep__coeffs cx, cy;
 	unsigned rx0, rx1, ry0, ry1; /* region to decode, in scaled pixels */
-	/* set by the decoder: the region's pixels, RGB */
+	/* Region rows as they are decoded. Full mode: all of them, in buf.
+	 * Otherwise up to 4 at a time in buf, then through the horizontal pass
+	 * into tmp (cx.n pixels per region row), so memory is 4 source rows
+	 * plus the horizontally reduced region, whatever the source size. */
 	uint8_t *buf;
-	size_t stride;
-	unsigned bx0, by0; /* absolute position of buf's first pixel */
+	size_t stride;     /* bytes per row in buf (4 per pixel for CMYK) */
+	unsigned bx0;      /* absolute column of a buf row's first pixel */
+	unsigned nbuf;     /* rows waiting in buf */
+	unsigned done;     /* region rows through the horizontal pass */
+	uint8_t *tmp;
 	unsigned W, H;     /* source size */
 };
+
+/* Allocate the row buffers once the region's row width (pixels, bytes per
+ * pixel) is known. */
+static int rows_alloc(struct dctx *d, unsigned width, unsigned bpp)
+{
+	size_t nrows = d->full ? d->ry1 - d->ry0 : 4;
+
+	d->stride = (size_t)width * bpp;
+	d->buf = malloc(d->stride * nrows + PREP__PAD);
+	if (!d->buf)
+		return -ENOMEM;
+	if (!d->full) {
+		d->tmp = malloc((size_t)d->cx.n * 3 * (d->ry1 - d->ry0));
+		if (!d->tmp)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+/* Where the decoder puts the next region row. */
+static uint8_t *row_slot(struct dctx *d)
+{
+	return d->buf + (size_t)d->nbuf * d->stride;
+}
+
+static void rows_flush(struct dctx *d)
+{
+	const uint8_t *in[4];
+	uint8_t *out[4];
+
+	if (d->full || d->nbuf == 0)
+		return;
+	for (unsigned i = 0; i < d->nbuf; i++) {
+		in[i] = d->buf + (size_t)i * d->stride;
+		out[i] = d->tmp + (size_t)(d->done + i) * d->cx.n * 3;
+	}
+	prep__hpass(in, d->nbuf, d->bx0, &d->cx, out, true);
+	d->done += d->nbuf;
+	d->nbuf = 0;
+}
+
+/* The row at row_slot() is complete (RGB). */
+static void row_push(struct dctx *d)
+{
+	d->nbuf++;
+	if (!d->full && d->nbuf == 4)
+		rows_flush(d);
+}
 
 /* Step 1, source size known: ask for the geometry and pick the DCT scale. */
 static int plan_scale(struct dctx *d, unsigned W, unsigned H, bool can_scale)
@@ -281,7 +335,7 @@ static int decode_jpeg(const uint8_t *data, size_t len, struct dctx *d)
 	struct jpeg_decompress_struct ci;
 	struct jpeg_progress_mgr prog = { .progress_monitor = jprogress };
 	struct jerr err;
-	uint8_t *volatile buf = NULL, *volatile scratch = NULL;
+	uint8_t *volatile scratch = NULL;
 	volatile int rc = 0;
 
 	memset(&ci, 0, sizeof(ci));
@@ -338,27 +392,25 @@ static int decode_jpeg(const uint8_t *data, size_t len, struct dctx *d)
 		jpeg_crop_scanline(&ci, &xoff, &cw);
 	else
 		xoff = 0;
-	unsigned bpp = cmyk ? 4 : 3;
-	size_t stride = (size_t)ci.output_width * bpp;
-	size_t rows = d->ry1 - d->ry0;
-
-	buf = malloc(stride * rows + PREP__PAD);
-	if (!buf) {
-		rc = -ENOMEM;
+	if ((rc = rows_alloc(d, ci.output_width, cmyk ? 4 : 3)) < 0)
 		goto out;
-	}
+	d->bx0 = xoff;
 	if (d->ry0 > 0 && jpeg_skip_scanlines(&ci, d->ry0) != d->ry0) {
 		rc = -EIO;
 		goto out;
 	}
 	while (ci.output_scanline < d->ry1) {
-		JSAMPROW row = buf + (size_t)(ci.output_scanline - d->ry0) * stride;
+		JSAMPROW row = row_slot(d);
 
 		if (jpeg_read_scanlines(&ci, &row, 1) != 1) {
 			rc = -EIO;
 			goto out;
 		}
+		if (cmyk)
+			cmyk_to_rgb(row, cw);
+		row_push(d);
 	}
+	rows_flush(d);
 	/* Consume the rest so that a truncated or corrupt file fails whatever
 	 * the crop: skipped rows are entropy-decoded only. Skipping to the very
 	 * bottom would decode nothing (libjpeg-turbo just declares EOI), so the
@@ -366,7 +418,7 @@ static int decode_jpeg(const uint8_t *data, size_t len, struct dctx *d)
 	if (ci.output_scanline < sh) {
 		if (ci.output_scanline < sh - 1)
 			jpeg_skip_scanlines(&ci, sh - 1 - ci.output_scanline);
-		scratch = malloc(stride);
+		scratch = malloc(d->stride);
 		if (!scratch) {
 			rc = -ENOMEM;
 			goto out;
@@ -378,19 +430,8 @@ static int decode_jpeg(const uint8_t *data, size_t len, struct dctx *d)
 		}
 	}
 	jpeg_finish_decompress(&ci);
-	if (cmyk) {
-		for (size_t y = 0; y < rows; y++)
-			cmyk_to_rgb(buf + y * stride, cw);
-		/* rows keep their 4-byte stride; pixels are now 3 bytes */
-	}
-	d->buf = buf;
-	d->stride = stride;
-	d->bx0 = xoff;
-	d->by0 = d->ry0;
-	buf = NULL;
 out:
 	jpeg_destroy_decompress(&ci);
-	free(buf);
 	free(scratch);
 	return rc;
 }
@@ -456,7 +497,7 @@ static int decode_png(const uint8_t *data, size_t len, struct dctx *d)
 	png_structp png;
 	png_infop info = NULL;
 	struct pngsrc src = { data, len, 0 };
-	uint8_t *volatile buf = NULL, *volatile row = NULL, *volatile whole = NULL;
+	uint8_t *volatile row = NULL, *volatile whole = NULL;
 	png_bytep *volatile rowp = NULL;
 	volatile int rc = 0;
 
@@ -500,12 +541,9 @@ static int decode_png(const uint8_t *data, size_t len, struct dctx *d)
 		rc = -EIO;
 		goto out;
 	}
-	size_t stride = (size_t)(d->rx1 - d->rx0) * 3;
-	buf = malloc(stride * (d->ry1 - d->ry0) + PREP__PAD);
-	if (!buf) {
-		rc = -ENOMEM;
+	if ((rc = rows_alloc(d, d->rx1 - d->rx0, 3)) < 0)
 		goto out;
-	}
+	d->bx0 = d->rx0;
 	if (passes > 1 || interlace != PNG_INTERLACE_NONE) {
 		if ((uint64_t)rowbytes * H > (768ull << 20)) {
 			rc = -EFBIG;
@@ -520,9 +558,10 @@ static int decode_png(const uint8_t *data, size_t len, struct dctx *d)
 		for (png_uint_32 y = 0; y < H; y++)
 			rowp[y] = whole + (size_t)y * rowbytes;
 		png_read_image(png, rowp);
-		for (unsigned y = d->ry0; y < d->ry1; y++)
-			png_row_to_rgb(rowp[y], channels, odepth, d->rx0, d->rx1,
-				       buf + (y - d->ry0) * stride);
+		for (unsigned y = d->ry0; y < d->ry1; y++) {
+			png_row_to_rgb(rowp[y], channels, odepth, d->rx0, d->rx1, row_slot(d));
+			row_push(d);
+		}
 	} else {
 		row = malloc(rowbytes);
 		if (!row) {
@@ -533,20 +572,16 @@ static int decode_png(const uint8_t *data, size_t len, struct dctx *d)
 		 * region; only the region is kept. */
 		for (png_uint_32 y = 0; y < H; y++) {
 			png_read_row(png, row, NULL);
-			if (y >= d->ry0 && y < d->ry1)
-				png_row_to_rgb(row, channels, odepth, d->rx0, d->rx1,
-					       buf + (y - d->ry0) * stride);
+			if (y >= d->ry0 && y < d->ry1) {
+				png_row_to_rgb(row, channels, odepth, d->rx0, d->rx1, row_slot(d));
+				row_push(d);
+			}
 		}
 	}
+	rows_flush(d);
 	png_read_end(png, NULL);
-	d->buf = buf;
-	d->stride = stride;
-	d->bx0 = d->rx0;
-	d->by0 = d->ry0;
-	buf = NULL;
 out:
 	png_destroy_read_struct(&png, &info, NULL);
-	free(buf);
 	free(row);
 	free(whole);
 	free(rowp);
@@ -594,8 +629,7 @@ int prep__render_geom(const void *data, size_t len, prep__plan_fn plan, void *ar
 		goto out;
 	}
 	memcpy(ppm, hdr, hlen);
-	rc = prep__resample(d.buf, d.stride, d.bx0, d.by0, &d.cx, &d.cy, d.g.flip, ppm + hlen,
-			    (size_t)d.g.ow * 3);
+	rc = prep__vpass(d.tmp, &d.cx, &d.cy, d.g.flip, ppm + hlen, (size_t)d.g.ow * 3, true);
 	if (rc < 0)
 		goto out;
 	*out_ppm = ppm;
@@ -604,6 +638,7 @@ int prep__render_geom(const void *data, size_t len, prep__plan_fn plan, void *ar
 out:
 	free(ppm);
 	free(d.buf);
+	free(d.tmp);
 	prep__coeffs_free(&d.cx);
 	prep__coeffs_free(&d.cy);
 	return rc;
@@ -618,8 +653,10 @@ int prep__decode_full(const void *data, size_t len, struct prep__image *out)
 		return -EINVAL;
 	memset(&d, 0, sizeof(d));
 	d.full = true;
-	if ((rc = decode_any(data, len, &d)) < 0)
+	if ((rc = decode_any(data, len, &d)) < 0) {
+		free(d.buf);
 		return rc;
+	}
 	/* Pack rows to w*3 (CMYK rows keep a 4-byte stride). */
 	size_t row = (size_t)d.W * 3;
 	if (d.stride != row)

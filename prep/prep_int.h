@@ -84,6 +84,17 @@ void prep__coeffs_free(struct prep__coeffs *c);
 int prep__resample(const uint8_t *src, size_t src_stride, unsigned src_x0, unsigned src_y0,
 		   const struct prep__coeffs *cx, const struct prep__coeffs *cy, bool flip,
 		   uint8_t *dst, size_t dst_stride);
+/*
+ * The two passes separately, for decoders that stream rows. prep__hpass:
+ * count (<= 4 for the fast path, any is fine) rows whose first pixel is at
+ * absolute column x_base, each followed by PREP__PAD readable bytes, into
+ * out rows of cx->n RGB pixels. prep__vpass: tmp holds rows cy->lo ..
+ * cy->hi - 1 of the horizontal pass, cx->n pixels each; writes cy->n rows.
+ */
+void prep__hpass(const uint8_t *const *rows, unsigned count, unsigned x_base,
+		 const struct prep__coeffs *cx, uint8_t *const *out, bool allow_simd);
+int prep__vpass(const uint8_t *tmp, const struct prep__coeffs *cx, const struct prep__coeffs *cy,
+		bool flip, uint8_t *dst, size_t dst_stride, bool allow_simd);
 /* The same, with the SIMD kernels allowed or not (they give identical bytes). */
 int prep__resample_with(const uint8_t *src, size_t src_stride, unsigned src_x0, unsigned src_y0,
 			const struct prep__coeffs *cx, const struct prep__coeffs *cy, bool flip,

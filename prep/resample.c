@@ -119,11 +119,12 @@ static inline uint8_t clip8(int32_t in)
 	return (uint8_t)(in >> PRECISION_BITS);
 }
 
-static void pass_horizontal(const uint8_t *row, const struct prep__coeffs *cx, uint8_t *out)
+static void pass_horizontal(const uint8_t *row, unsigned x_base, const struct prep__coeffs *cx,
+			    uint8_t *out)
 {
 	for (unsigned xx = 0; xx < cx->n; xx++) {
 		const int32_t *k = &cx->k[(size_t)xx * cx->ksize];
-		const uint8_t *p = row + (size_t)cx->bounds[2 * xx] * 3;
+		const uint8_t *p = row + (size_t)(cx->bounds[2 * xx] - (int32_t)x_base) * 3;
 		int32_t n = cx->bounds[2 * xx + 1];
 		int32_t s0 = 1 << (PRECISION_BITS - 1), s1 = s0, s2 = s0;
 
@@ -166,13 +167,14 @@ static void pass_vertical(const uint8_t *rows, size_t stride, size_t width, cons
  * pixel of a row (see prep__resample's contract).
  */
 __attribute__((target("sse4.1"))) static void
-pass_horizontal_sse41(const uint8_t *row, const struct prep__coeffs *cx, uint8_t *out)
+pass_horizontal_sse41(const uint8_t *row, unsigned x_base, const struct prep__coeffs *cx,
+		      uint8_t *out)
 {
 	const __m128i half = _mm_set1_epi32(1 << (PRECISION_BITS - 1));
 
 	for (unsigned xx = 0; xx < cx->n; xx++) {
 		const int32_t *k = &cx->k[(size_t)xx * cx->ksize];
-		const uint8_t *p = row + (size_t)cx->bounds[2 * xx] * 3;
+		const uint8_t *p = row + (size_t)(cx->bounds[2 * xx] - (int32_t)x_base) * 3;
 		int32_t n = cx->bounds[2 * xx + 1];
 		__m128i acc = half;
 
@@ -193,14 +195,14 @@ pass_horizontal_sse41(const uint8_t *row, const struct prep__coeffs *cx, uint8_t
 
 /* Four rows at once: each coefficient is loaded once for four pixels. */
 __attribute__((target("sse4.1"))) static void
-pass_horizontal4_sse41(const uint8_t *const row[4], const struct prep__coeffs *cx,
+pass_horizontal4_sse41(const uint8_t *const row[4], unsigned x_base, const struct prep__coeffs *cx,
 		       uint8_t *const out[4])
 {
 	const __m128i half = _mm_set1_epi32(1 << (PRECISION_BITS - 1));
 
 	for (unsigned xx = 0; xx < cx->n; xx++) {
 		const int32_t *k = &cx->k[(size_t)xx * cx->ksize];
-		size_t off = (size_t)cx->bounds[2 * xx] * 3;
+		size_t off = (size_t)(cx->bounds[2 * xx] - (int32_t)x_base) * 3;
 		int32_t n = cx->bounds[2 * xx + 1];
 		__m128i a0 = half, a1 = half, a2 = half, a3 = half;
 
@@ -277,6 +279,60 @@ static void mirror_row(uint8_t *row, unsigned n)
 	}
 }
 
+void prep__hpass(const uint8_t *const *rows, unsigned count, unsigned x_base,
+		 const struct prep__coeffs *cx, uint8_t *const *out, bool allow_simd)
+{
+	unsigned i = 0;
+
+#if HAVE_SSE41_PATH
+	if (allow_simd && use_sse41()) {
+		for (; i + 4 <= count; i += 4)
+			pass_horizontal4_sse41(rows + i, x_base, cx, out + i);
+		for (; i < count; i++)
+			pass_horizontal_sse41(rows[i], x_base, cx, out[i]);
+	}
+#endif
+	for (; i < count; i++)
+		pass_horizontal(rows[i], x_base, cx, out[i]);
+}
+
+int prep__vpass(const uint8_t *tmp, const struct prep__coeffs *cx, const struct prep__coeffs *cy,
+		bool flip, uint8_t *dst, size_t dst_stride, bool allow_simd)
+{
+	size_t tmp_stride = (size_t)cx->n * 3;
+	int32_t *acc = malloc(sizeof(*acc) * tmp_stride);
+	bool simd = false;
+
+	if (!acc)
+		return -ENOMEM;
+#if HAVE_SSE41_PATH
+	simd = allow_simd && use_sse41();
+#endif
+	/* One output row at a time, accumulating whole rows. */
+	for (unsigned yy = 0; yy < cy->n; yy++) {
+		const int32_t *k = &cy->k[(size_t)yy * cy->ksize];
+		int32_t n = cy->bounds[2 * yy + 1];
+		uint8_t *out = dst + (size_t)yy * dst_stride;
+		const uint8_t *in = tmp + (size_t)(cy->bounds[2 * yy] - (int32_t)cy->lo) * tmp_stride;
+
+#if HAVE_SSE41_PATH
+		if (simd) {
+			vertical_row_sse41(in, tmp_stride, tmp_stride, k, n, acc, out);
+			if (flip)
+				mirror_row(out, cx->n);
+			continue;
+		}
+#endif
+		pass_vertical(in, tmp_stride, tmp_stride, k, n, acc);
+		for (size_t i = 0; i < tmp_stride; i++)
+			out[i] = clip8(acc[i]);
+		if (flip)
+			mirror_row(out, cx->n);
+	}
+	free(acc);
+	return 0;
+}
+
 int prep__resample(const uint8_t *src, size_t src_stride, unsigned src_x0, unsigned src_y0,
 		   const struct prep__coeffs *cx, const struct prep__coeffs *cy, bool flip,
 		   uint8_t *dst, size_t dst_stride)
@@ -295,68 +351,23 @@ int prep__resample_with(const uint8_t *src, size_t src_stride, unsigned src_x0, 
 	size_t rows = cy->hi - cy->lo;
 	size_t tmp_stride = (size_t)cx->n * 3;
 	uint8_t *tmp = malloc(tmp_stride * rows);
-	int32_t *acc = malloc(sizeof(*acc) * tmp_stride);
+	int rc;
 
-	if (!tmp || !acc) {
-		free(tmp);
-		free(acc);
+	if (!tmp)
 		return -ENOMEM;
-	}
-	bool simd = false;
-#if HAVE_SSE41_PATH
-	simd = allow_simd && use_sse41();
-#endif
-	/* Horizontal pass over the rows the vertical pass reads. The bounds are
-	 * absolute; shift the row pointer so they index it directly. */
-	const uint8_t *row0 = src + (cy->lo - src_y0) * src_stride - (size_t)src_x0 * 3;
-	size_t y = 0;
-#if HAVE_SSE41_PATH
-	if (simd) {
-		for (; y + 4 <= rows; y += 4) {
-			const uint8_t *const in4[4] = { row0 + y * src_stride, row0 + (y + 1) * src_stride,
-							row0 + (y + 2) * src_stride,
-							row0 + (y + 3) * src_stride };
-			uint8_t *const out4[4] = { tmp + y * tmp_stride, tmp + (y + 1) * tmp_stride,
-						   tmp + (y + 2) * tmp_stride, tmp + (y + 3) * tmp_stride };
-			pass_horizontal4_sse41(in4, cx, out4);
-		}
-		for (; y < rows; y++)
-			pass_horizontal_sse41(row0 + y * src_stride, cx, tmp + y * tmp_stride);
-	}
-#endif
-	for (; y < rows; y++)
-		pass_horizontal(row0 + y * src_stride, cx, tmp + y * tmp_stride);
-	/* Vertical pass, one output row at a time, accumulating whole rows. */
-	for (unsigned yy = 0; yy < cy->n; yy++) {
-		const int32_t *k = &cy->k[(size_t)yy * cy->ksize];
-		int32_t ymin = cy->bounds[2 * yy] - (int32_t)cy->lo;
-		int32_t n = cy->bounds[2 * yy + 1];
-		uint8_t *out = dst + (size_t)yy * dst_stride;
-		const uint8_t *in = tmp + (size_t)ymin * tmp_stride;
+	/* Horizontal pass over the rows the vertical pass reads, four at a time. */
+	for (size_t y = 0; y < rows; y += 4) {
+		const uint8_t *in[4];
+		uint8_t *out[4];
+		unsigned count = rows - y < 4 ? (unsigned)(rows - y) : 4;
 
-#if HAVE_SSE41_PATH
-		if (simd) {
-			vertical_row_sse41(in, tmp_stride, tmp_stride, k, n, acc, out);
-			if (flip)
-				mirror_row(out, cx->n);
-			continue;
+		for (unsigned i = 0; i < count; i++) {
+			in[i] = src + (cy->lo - src_y0 + y + i) * src_stride;
+			out[i] = tmp + (y + i) * tmp_stride;
 		}
-#endif
-		pass_vertical(in, tmp_stride, tmp_stride, k, n, acc);
-		if (!flip) {
-			for (size_t i = 0; i < tmp_stride; i++)
-				out[i] = clip8(acc[i]);
-		} else {
-			for (unsigned x = 0; x < cx->n; x++) {
-				const int32_t *a = &acc[3 * (size_t)(cx->n - 1 - x)];
-
-				out[3 * x] = clip8(a[0]);
-				out[3 * x + 1] = clip8(a[1]);
-				out[3 * x + 2] = clip8(a[2]);
-			}
-		}
+		prep__hpass(in, count, src_x0, cx, out, allow_simd);
 	}
+	rc = prep__vpass(tmp, cx, cy, flip, dst, dst_stride, allow_simd);
 	free(tmp);
-	free(acc);
-	return 0;
+	return rc;
 }
