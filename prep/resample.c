@@ -8,7 +8,6 @@
  * same input pixels the result is bit-identical to PIL's resize().
  */
 #include <errno.h>
-#include <stdatomic.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -254,15 +253,8 @@ vertical_row_sse41(const uint8_t *rows, size_t stride, size_t width, const int32
 
 static bool use_sse41(void)
 {
-	static _Atomic int cached = -1; /* a pure function of the CPU: racing writers agree */
-	int v = cached;
-
-	if (v < 0) {
-		__builtin_cpu_init();
-		v = __builtin_cpu_supports("sse4.1") ? 1 : 0;
-		cached = v;
-	}
-	return v == 1;
+	/* libgcc fills the CPU model at start-up; this is a load and a test. */
+	return __builtin_cpu_supports("sse4.1");
 }
 #else
 #define HAVE_SSE41_PATH 0
