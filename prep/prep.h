@@ -57,6 +57,15 @@ int prep_recipe_name(const struct prep_recipe *r, char *buf, size_t buflen);
 /* True for recipes whose output depends on the version (rrc). */
 bool prep_recipe_is_random(const struct prep_recipe *r);
 
+/*
+ * True when torchvision's ImageFolder would list a file of this name: its
+ * extension, compared case-insensitively, is one of IMG_EXTENSIONS (.jpg
+ * .jpeg .png .ppm .bmp .pgm .tif .tiff .webp). The prepared view lists
+ * exactly these, so ImageFolder sees the same samples there; the decoder
+ * sniffs the content, and handles JPEG and PNG (others give -EINVAL).
+ */
+bool prep_is_image_name(const char *name);
+
 /* ---- stateless decode + transform --------------------------------------- */
 
 /*

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "common/hash.h"
 #include "prep/prep_int.h"
@@ -45,6 +46,20 @@ int prep_recipe_parse(const char *name, struct prep_recipe *out)
 		return 0;
 	}
 	return -EINVAL;
+}
+
+bool prep_is_image_name(const char *name)
+{
+	static const char *const exts[] = { ".jpg", ".jpeg", ".png", ".ppm", ".bmp",
+					    ".pgm", ".tif", ".tiff", ".webp" };
+	size_t len = name ? strlen(name) : 0;
+
+	for (size_t i = 0; i < sizeof(exts) / sizeof(exts[0]); i++) {
+		size_t el = strlen(exts[i]);
+		if (len >= el && strcasecmp(name + len - el, exts[i]) == 0)
+			return true;
+	}
+	return false;
 }
 
 static bool recipe_valid(const struct prep_recipe *r)

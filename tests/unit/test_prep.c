@@ -359,6 +359,15 @@ START_TEST(recipe_parsing)
 		ck_assert_uint_eq(keep.size, 99);
 	}
 	ck_assert_int_eq(prep_recipe_parse(NULL, &r), -EINVAL);
+
+	/* the names ImageFolder lists */
+	ck_assert(prep_is_image_name("n01440764_10026.JPEG"));
+	ck_assert(prep_is_image_name("a.png"));
+	ck_assert(prep_is_image_name("dir.x/b.webp"));
+	ck_assert(prep_is_image_name(".jpg")); /* torchvision: name.lower().endswith() */
+	ck_assert(!prep_is_image_name("notes.txt"));
+	ck_assert(!prep_is_image_name("jpg"));
+	ck_assert(!prep_is_image_name(NULL));
 }
 END_TEST
 
