@@ -143,6 +143,10 @@ void prep_view_destroy(struct prep_view *v);
  * errno, -EINVAL (bad file_index/recipe), -ENOMEM. Thread-safe.
  * file_key identifies the file's content for the randomness (e.g. a hash of
  * its relative path), so versions are stable across mounts.
+ * Versions count a job's opens of file_index under any random recipe.
+ * For fs/: the content of a random recipe's file changes from one open to
+ * the next (same size), so such files must not keep the page cache across
+ * opens (no keep_cache; direct_io or invalidate on open).
  */
 int prep_view_open(struct prep_view *v, pid_t pid, uint32_t file_index, uint64_t file_key,
 		   const struct prep_recipe *r, struct prep_sample **out);
