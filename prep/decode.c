@@ -16,15 +16,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <jpeglib.h>
 #include <jerror.h>
+#include <jpeglib.h>
 #include <png.h>
 
 #include "prep/prep_int.h"
 
 enum prep__format prep__sniff(const void *data, size_t len)
 {
-	static const uint8_t png_sig[8] = { 0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n' };
+	static const uint8_t png_sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
 	const uint8_t *p = data;
 
 	if (len >= 3 && p[0] == 0xff && p[1] == 0xd8 && p[2] == 0xff)
@@ -143,7 +143,7 @@ struct dctx {
 	prep__plan_fn plan;
 	void *arg;
 	unsigned scale_num; /* 0 = auto */
-	bool full;          /* the whole image, full resolution, no plan */
+	bool full;	    /* the whole image, full resolution, no plan */
 	/* set by plan_scale() and plan_region() */
 	struct prep__geom g;
 	unsigned M;
@@ -154,12 +154,12 @@ struct dctx {
 	 * into tmp (cx.n pixels per region row), so memory is 4 source rows
 	 * plus the horizontally reduced region, whatever the source size. */
 	uint8_t *buf;
-	size_t stride;     /* bytes per row in buf (4 per pixel for CMYK) */
-	unsigned bx0;      /* absolute column of a buf row's first pixel */
-	unsigned nbuf;     /* rows waiting in buf */
-	unsigned done;     /* region rows through the horizontal pass */
+	size_t stride; /* bytes per row in buf (4 per pixel for CMYK) */
+	unsigned bx0;  /* absolute column of a buf row's first pixel */
+	unsigned nbuf; /* rows waiting in buf */
+	unsigned done; /* region rows through the horizontal pass */
 	uint8_t *tmp;
-	unsigned W, H;     /* source size */
+	unsigned W, H; /* source size */
 };
 
 /* Allocate the row buffers once the region's row width (pixels, bytes per
@@ -256,8 +256,8 @@ static int plan_region(struct dctx *d, unsigned sw, unsigned sh)
 		c0x = c1x - 1;
 	if (c0y >= c1y)
 		c0y = c1y - 1;
-	int rc = prep__coeffs_make(g->box_x0 * s, g->box_x1 * s, c0x, c1x, g->vw, g->ox, g->ow,
-				   &d->cx);
+	int rc =
+	    prep__coeffs_make(g->box_x0 * s, g->box_x1 * s, c0x, c1x, g->vw, g->ox, g->ow, &d->cx);
 	if (rc == 0)
 		rc = prep__coeffs_make(g->box_y0 * s, g->box_y1 * s, c0y, c1y, g->vh, g->oy, g->oh,
 				       &d->cy);
@@ -333,7 +333,7 @@ static void jprogress(j_common_ptr ci)
 static int decode_jpeg(const uint8_t *data, size_t len, struct dctx *d)
 {
 	struct jpeg_decompress_struct ci;
-	struct jpeg_progress_mgr prog = { .progress_monitor = jprogress };
+	struct jpeg_progress_mgr prog = {.progress_monitor = jprogress};
 	struct jerr err;
 	uint8_t *volatile scratch = NULL;
 	volatile int rc = 0;
@@ -496,7 +496,7 @@ static int decode_png(const uint8_t *data, size_t len, struct dctx *d)
 {
 	png_structp png;
 	png_infop info = NULL;
-	struct pngsrc src = { data, len, 0 };
+	struct pngsrc src = {data, len, 0};
 	uint8_t *volatile row = NULL, *volatile whole = NULL;
 	png_bytep *volatile rowp = NULL;
 	volatile int rc = 0;

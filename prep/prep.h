@@ -31,12 +31,12 @@
 #include <sys/types.h>
 
 /* Hard caps on anything that comes from an image file. */
-#define PREP_MAX_SIDE 32768u                  /* source width or height */
+#define PREP_MAX_SIDE 32768u		       /* source width or height */
 #define PREP_MAX_PIXELS (100u * 1000u * 1000u) /* source width * height */
-#define PREP_MAX_OUT_PIXELS (16u << 20)        /* output width * height */
-#define PREP_MIN_SIZE 16u                     /* recipe S range */
+#define PREP_MAX_OUT_PIXELS (16u << 20)	       /* output width * height */
+#define PREP_MIN_SIZE 16u		       /* recipe S range */
 #define PREP_MAX_SIZE 1024u
-#define PREP_JOB_NAME_MAX 128u                /* job names, with the NUL */
+#define PREP_JOB_NAME_MAX 128u /* job names, with the NUL */
 
 /* ---- recipes ---------------------------------------------------------- */
 
@@ -81,8 +81,7 @@ int prep_output_dims(const struct prep_recipe *r, unsigned src_w, unsigned src_h
 		     unsigned *out_h);
 
 /* Exact size in bytes of the PPM that prep_render produces (header + RGB). */
-int prep_output_size(const struct prep_recipe *r, unsigned src_w, unsigned src_h,
-		     uint64_t *bytes);
+int prep_output_size(const struct prep_recipe *r, unsigned src_w, unsigned src_h, uint64_t *bytes);
 
 /* Bytes of a PPM of w x h ("P6\n<w> <h>\n255\n" + 3*w*h). */
 uint64_t prep_ppm_size(unsigned w, unsigned h);
@@ -104,14 +103,13 @@ struct prep_source_ops {
 	int (*read_file)(void *arg, uint32_t file_index, uint8_t **data, size_t *len);
 	/* Optional: read at most max bytes from the start of the file (for the
 	 * header of resize recipes' stat). NULL: read_file is used instead. */
-	int (*read_prefix)(void *arg, uint32_t file_index, size_t max, uint8_t **data,
-			   size_t *len);
+	int (*read_prefix)(void *arg, uint32_t file_index, size_t max, uint8_t **data, size_t *len);
 	/* Optional: the file's name for log lines; NULL or a NULL result is fine. */
 	const char *(*file_name)(void *arg, uint32_t file_index);
 };
 
 struct prep_config {
-	uint64_t seed;       /* randomness of every random recipe */
+	uint64_t seed;	     /* randomness of every random recipe */
 	uint64_t mem_budget; /* bytes of staged + cached samples (--prep-mem) */
 	unsigned threads;    /* decode threads; 0 = number of online CPUs */
 	uint32_t nfiles;     /* file indexes are 0..nfiles-1 */
@@ -152,8 +150,8 @@ int prep_view_open(struct prep_view *v, pid_t pid, uint32_t file_index, uint64_t
 		   const struct prep_recipe *r, struct prep_sample **out);
 
 /* The same with the job named by the caller (non-empty, < PREP_JOB_NAME_MAX). */
-int prep_view_open_job(struct prep_view *v, const char *job, uint32_t file_index,
-		       uint64_t file_key, const struct prep_recipe *r, struct prep_sample **out);
+int prep_view_open_job(struct prep_view *v, const char *job, uint32_t file_index, uint64_t file_key,
+		       const struct prep_recipe *r, struct prep_sample **out);
 
 /* Take job's next version of file_index without decoding: 0-based, one per
  * call, saturating at 65535. Thread-safe. */

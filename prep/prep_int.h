@@ -13,7 +13,7 @@
 
 #include "prep/prep.h"
 
-#define PREP__JPEG_MAX_SCANS 1000          /* progressive "scan bombs" */
+#define PREP__JPEG_MAX_SCANS 1000	  /* progressive "scan bombs" */
 #define PREP__JPEG_MAX_MEM (768ull << 20) /* libjpeg's own allocations */
 #define PREP__PAD 16 /* slack after pixel buffers: SIMD loads read past the last pixel */
 
@@ -59,11 +59,11 @@ int prep__plan(const struct prep_recipe *r, unsigned W, unsigned H, uint64_t see
 /* ---- resampling (PIL's ImagingResample, BILINEAR, 8 bits per channel) ---- */
 
 struct prep__coeffs {
-	unsigned n;       /* outputs */
-	unsigned ksize;   /* taps per output (stride of k) */
-	int32_t *bounds;  /* per output: first input (absolute), tap count */
-	int32_t *k;       /* fixed-point weights, 22 fractional bits */
-	unsigned lo, hi;  /* inputs read: [lo, hi) */
+	unsigned n;	 /* outputs */
+	unsigned ksize;	 /* taps per output (stride of k) */
+	int32_t *bounds; /* per output: first input (absolute), tap count */
+	int32_t *k;	 /* fixed-point weights, 22 fractional bits */
+	unsigned lo, hi; /* inputs read: [lo, hi) */
 };
 
 /*

@@ -165,9 +165,10 @@ static void pass_vertical(const uint8_t *rows, size_t stride, size_t width, cons
  * output is bit-identical to the scalar code. Reads one byte past the last
  * pixel of a row (see prep__resample's contract).
  */
-__attribute__((target("sse4.1"))) static void
-pass_horizontal_sse41(const uint8_t *row, unsigned x_base, const struct prep__coeffs *cx,
-		      uint8_t *out)
+__attribute__((target("sse4.1"))) static void pass_horizontal_sse41(const uint8_t *row,
+								    unsigned x_base,
+								    const struct prep__coeffs *cx,
+								    uint8_t *out)
 {
 	const __m128i half = _mm_set1_epi32(1 << (PRECISION_BITS - 1));
 
@@ -193,9 +194,10 @@ pass_horizontal_sse41(const uint8_t *row, unsigned x_base, const struct prep__co
 }
 
 /* Four rows at once: each coefficient is loaded once for four pixels. */
-__attribute__((target("sse4.1"))) static void
-pass_horizontal4_sse41(const uint8_t *const row[4], unsigned x_base, const struct prep__coeffs *cx,
-		       uint8_t *const out[4])
+__attribute__((target("sse4.1"))) static void pass_horizontal4_sse41(const uint8_t *const row[4],
+								     unsigned x_base,
+								     const struct prep__coeffs *cx,
+								     uint8_t *const out[4])
 {
 	const __m128i half = _mm_set1_epi32(1 << (PRECISION_BITS - 1));
 
@@ -212,10 +214,14 @@ pass_horizontal4_sse41(const uint8_t *const row[4], unsigned x_base, const struc
 			memcpy(&v1, row[1] + off, 4);
 			memcpy(&v2, row[2] + off, 4);
 			memcpy(&v3, row[3] + off, 4);
-			a0 = _mm_add_epi32(a0, _mm_mullo_epi32(_mm_cvtepu8_epi32(_mm_cvtsi32_si128(v0)), kv));
-			a1 = _mm_add_epi32(a1, _mm_mullo_epi32(_mm_cvtepu8_epi32(_mm_cvtsi32_si128(v1)), kv));
-			a2 = _mm_add_epi32(a2, _mm_mullo_epi32(_mm_cvtepu8_epi32(_mm_cvtsi32_si128(v2)), kv));
-			a3 = _mm_add_epi32(a3, _mm_mullo_epi32(_mm_cvtepu8_epi32(_mm_cvtsi32_si128(v3)), kv));
+			a0 = _mm_add_epi32(
+			    a0, _mm_mullo_epi32(_mm_cvtepu8_epi32(_mm_cvtsi32_si128(v0)), kv));
+			a1 = _mm_add_epi32(
+			    a1, _mm_mullo_epi32(_mm_cvtepu8_epi32(_mm_cvtsi32_si128(v1)), kv));
+			a2 = _mm_add_epi32(
+			    a2, _mm_mullo_epi32(_mm_cvtepu8_epi32(_mm_cvtsi32_si128(v2)), kv));
+			a3 = _mm_add_epi32(
+			    a3, _mm_mullo_epi32(_mm_cvtepu8_epi32(_mm_cvtsi32_si128(v3)), kv));
 		}
 		__m128i p01 = _mm_packs_epi32(_mm_srai_epi32(a0, PRECISION_BITS),
 					      _mm_srai_epi32(a1, PRECISION_BITS));
@@ -232,24 +238,28 @@ pass_horizontal4_sse41(const uint8_t *const row[4], unsigned x_base, const struc
 }
 
 /* The vertical pass of one output row, clipped to bytes into out. */
-__attribute__((target("sse4.1"))) static void
-vertical_row_sse41(const uint8_t *rows, size_t stride, size_t width, const int32_t *k, int32_t n,
-		   int32_t *acc, uint8_t *out)
+__attribute__((target("sse4.1"))) static void vertical_row_sse41(const uint8_t *rows, size_t stride,
+								 size_t width, const int32_t *k,
+								 int32_t n, int32_t *acc,
+								 uint8_t *out)
 {
 	VERTICAL_BODY
 	size_t i = 0;
 	for (; i + 16 <= width; i += 16) {
-		__m128i a0 = _mm_srai_epi32(_mm_loadu_si128((const __m128i *)(acc + i)), PRECISION_BITS);
-		__m128i a1 = _mm_srai_epi32(_mm_loadu_si128((const __m128i *)(acc + i + 4)), PRECISION_BITS);
-		__m128i a2 = _mm_srai_epi32(_mm_loadu_si128((const __m128i *)(acc + i + 8)), PRECISION_BITS);
-		__m128i a3 = _mm_srai_epi32(_mm_loadu_si128((const __m128i *)(acc + i + 12)), PRECISION_BITS);
+		__m128i a0 =
+		    _mm_srai_epi32(_mm_loadu_si128((const __m128i *)(acc + i)), PRECISION_BITS);
+		__m128i a1 =
+		    _mm_srai_epi32(_mm_loadu_si128((const __m128i *)(acc + i + 4)), PRECISION_BITS);
+		__m128i a2 =
+		    _mm_srai_epi32(_mm_loadu_si128((const __m128i *)(acc + i + 8)), PRECISION_BITS);
+		__m128i a3 = _mm_srai_epi32(_mm_loadu_si128((const __m128i *)(acc + i + 12)),
+					    PRECISION_BITS);
 		__m128i p = _mm_packus_epi16(_mm_packs_epi32(a0, a1), _mm_packs_epi32(a2, a3));
 		_mm_storeu_si128((__m128i *)(out + i), p);
 	}
 	for (; i < width; i++)
 		out[i] = clip8(acc[i]);
 }
-
 
 static bool use_sse41(void)
 {
@@ -305,7 +315,8 @@ int prep__vpass(const uint8_t *tmp, const struct prep__coeffs *cx, const struct 
 		const int32_t *k = &cy->k[(size_t)yy * cy->ksize];
 		int32_t n = cy->bounds[2 * yy + 1];
 		uint8_t *out = dst + (size_t)yy * dst_stride;
-		const uint8_t *in = tmp + (size_t)(cy->bounds[2 * yy] - (int32_t)cy->lo) * tmp_stride;
+		const uint8_t *in =
+		    tmp + (size_t)(cy->bounds[2 * yy] - (int32_t)cy->lo) * tmp_stride;
 
 #if HAVE_SSE41_PATH
 		if (simd) {

@@ -17,7 +17,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	static const char *names[] = { "rrc16", "rrc64", "center16", "center48", "resize16", "resize40" };
+	static const char *names[] = {"rrc16",	  "rrc64",    "center16",
+				      "center48", "resize16", "resize40"};
 	struct prep_recipe r;
 	unsigned w, h;
 	uint8_t *out = NULL;

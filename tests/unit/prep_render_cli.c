@@ -74,7 +74,8 @@ int main(int argc, char **argv)
 	int rc;
 
 	if (argc == 6 && strcmp(argv[1], "--rrc-params") == 0) {
-		unsigned W = (unsigned)strtoul(argv[2], NULL, 10), H = (unsigned)strtoul(argv[3], NULL, 10);
+		unsigned W = (unsigned)strtoul(argv[2], NULL, 10),
+			 H = (unsigned)strtoul(argv[3], NULL, 10);
 		uint64_t seed = strtoull(argv[4], NULL, 0);
 		unsigned long count = strtoul(argv[5], NULL, 10);
 
@@ -101,18 +102,22 @@ int main(int argc, char **argv)
 		double total = 0;
 
 		if (prep_recipe_parse(argv[2], &r) < 0 || n == 0) {
-			fprintf(stderr, "prep_render_cli: bad recipe %s or count %s\n", argv[2], argv[3]);
+			fprintf(stderr, "prep_render_cli: bad recipe %s or count %s\n", argv[2],
+				argv[3]);
 			return 1;
 		}
 		for (int f = 4; f < argc; f++) {
 			if ((rc = read_all(argv[f], &data, &len)) < 0) {
-				fprintf(stderr, "prep_render_cli: %s: %s\n", argv[f], strerror(-rc));
+				fprintf(stderr, "prep_render_cli: %s: %s\n", argv[f],
+					strerror(-rc));
 				return 1;
 			}
 			clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t0);
 			for (unsigned long i = 0; i < n; i++) {
-				if ((rc = prep_render(&r, data, len, 1, (uint64_t)f, (uint32_t)i, &ppm, &plen)) < 0) {
-					fprintf(stderr, "prep_render_cli: %s: %s\n", argv[f], strerror(-rc));
+				if ((rc = prep_render(&r, data, len, 1, (uint64_t)f, (uint32_t)i,
+						      &ppm, &plen)) < 0) {
+					fprintf(stderr, "prep_render_cli: %s: %s\n", argv[f],
+						strerror(-rc));
 					return 1;
 				}
 				free(ppm);
@@ -126,11 +131,12 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (argc == 5 && strcmp(argv[1], "--scale") == 0) {
-		struct scale_arg a = { &r };
+		struct scale_arg a = {&r};
 		unsigned m = (unsigned)strtoul(argv[2], NULL, 10);
 
 		if (prep_recipe_parse(argv[3], &r) < 0 || m < 1 || m > 8) {
-			fprintf(stderr, "prep_render_cli: bad recipe %s or scale %s\n", argv[3], argv[2]);
+			fprintf(stderr, "prep_render_cli: bad recipe %s or scale %s\n", argv[3],
+				argv[2]);
 			return 1;
 		}
 		if ((rc = read_all(argv[4], &data, &len)) < 0) {

@@ -39,7 +39,7 @@ struct color {
 	uint8_t r, g, b;
 };
 static const struct color quad_colors[4] = {
-	{ 200, 30, 40 }, { 20, 220, 90 }, { 30, 60, 200 }, { 128, 128, 128 } };
+    {200, 30, 40}, {20, 220, 90}, {30, 60, 200}, {128, 128, 128}};
 
 /* 4 solid quadrants (aligned to 16-pixel MCUs for 64x64). */
 static struct color quad_pixel(unsigned x, unsigned y, unsigned w, unsigned h)
@@ -72,7 +72,7 @@ struct jopts {
 	enum jkind kind;
 	bool progressive;
 	unsigned restart; /* restart_interval in MCUs, 0 = none */
-	int hsamp;        /* luma h sampling factor: 1 (4:4:4) or 2 (4:2:0) */
+	int hsamp;	  /* luma h sampling factor: 1 (4:4:4) or 2 (4:2:0) */
 	int quality;
 };
 
@@ -95,7 +95,7 @@ static struct color pil_cmyk_rgb(const uint8_t in[4])
 		int tmp = (255 - in[c]) * nk + 128;
 		v[c] = (uint8_t)(nk - (((tmp >> 8) + tmp) >> 8));
 	}
-	return (struct color){ v[0], v[1], v[2] };
+	return (struct color){v[0], v[1], v[2]};
 }
 
 static uint8_t *make_jpeg(unsigned w, unsigned h, pixel_fn px, const struct jopts *o, size_t *len)
@@ -113,7 +113,9 @@ static uint8_t *make_jpeg(unsigned w, unsigned h, pixel_fn px, const struct jopt
 	ci.image_width = w;
 	ci.image_height = h;
 	ci.input_components = comps;
-	ci.in_color_space = o->kind == J_GRAY ? JCS_GRAYSCALE : o->kind == J_RGB ? JCS_RGB : JCS_CMYK;
+	ci.in_color_space = o->kind == J_GRAY  ? JCS_GRAYSCALE
+			    : o->kind == J_RGB ? JCS_RGB
+					       : JCS_CMYK;
 	jpeg_set_defaults(&ci);
 	if (o->kind == J_YCCK)
 		jpeg_set_colorspace(&ci, JCS_YCCK);
@@ -124,7 +126,8 @@ static uint8_t *make_jpeg(unsigned w, unsigned h, pixel_fn px, const struct jopt
 		for (int c = 1; c < ci.num_components; c++)
 			ci.comp_info[c].h_samp_factor = ci.comp_info[c].v_samp_factor = 1;
 		if (o->kind == J_YCCK)
-			ci.comp_info[3].h_samp_factor = ci.comp_info[3].v_samp_factor = ci.comp_info[0].h_samp_factor;
+			ci.comp_info[3].h_samp_factor = ci.comp_info[3].v_samp_factor =
+			    ci.comp_info[0].h_samp_factor;
 	}
 	if (o->progressive)
 		jpeg_simple_progression(&ci);
@@ -215,21 +218,21 @@ static struct color png_expect(int ctype, int depth, struct color c)
 	case PNG_COLOR_TYPE_GRAY:
 		if (depth == 16) { /* PIL mode "I": clipped */
 			unsigned v = c.g * 3u > 255 ? 255 : c.g * 3u;
-			return (struct color){ v, v, v };
+			return (struct color){v, v, v};
 		} else {
 			unsigned v = (c.g * maxv / 255) * 255 / maxv;
-			return (struct color){ v, v, v };
+			return (struct color){v, v, v};
 		}
 	case PNG_COLOR_TYPE_GRAY_ALPHA:
 		if (depth == 16) {
 			uint8_t v = (uint8_t)((c.g * maxv / 255) >> 8);
-			return (struct color){ v, v, v };
+			return (struct color){v, v, v};
 		}
-		return (struct color){ c.g, c.g, c.g };
+		return (struct color){c.g, c.g, c.g};
 	default:
 		if (depth == 16)
-			return (struct color){ (c.r * maxv / 255) >> 8, (c.g * maxv / 255) >> 8,
-					       (c.b * maxv / 255) >> 8 };
+			return (struct color){(c.r * maxv / 255) >> 8, (c.g * maxv / 255) >> 8,
+					      (c.b * maxv / 255) >> 8};
 		return c;
 	}
 }
@@ -237,7 +240,7 @@ static struct color png_expect(int ctype, int depth, struct color c)
 static uint8_t *make_png(unsigned w, unsigned h, int ctype, int depth, bool interlace, bool trns,
 			 size_t *len)
 {
-	struct pngbuf b = { 0 };
+	struct pngbuf b = {0};
 	png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
 	png_infop info = png_create_info_struct(png);
 	size_t rowbytes = (size_t)w * 8 + 8;
@@ -246,19 +249,19 @@ static uint8_t *make_png(unsigned w, unsigned h, int ctype, int depth, bool inte
 	ck_assert(png && info && row);
 	png_set_write_fn(png, &b, png_write_mem, png_flush_mem);
 	png_set_IHDR(png, info, w, h, depth, ctype,
-		     interlace ? PNG_INTERLACE_ADAM7 : PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT,
-		     PNG_FILTER_TYPE_DEFAULT);
+		     interlace ? PNG_INTERLACE_ADAM7 : PNG_INTERLACE_NONE,
+		     PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
 	if (ctype == PNG_COLOR_TYPE_PALETTE) {
 		png_color pal[4];
 		for (int i = 0; i < 4; i++)
-			pal[i] = (png_color){ quad_colors[i].r, quad_colors[i].g, quad_colors[i].b };
+			pal[i] = (png_color){quad_colors[i].r, quad_colors[i].g, quad_colors[i].b};
 		png_set_PLTE(png, info, pal, 4);
 		if (trns) {
-			png_byte t[4] = { 0, 128, 255, 7 };
+			png_byte t[4] = {0, 128, 255, 7};
 			png_set_tRNS(png, info, t, 4, NULL);
 		}
 	} else if (trns && ctype == PNG_COLOR_TYPE_GRAY) {
-		png_color_16 tc = { .gray = 1 };
+		png_color_16 tc = {.gray = 1};
 		png_set_tRNS(png, info, NULL, 0, &tc);
 	}
 	png_write_info(png, info);
@@ -275,10 +278,12 @@ static uint8_t *make_png(unsigned w, unsigned h, int ctype, int depth, bool inte
 					unsigned bit = x * depth;
 					row[bit / 8] |= (uint8_t)(v << (8 - depth - bit % 8));
 				} else {
-					unsigned ch = ctype == PNG_COLOR_TYPE_GRAY ? 1 :
-						      ctype == PNG_COLOR_TYPE_GRAY_ALPHA ? 2 :
-						      ctype == PNG_COLOR_TYPE_RGB ? 3 : 4;
-					png_pixel(ctype, depth, c, x, row + (size_t)x * ch * (depth / 8));
+					unsigned ch = ctype == PNG_COLOR_TYPE_GRAY	   ? 1
+						      : ctype == PNG_COLOR_TYPE_GRAY_ALPHA ? 2
+						      : ctype == PNG_COLOR_TYPE_RGB	   ? 3
+											   : 4;
+					png_pixel(ctype, depth, c, x,
+						  row + (size_t)x * ch * (depth / 8));
 				}
 			}
 			png_write_row(png, row);
@@ -324,18 +329,19 @@ static double psnr(const uint8_t *a, const uint8_t *b, size_t n)
 static void assert_color_near(const uint8_t *p, struct color c, int tol, const char *what)
 {
 	ck_assert_msg(abs(p[0] - c.r) <= tol && abs(p[1] - c.g) <= tol && abs(p[2] - c.b) <= tol,
-		      "%s: got (%d,%d,%d), want (%d,%d,%d) +-%d", what, p[0], p[1], p[2], c.r, c.g, c.b,
-		      tol);
+		      "%s: got (%d,%d,%d), want (%d,%d,%d) +-%d", what, p[0], p[1], p[2], c.r, c.g,
+		      c.b, tol);
 }
 
 /* ---- recipes ---- */
 
 START_TEST(recipe_parsing)
 {
-	static const char *bad[] = { "", "rrc", "rrc15", "rrc1025", "rrc0224", "rrc224x", "RRC224",
-				     "crop224", "rrc-1", "rrc+224", "center99999", "resize 256",
-				     "center", "rrc2240", "resize", "rrc224/" };
-	struct prep_recipe r = { PREP_RESIZE, 77 };
+	static const char *bad[] = {"",	       "rrc",	  "rrc15",	 "rrc1025",
+				    "rrc0224", "rrc224x", "RRC224",	 "crop224",
+				    "rrc-1",   "rrc+224", "center99999", "resize 256",
+				    "center",  "rrc2240", "resize",	 "rrc224/"};
+	struct prep_recipe r = {PREP_RESIZE, 77};
 	char name[32];
 
 	ck_assert_int_eq(prep_recipe_parse("rrc224", &r), 0);
@@ -353,9 +359,10 @@ START_TEST(recipe_parsing)
 	ck_assert_str_eq(name, "resize1024");
 	ck_assert_int_eq(prep_recipe_name(&r, name, 5), -ENAMETOOLONG);
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		struct prep_recipe keep = { PREP_RRC, 99 };
+		struct prep_recipe keep = {PREP_RRC, 99};
 		int rc = prep_recipe_parse(bad[i], &keep);
-		ck_assert_msg(rc == -EINVAL, "prep_recipe_parse(\"%s\") = %d, want -EINVAL", bad[i], rc);
+		ck_assert_msg(rc == -EINVAL, "prep_recipe_parse(\"%s\") = %d, want -EINVAL", bad[i],
+			      rc);
 		ck_assert_uint_eq(keep.size, 99);
 	}
 	ck_assert_int_eq(prep_recipe_parse(NULL, &r), -EINVAL);
@@ -411,7 +418,7 @@ END_TEST
 
 START_TEST(probe_headers)
 {
-	struct jopts o = { .kind = J_RGB };
+	struct jopts o = {.kind = J_RGB};
 	size_t jl, pl;
 	uint8_t *j = make_jpeg(70, 33, quad_pixel, &o, &jl);
 	uint8_t *p = make_png(41, 17, PNG_COLOR_TYPE_RGB, 8, false, false, &pl);
@@ -461,16 +468,16 @@ static void check_quadrants_jpeg(const struct jopts *o, int tol, const char *wha
 
 START_TEST(decode_jpeg_flavours)
 {
-	check_quadrants_jpeg(&(struct jopts){ .kind = J_RGB }, 4, "baseline 4:4:4");
-	check_quadrants_jpeg(&(struct jopts){ .kind = J_RGB, .hsamp = 2 }, 6, "baseline 4:2:0");
-	check_quadrants_jpeg(&(struct jopts){ .kind = J_GRAY }, 2, "gray");
-	check_quadrants_jpeg(&(struct jopts){ .kind = J_CMYK }, 4, "CMYK (Adobe)");
-	check_quadrants_jpeg(&(struct jopts){ .kind = J_YCCK }, 6, "YCCK (Adobe)");
-	check_quadrants_jpeg(&(struct jopts){ .kind = J_RGB, .progressive = true, .hsamp = 2 }, 6,
+	check_quadrants_jpeg(&(struct jopts){.kind = J_RGB}, 4, "baseline 4:4:4");
+	check_quadrants_jpeg(&(struct jopts){.kind = J_RGB, .hsamp = 2}, 6, "baseline 4:2:0");
+	check_quadrants_jpeg(&(struct jopts){.kind = J_GRAY}, 2, "gray");
+	check_quadrants_jpeg(&(struct jopts){.kind = J_CMYK}, 4, "CMYK (Adobe)");
+	check_quadrants_jpeg(&(struct jopts){.kind = J_YCCK}, 6, "YCCK (Adobe)");
+	check_quadrants_jpeg(&(struct jopts){.kind = J_RGB, .progressive = true, .hsamp = 2}, 6,
 			     "progressive");
-	check_quadrants_jpeg(&(struct jopts){ .kind = J_RGB, .restart = 1, .hsamp = 2 }, 6,
+	check_quadrants_jpeg(&(struct jopts){.kind = J_RGB, .restart = 1, .hsamp = 2}, 6,
 			     "restart markers");
-	check_quadrants_jpeg(&(struct jopts){ .kind = J_CMYK, .progressive = true }, 6,
+	check_quadrants_jpeg(&(struct jopts){.kind = J_CMYK, .progressive = true}, 6,
 			     "progressive CMYK");
 }
 END_TEST
@@ -481,21 +488,21 @@ START_TEST(decode_png_flavours)
 		int ctype, depth;
 		bool interlace, trns;
 	} cases[] = {
-		{ PNG_COLOR_TYPE_RGB, 8, false, false },
-		{ PNG_COLOR_TYPE_RGB, 16, false, false },
-		{ PNG_COLOR_TYPE_RGB_ALPHA, 8, false, false },
-		{ PNG_COLOR_TYPE_RGB_ALPHA, 16, false, false },
-		{ PNG_COLOR_TYPE_GRAY, 1, false, false },
-		{ PNG_COLOR_TYPE_GRAY, 2, false, false },
-		{ PNG_COLOR_TYPE_GRAY, 4, false, false },
-		{ PNG_COLOR_TYPE_GRAY, 8, false, true },
-		{ PNG_COLOR_TYPE_GRAY, 16, false, false },
-		{ PNG_COLOR_TYPE_GRAY_ALPHA, 8, false, false },
-		{ PNG_COLOR_TYPE_GRAY_ALPHA, 16, false, false },
-		{ PNG_COLOR_TYPE_PALETTE, 8, false, false },
-		{ PNG_COLOR_TYPE_PALETTE, 8, false, true },
-		{ PNG_COLOR_TYPE_RGB, 8, true, false },
-		{ PNG_COLOR_TYPE_PALETTE, 8, true, true },
+	    {PNG_COLOR_TYPE_RGB, 8, false, false},
+	    {PNG_COLOR_TYPE_RGB, 16, false, false},
+	    {PNG_COLOR_TYPE_RGB_ALPHA, 8, false, false},
+	    {PNG_COLOR_TYPE_RGB_ALPHA, 16, false, false},
+	    {PNG_COLOR_TYPE_GRAY, 1, false, false},
+	    {PNG_COLOR_TYPE_GRAY, 2, false, false},
+	    {PNG_COLOR_TYPE_GRAY, 4, false, false},
+	    {PNG_COLOR_TYPE_GRAY, 8, false, true},
+	    {PNG_COLOR_TYPE_GRAY, 16, false, false},
+	    {PNG_COLOR_TYPE_GRAY_ALPHA, 8, false, false},
+	    {PNG_COLOR_TYPE_GRAY_ALPHA, 16, false, false},
+	    {PNG_COLOR_TYPE_PALETTE, 8, false, false},
+	    {PNG_COLOR_TYPE_PALETTE, 8, false, true},
+	    {PNG_COLOR_TYPE_RGB, 8, true, false},
+	    {PNG_COLOR_TYPE_PALETTE, 8, true, true},
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -518,7 +525,8 @@ START_TEST(decode_png_flavours)
 					want = c;
 				else
 					want = png_expect(cases[i].ctype, cases[i].depth, c);
-				assert_color_near(img.rgb + ((size_t)y * 50 + x) * 3, want, 0, what);
+				assert_color_near(img.rgb + ((size_t)y * 50 + x) * 3, want, 0,
+						  what);
 			}
 		}
 		free(img.rgb);
@@ -562,7 +570,7 @@ static uint8_t *reference_render(const struct prep__image *img, const struct pre
 static void roi_case(const uint8_t *jpg, size_t len, const struct prep__image *full,
 		     const struct prep__geom *g, const char *what)
 {
-	struct fixed_geom fg = { *g };
+	struct fixed_geom fg = {*g};
 	uint8_t *ref = reference_render(full, g), *ppm;
 	size_t plen;
 	unsigned w, h;
@@ -574,7 +582,8 @@ static void roi_case(const uint8_t *jpg, size_t len, const struct prep__image *f
 	ck_assert_uint_eq(w, g->ow);
 	ck_assert_uint_eq(h, g->oh);
 	double p8 = psnr(px, ref, (size_t)w * h * 3);
-	ck_assert_msg(isinf(p8), "%s: ROI decode at 8/8 vs full decode not identical: PSNR %.1f", what, p8);
+	ck_assert_msg(isinf(p8), "%s: ROI decode at 8/8 vs full decode not identical: PSNR %.1f",
+		      what, p8);
 	free(ppm);
 	/* automatic DCT scale */
 	ck_assert_int_eq(prep__render_geom(jpg, len, plan_fixed, &fg, 0, &ppm, &plen), 0);
@@ -589,11 +598,11 @@ static void roi_case(const uint8_t *jpg, size_t len, const struct prep__image *f
 START_TEST(roi_and_scale_match_full_decode)
 {
 	static const struct jopts opts[] = {
-		{ .kind = J_RGB, .hsamp = 2, .quality = 90 },
-		{ .kind = J_RGB, .hsamp = 1, .quality = 90 },
-		{ .kind = J_RGB, .hsamp = 2, .progressive = true, .quality = 90 },
-		{ .kind = J_GRAY, .restart = 3, .quality = 90 },
-		{ .kind = J_CMYK, .quality = 90 },
+	    {.kind = J_RGB, .hsamp = 2, .quality = 90},
+	    {.kind = J_RGB, .hsamp = 1, .quality = 90},
+	    {.kind = J_RGB, .hsamp = 2, .progressive = true, .quality = 90},
+	    {.kind = J_GRAY, .restart = 3, .quality = 90},
+	    {.kind = J_CMYK, .quality = 90},
 	};
 	unsigned W = 613, H = 427;
 
@@ -619,9 +628,19 @@ START_TEST(roi_and_scale_match_full_decode)
 		ck_assert_int_eq(prep__plan(&r, W, H, 0, 0, 0, &g), 0);
 		roi_case(jpg, len, &full, &g, "resize100");
 		/* a small crop far from the origin: exercises crop_scanline + skip */
-		g = (struct prep__geom){ .box_x0 = 301, .box_y0 = 203, .box_x1 = 389, .box_y1 = 260,
-					 .clip_x0 = 301, .clip_y0 = 203, .clip_x1 = 389, .clip_y1 = 260,
-					 .vw = 30, .vh = 20, .ow = 30, .oh = 20, .flip = true };
+		g = (struct prep__geom){.box_x0 = 301,
+					.box_y0 = 203,
+					.box_x1 = 389,
+					.box_y1 = 260,
+					.clip_x0 = 301,
+					.clip_y0 = 203,
+					.clip_x1 = 389,
+					.clip_y1 = 260,
+					.vw = 30,
+					.vh = 20,
+					.ow = 30,
+					.oh = 20,
+					.flip = true};
 		roi_case(jpg, len, &full, &g, "small crop");
 		free(full.rgb);
 		free(jpg);
@@ -661,11 +680,11 @@ START_TEST(resampler_simd_matches_scalar)
 		double b0, b1;
 		unsigned c0, c1, v, o0, n;
 	} axes[] = {
-		{ 0, 97, 0, 97, 31, 0, 31 },        /* downscale ~3.1 */
-		{ 10.5, 80.25, 10, 81, 50, 0, 50 },  /* fractional box */
-		{ 0, 97, 0, 97, 150, 20, 100 },     /* upscale, window */
-		{ 3, 40, 3, 40, 37, 0, 37 },        /* identity */
-		{ 0, 97, 0, 97, 1, 0, 1 },          /* to one pixel */
+	    {0, 97, 0, 97, 31, 0, 31},	      /* downscale ~3.1 */
+	    {10.5, 80.25, 10, 81, 50, 0, 50}, /* fractional box */
+	    {0, 97, 0, 97, 150, 20, 100},     /* upscale, window */
+	    {3, 40, 3, 40, 37, 0, 37},	      /* identity */
+	    {0, 97, 0, 97, 1, 0, 1},	      /* to one pixel */
 	};
 	const unsigned W = 97, H = 61;
 	uint8_t *src = malloc((size_t)W * H * 3 + PREP__PAD);
@@ -676,21 +695,26 @@ START_TEST(resampler_simd_matches_scalar)
 		for (size_t b = 0; b < sizeof(axes) / sizeof(axes[0]); b++) {
 			struct prep__coeffs cx, cy;
 			double sy = (double)H / W;
-			ck_assert_int_eq(prep__coeffs_make(axes[a].b0, axes[a].b1, axes[a].c0, axes[a].c1,
-							   axes[a].v, axes[a].o0, axes[a].n, &cx), 0);
+			ck_assert_int_eq(prep__coeffs_make(axes[a].b0, axes[a].b1, axes[a].c0,
+							   axes[a].c1, axes[a].v, axes[a].o0,
+							   axes[a].n, &cx),
+					 0);
 			ck_assert_int_eq(prep__coeffs_make(axes[b].b0 * sy, axes[b].b1 * sy,
 							   (unsigned)(axes[b].c0 * sy),
-							   (unsigned)ceil(axes[b].c1 * sy), axes[b].v,
-							   axes[b].o0, axes[b].n, &cy), 0);
+							   (unsigned)ceil(axes[b].c1 * sy),
+							   axes[b].v, axes[b].o0, axes[b].n, &cy),
+					 0);
 			for (int flip = 0; flip < 2; flip++) {
 				size_t n = (size_t)cx.n * cy.n * 3;
 				uint8_t *d1 = malloc(n), *d2 = malloc(n);
-				ck_assert_int_eq(prep__resample_with(src, W * 3, 0, 0, &cx, &cy, flip, d1,
-								     cx.n * 3, false), 0);
-				ck_assert_int_eq(prep__resample_with(src, W * 3, 0, 0, &cx, &cy, flip, d2,
-								     cx.n * 3, true), 0);
-				ck_assert_msg(memcmp(d1, d2, n) == 0, "axes %zu/%zu flip %d differ", a, b,
-					      flip);
+				ck_assert_int_eq(prep__resample_with(src, W * 3, 0, 0, &cx, &cy,
+								     flip, d1, cx.n * 3, false),
+						 0);
+				ck_assert_int_eq(prep__resample_with(src, W * 3, 0, 0, &cx, &cy,
+								     flip, d2, cx.n * 3, true),
+						 0);
+				ck_assert_msg(memcmp(d1, d2, n) == 0, "axes %zu/%zu flip %d differ",
+					      a, b, flip);
 				free(d1);
 				free(d2);
 			}
@@ -766,7 +790,7 @@ END_TEST
 
 START_TEST(render_is_deterministic)
 {
-	struct jopts o = { .kind = J_RGB, .hsamp = 2, .quality = 90 };
+	struct jopts o = {.kind = J_RGB, .hsamp = 2, .quality = 90};
 	size_t len, l1, l2, l3, l4;
 	uint8_t *jpg = make_jpeg(320, 240, photo_pixel, &o, &len), *a, *b, *c, *d;
 	struct prep_recipe r;
@@ -803,8 +827,8 @@ END_TEST
 
 START_TEST(truncated_and_corrupt_fail)
 {
-	struct jopts o = { .kind = J_RGB, .hsamp = 2, .quality = 90 };
-	struct jopts op = { .kind = J_RGB, .progressive = true };
+	struct jopts o = {.kind = J_RGB, .hsamp = 2, .quality = 90};
+	struct jopts op = {.kind = J_RGB, .progressive = true};
 	size_t jl, pl, ppl;
 	uint8_t *jpg = make_jpeg(200, 150, photo_pixel, &o, &jl);
 	uint8_t *pjpg = make_jpeg(200, 150, photo_pixel, &op, &ppl);
@@ -818,7 +842,8 @@ START_TEST(truncated_and_corrupt_fail)
 	for (size_t cut = 0; cut < jl; cut += cut < 700 ? 37 : 501) {
 		for (uint32_t v = 0; v < 3; v++) {
 			int rc = prep_render(&rrc, jpg, cut, 1, 2, v, &out, &olen);
-			ck_assert_msg(rc == -EIO || rc == -EINVAL, "jpeg cut at %zu/%zu: %d", cut, jl, rc);
+			ck_assert_msg(rc == -EIO || rc == -EINVAL, "jpeg cut at %zu/%zu: %d", cut,
+				      jl, rc);
 		}
 	}
 	ck_assert_int_eq(prep_render(&center, jpg, jl - 2, 1, 2, 0, &out, &olen), -EIO);
@@ -842,7 +867,8 @@ START_TEST(truncated_and_corrupt_fail)
 	}
 	ck_assert_int_gt(failures, 0);
 	/* not an image */
-	ck_assert_int_eq(prep_render(&center, "just some text\n", 15, 1, 2, 0, &out, &olen), -EINVAL);
+	ck_assert_int_eq(prep_render(&center, "just some text\n", 15, 1, 2, 0, &out, &olen),
+			 -EINVAL);
 	ck_assert_int_eq(prep_render(&center, "", 0, 1, 2, 0, &out, &olen), -EINVAL);
 	free(bad);
 	free(jpg);
@@ -882,13 +908,15 @@ START_TEST(corpus_replay)
 			uint8_t *out = NULL;
 			size_t olen = 0;
 			unsigned w, h;
-			int rc = prep_render(&recipes[i], n ? buf : (uint8_t *)"", n, 3, 4, 5, &out, &olen);
+			int rc = prep_render(&recipes[i], n ? buf : (uint8_t *)"", n, 3, 4, 5, &out,
+					     &olen);
 			if (expect_bad)
 				ck_assert_msg(rc < 0, "%s with recipe %d decoded", e->d_name, i);
 			else if (expect_ok)
 				ck_assert_msg(rc == 0, "%s with recipe %d: %d", e->d_name, i, rc);
 			else
-				ck_assert_msg(rc == 0 || rc == -EIO || rc == -EINVAL || rc == -EFBIG,
+				ck_assert_msg(rc == 0 || rc == -EIO || rc == -EINVAL ||
+						  rc == -EFBIG,
 					      "%s with recipe %d: unexpected %d", e->d_name, i, rc);
 			if (rc == 0) {
 				const uint8_t *px;
@@ -935,7 +963,7 @@ static void src_fill(struct src *s, unsigned n)
 {
 	memset(s, 0, sizeof(*s));
 	for (unsigned i = 0; i < n; i++) {
-		struct jopts o = { .kind = J_RGB, .hsamp = 2, .quality = 85 };
+		struct jopts o = {.kind = J_RGB, .hsamp = 2, .quality = 85};
 		s->data[i] = make_jpeg(120 + 8 * i, 90 + 4 * i, photo_pixel, &o, &s->len[i]);
 	}
 }
@@ -946,7 +974,7 @@ static void src_free(struct src *s)
 		free(s->data[i]);
 }
 
-static const struct prep_source_ops src_ops = { .read_file = src_read };
+static const struct prep_source_ops src_ops = {.read_file = src_read};
 
 struct opener {
 	struct prep_view *v;
@@ -967,9 +995,9 @@ static void *open_thread(void *arg)
 START_TEST(view_single_flight)
 {
 	struct src s;
-	struct prep_config cfg = { .seed = 11, .mem_budget = 64 << 20, .threads = 2, .nfiles = 4 };
+	struct prep_config cfg = {.seed = 11, .mem_budget = 64 << 20, .threads = 2, .nfiles = 4};
 	enum { N = 8 };
-	static const char *jobs[N] = { "a", "b", "c", "d", "e", "f", "g", "h" };
+	static const char *jobs[N] = {"a", "b", "c", "d", "e", "f", "g", "h"};
 	struct opener o[N];
 	pthread_t t[N];
 	struct prep_stats st;
@@ -979,7 +1007,7 @@ START_TEST(view_single_flight)
 	struct prep_view *v = prep_view_create(&cfg, &src_ops, &s);
 	ck_assert_ptr_nonnull(v);
 	for (int i = 0; i < N; i++) {
-		o[i] = (struct opener){ .v = v, .job = jobs[i] };
+		o[i] = (struct opener){.v = v, .job = jobs[i]};
 		prep_recipe_parse("rrc64", &o[i].r);
 		pthread_create(&t[i], NULL, open_thread, &o[i]);
 	}
@@ -1010,7 +1038,7 @@ END_TEST
 START_TEST(view_versions_and_release)
 {
 	struct src s;
-	struct prep_config cfg = { .seed = 3, .mem_budget = 64 << 20, .threads = 2, .nfiles = 4 };
+	struct prep_config cfg = {.seed = 3, .mem_budget = 64 << 20, .threads = 2, .nfiles = 4};
 	struct prep_recipe r;
 	struct prep_sample *a0, *a1, *b0, *b1;
 	struct prep_stats st;
@@ -1068,7 +1096,8 @@ START_TEST(view_budget_and_redecode)
 	src_fill(&s, 12);
 	prep_recipe_parse("rrc32", &r);
 	prep_output_size(&r, 1, 1, &one);
-	struct prep_config cfg = { .seed = 3, .mem_budget = 3 * one + one / 2, .threads = 2, .nfiles = 13 };
+	struct prep_config cfg = {
+	    .seed = 3, .mem_budget = 3 * one + one / 2, .threads = 2, .nfiles = 13};
 	struct prep_view *v = prep_view_create(&cfg, &src_ops, &s);
 	ck_assert_ptr_nonnull(v);
 	uint32_t ver;
@@ -1086,7 +1115,8 @@ START_TEST(view_budget_and_redecode)
 		prep_sample_put(v, x);
 		prep_view_stats(v, &st);
 		ck_assert_msg(st.staged_bytes <= cfg.mem_budget, "staged %llu > budget %llu",
-			      (unsigned long long)st.staged_bytes, (unsigned long long)cfg.mem_budget);
+			      (unsigned long long)st.staged_bytes,
+			      (unsigned long long)cfg.mem_budget);
 	}
 	ck_assert_uint_eq(st.staged_bytes, 3 * one);
 	ck_assert_uint_eq(st.decodes, 12);
@@ -1115,7 +1145,7 @@ START_TEST(view_deterministic_cached)
 	struct src s;
 	struct prep_recipe r;
 	struct prep_stats st;
-	struct prep_config cfg = { .seed = 3, .mem_budget = 64 << 20, .threads = 1, .nfiles = 3 };
+	struct prep_config cfg = {.seed = 3, .mem_budget = 64 << 20, .threads = 1, .nfiles = 3};
 
 	src_fill(&s, 2);
 	prep_recipe_parse("center32", &r);
@@ -1208,7 +1238,7 @@ static void *stress_reader(void *arg)
 START_TEST(view_stress_versions)
 {
 	enum { JOBS = 3, THREADS = 3, FILES = 12, EPOCHS = 3 };
-	static const char *names[JOBS] = { "j0", "j1", "j2" };
+	static const char *names[JOBS] = {"j0", "j1", "j2"};
 	struct src s;
 	struct prep_recipe r;
 	uint64_t one;
@@ -1220,21 +1250,27 @@ START_TEST(view_stress_versions)
 	src_fill(&s, FILES);
 	prep_recipe_parse("rrc32", &r);
 	prep_output_size(&r, 1, 1, &one);
-	struct prep_config cfg = { .seed = 77, .mem_budget = 4 * one, .threads = 2, .nfiles = FILES };
+	struct prep_config cfg = {.seed = 77, .mem_budget = 4 * one, .threads = 2, .nfiles = FILES};
 	struct prep_view *v = prep_view_create(&cfg, &src_ops, &s);
 	ck_assert_ptr_nonnull(v);
 	for (int j = 0; j < JOBS; j++) {
 		memset(&jobs[j], 0, sizeof(jobs[j]));
-		jobs[j] = (struct stress_job){ .v = v, .s = &s, .name = names[j], .nfiles = FILES,
-					       .epochs = EPOCHS, .id = (unsigned)j,
-					       .epoch_barrier = &barriers[j] };
+		jobs[j] = (struct stress_job){.v = v,
+					      .s = &s,
+					      .name = names[j],
+					      .nfiles = FILES,
+					      .epochs = EPOCHS,
+					      .id = (unsigned)j,
+					      .epoch_barrier = &barriers[j]};
 		pthread_barrier_init(&barriers[j], NULL, THREADS);
 		for (unsigned f = 0; f < FILES; f++)
 			for (unsigned e = 0; e < EPOCHS; e++) {
 				if (j == 0)
-					ck_assert_int_eq(prep_render(&r, s.data[f], s.len[f], 77, 900 + f, e,
+					ck_assert_int_eq(prep_render(&r, s.data[f], s.len[f], 77,
+								     900 + f, e,
 								     &jobs[0].expect[f][e],
-								     &jobs[0].expect_len[f][e]), 0);
+								     &jobs[0].expect_len[f][e]),
+							 0);
 				else {
 					jobs[j].expect[f][e] = jobs[0].expect[f][e];
 					jobs[j].expect_len[f][e] = jobs[0].expect_len[f][e];
@@ -1297,8 +1333,8 @@ START_TEST(job_identity)
 	child = fork();
 	ck_assert_int_ge(child, 0);
 	if (child == 0) {
-		char *argv[] = { "sleep", "5", NULL };
-		char *envp[] = { "PATH=/usr/bin:/bin", "COORDFS_JOB=exp-42", NULL };
+		char *argv[] = {"sleep", "5", NULL};
+		char *envp[] = {"PATH=/usr/bin:/bin", "COORDFS_JOB=exp-42", NULL};
 		execve("/bin/sleep", argv, envp);
 		_exit(127);
 	}
