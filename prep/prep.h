@@ -16,8 +16,9 @@
  *
  * Errors of the decode path:
  *   -EINVAL  unknown format (neither JPEG nor PNG magic), bad recipe/argument
- *   -EIO     a JPEG/PNG that is truncated or corrupt (libjpeg warnings count
- *            as errors, as with PIL), or an unsupported colour layout
+ *   -EIO     a JPEG/PNG that is truncated or corrupt (every libjpeg warning
+ *            counts as an error: stricter than PIL, see README), or an
+ *            unsupported colour layout
  *   -EFBIG   source over the caps (PREP_MAX_SIDE per side, PREP_MAX_PIXELS),
  *            or an output over PREP_MAX_OUT_PIXELS
  *   -ENOMEM  allocation failure
