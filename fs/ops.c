@@ -264,7 +264,18 @@ static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 struct fs_handle {
 	uint32_t node;
 	int fd; /* SOURCE fd, or -1 when the whole file was cached at open */
+	struct fs_peer_buf peer; /* used only with --peers */
 };
+
+static void handle_free(struct fs_handle *h)
+{
+	if (!h)
+		return;
+	if (h->fd >= 0)
+		close(h->fd);
+	fs_peer_buf_fini(&h->peer);
+	free(h);
+}
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
@@ -299,11 +310,12 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	h->node = node;
 	h->fd = -1;
+	fs_peer_buf_init(&h->peer);
 	/* A file wholly in memory needs no SOURCE fd; otherwise open and check it now. */
 	if (!fs_file_cached(fs, node)) {
 		int fd = fs_open_source(fs, node);
 		if (fd < 0) {
-			free(h);
+			handle_free(h);
 			fuse_reply_err(req, -fd);
 			return;
 		}
@@ -312,12 +324,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fi->fh = (uint64_t)(uintptr_t)h;
 	fi->keep_cache = fs->opt.kernel_cache;
 	fi->noflush = 1;
-	if (fuse_reply_open(req, fi) == -ENOENT) {
-		/* The opener was interrupted: nobody will release this handle. */
-		if (h->fd >= 0)
-			close(h->fd);
-		free(h);
-	}
+	if (fuse_reply_open(req, fi) == -ENOENT)
+		handle_free(h); /* the opener was interrupted: no release will come */
 }
 
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -338,7 +346,8 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	ssize_t n = fs_read_file_ref(fs, h->node, h->fd, (uint64_t)off, size, buf, &direct);
+	ssize_t n = fs_read_file_ref(fs, h->node, h->fd, fs->peers ? &h->peer : NULL, (uint64_t)off,
+				     size, buf, &direct);
 	if (n < 0) {
 		fuse_reply_err(req, (int)-n);
 	} else {
@@ -355,10 +364,7 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	if (fs_prep_owns(fs, ino)) {
 		fs_prep_release(fs, fi);
 	} else {
-		struct fs_handle *h = (struct fs_handle *)(uintptr_t)fi->fh;
-		if (h && h->fd >= 0)
-			close(h->fd);
-		free(h);
+		handle_free((struct fs_handle *)(uintptr_t)fi->fh);
 	}
 	fuse_reply_err(req, 0);
 }
