@@ -290,6 +290,7 @@ class LoopFs:
         if os.path.exists(self.image):
             os.unlink(self.image)
         os.makedirs(os.path.dirname(self.image), exist_ok=True)
+        size = (size + (1 << 20) - 1) & ~((1 << 20) - 1)
         with open(self.image, "wb") as f:
             f.truncate(size)
         cmd = ["mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0"]
