@@ -149,16 +149,19 @@ def passthrough_ll_bin():
     if os.path.exists(out):
         return out
     os.makedirs(os.path.dirname(out), exist_ok=True)
-    base = "/usr/share/doc/libfuse3-dev/examples/passthrough_ll.c"
+    exdir = "/usr/share/doc/libfuse3-dev/examples"
+    for name in ("passthrough_ll.c", "passthrough_helpers.h"):
+        base = os.path.join(exdir, name)
+        dst = os.path.join(WORK, "bin", name)
+        if os.path.exists(base):
+            shutil.copy(base, dst)
+        elif os.path.exists(base + ".gz"):
+            with open(dst, "wb") as f:
+                f.write(subprocess.run(["gunzip", "-c", base + ".gz"], check=True,
+                                       stdout=subprocess.PIPE).stdout)
+        elif name.endswith(".c"):
+            sys.exit("bench: %s(.gz) missing: install libfuse3-dev" % base)
     src = os.path.join(WORK, "bin", "passthrough_ll.c")
-    if os.path.exists(base):
-        shutil.copy(base, src)
-    elif os.path.exists(base + ".gz"):
-        with open(src, "wb") as f:
-            f.write(subprocess.run(["gunzip", "-c", base + ".gz"], check=True,
-                                   stdout=subprocess.PIPE).stdout)
-    else:
-        sys.exit("bench: %s(.gz) missing: install libfuse3-dev" % base)
     flags = sh("pkg-config --cflags --libs fuse3", capture=True).split()
     sh(["cc", "-O2", "-D_FILE_OFFSET_BITS=64", "-o", out, src] + flags)
     return out
@@ -408,8 +411,11 @@ def _coordfs_ready(mnt):
         return False
 
 
-def coordfs_mount(source, mnt, opts=(), cgroups=(), log_path=None):
-    argv = [coordfs_bin(), "-f"] + list(opts) + [source, mnt]
+def coordfs_mount(source, mnt, opts=(), cgroups=(), log_path=None, binary=None):
+    """coordfs in the foreground; BENCH_COORDFS_OPTS (space-separated) adds
+    daemon options to every mount, e.g. to compare --kernel-cache."""
+    extra = os.environ.get("BENCH_COORDFS_OPTS", "").split()
+    argv = [binary or coordfs_bin(), "-f"] + list(opts) + extra + [source, mnt]
     return FuseMount(argv, mnt, cgroups, log_path, ready=_coordfs_ready)
 
 
