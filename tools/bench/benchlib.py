@@ -413,15 +413,35 @@ def _coordfs_ready(mnt):
 
 def coordfs_mount(source, mnt, opts=(), cgroups=(), log_path=None, binary=None):
     """coordfs in the foreground; BENCH_COORDFS_OPTS (space-separated) adds
-    daemon options to every mount, e.g. to compare --kernel-cache."""
+    daemon options to every mount, e.g. to compare --kernel-cache;
+    BENCH_DAEMON_NICE runs it under nice -n VALUE."""
     extra = os.environ.get("BENCH_COORDFS_OPTS", "").split()
     argv = [binary or coordfs_bin(), "-f"] + list(opts) + extra + [source, mnt]
+    nice = os.environ.get("BENCH_DAEMON_NICE")
+    if nice:
+        # nice execs the daemon: the pid (and its cgroups) stay the same.
+        argv = ["nice", "-n", nice] + argv
     return FuseMount(argv, mnt, cgroups, log_path, ready=_coordfs_ready)
 
 
 def passthrough_mount(source, mnt, cgroups=(), log_path=None):
     argv = [passthrough_ll_bin(), "-f", "-o", "source=%s,cache=always" % source, mnt]
     return FuseMount(argv, mnt, cgroups, log_path)
+
+
+def sched_seconds(pid):
+    """(CPU seconds, seconds spent runnable but waiting for a CPU) summed
+    over every thread of pid, from /proc/PID/task/*/schedstat."""
+    cpu = wait = 0
+    for t in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/schedstat" % (pid, t)) as f:
+                a = f.read().split()
+        except OSError:
+            continue
+        cpu += int(a[0])
+        wait += int(a[1])
+    return cpu / 1e9, wait / 1e9
 
 
 # ---------------------------------------------------------------- output
