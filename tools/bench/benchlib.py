@@ -471,7 +471,7 @@ def save(name, markdown, data):
 
 
 def bench_env():
-    return {k: v for k, v in sorted(os.environ.items()) if k.startswith("BENCH_")}
+    return {k: v for k, v in sorted(os.environ.items()) if k.startswith(("BENCH_", "COORDFS_"))}
 
 
 def env_line():
