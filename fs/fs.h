@@ -65,6 +65,7 @@ struct fs_ctx {
 	uint64_t cache_bytes;
 	uint64_t chunk_bytes;
 	struct fs_counters ctr;
+	bool no_open; /* the kernel sends no opens (FUSE_CAP_NO_OPEN_SUPPORT) */
 	struct timespec started;
 	/* peers (NULL when single node) */
 	struct remote_peers *peers;
