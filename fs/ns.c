@@ -19,6 +19,7 @@
 #include "common/log.h"
 
 struct scan_entry {
+	ino_t ino; /* from readdir: stat in inode order, which is storage order on ext4/xfs */
 	char *name;
 	struct stat st;
 	char *link;
@@ -62,6 +63,12 @@ static int node_add(struct ns *ns, size_t *cap, uint32_t *idx)
 	return 0;
 }
 
+static int cmp_ino(const void *a, const void *b)
+{
+	ino_t x = ((const struct scan_entry *)a)->ino, y = ((const struct scan_entry *)b)->ino;
+	return (x > y) - (x < y);
+}
+
 static int cmp_entry(const void *a, const void *b)
 {
 	return strcmp(((const struct scan_entry *)a)->name, ((const struct scan_entry *)b)->name);
@@ -89,14 +96,14 @@ struct stat_job {
 	int dfd;
 	struct scan_entry *v;
 	int *err;
-	size_t n, first, step;
+	size_t first, n; /* a contiguous run [first, n) of inode-sorted entries */
 };
 
 static void *stat_slice(void *arg)
 {
 	struct stat_job *j = arg;
 
-	for (size_t i = j->first; i < j->n; i += j->step)
+	for (size_t i = j->first; i < j->n; i++)
 		j->err[i] = fstatat(j->dfd, j->v[i].name, &j->v[i].st, AT_SYMLINK_NOFOLLOW) < 0 ? errno
 												: 0;
 	return NULL;
@@ -114,7 +121,7 @@ static void stat_all(int dfd, struct scan_entry *v, int *err, size_t n)
 	if (nthreads < 2)
 		nthreads = 1;
 	for (size_t t = 0; t < nthreads; t++)
-		jobs[t] = (struct stat_job){ dfd, v, err, n, t, nthreads };
+		jobs[t] = (struct stat_job){ dfd, v, err, n * t / nthreads, n * (t + 1) / nthreads };
 	/* Thread 0's share runs here; a thread that cannot start leaves its
 	 * share to this one. */
 	for (size_t t = 1; t < nthreads; t++) {
@@ -180,6 +187,7 @@ static int read_dir(int dfd, struct scan_entry **out, size_t *nout, char *err, s
 			v = nv;
 			cap = ncap;
 		}
+		v[n].ino = de->d_ino;
 		v[n].name = strdup(de->d_name);
 		v[n].link = NULL;
 		if (!v[n].name) {
@@ -199,6 +207,8 @@ static int read_dir(int dfd, struct scan_entry **out, size_t *nout, char *err, s
 		free_entries(v, n);
 		return rc;
 	}
+	if (n > 1)
+		qsort(v, n, sizeof(*v), cmp_ino);
 	stat_all(dfd, v, st_err, n);
 
 	/* Keep what can be shown; read link targets. */
