@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cache/cache.h"
+#include "tests/unit/check_run.h"
 
 struct filler {
 	_Atomic unsigned calls;
@@ -262,9 +263,5 @@ int main(void)
 	tcase_add_test(tc, concurrent_fills_stay_in_budget_and_fill_once);
 	tcase_add_test(tc, single_flight_one_fill_for_many_readers);
 	suite_add_tcase(s, tc);
-	SRunner *sr = srunner_create(s);
-	srunner_run_all(sr, CK_ENV);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return check_run(s);
 }

@@ -8,6 +8,7 @@
 #include "common/hash.h"
 #include "common/size.h"
 #include "common/strbuf.h"
+#include "tests/unit/check_run.h"
 
 START_TEST(size_plain_and_suffixes)
 {
@@ -92,9 +93,5 @@ int main(void)
 	tcase_add_test(tc, hash_is_stable_and_spreads);
 	tcase_add_test(tc, strbuf_json_escapes);
 	suite_add_tcase(s, tc);
-	SRunner *sr = srunner_create(s);
-	srunner_run_all(sr, CK_ENV);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return check_run(s);
 }

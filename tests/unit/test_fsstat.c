@@ -20,6 +20,7 @@
 
 #include "tools/fsstat.h"
 #include "tools/json.h"
+#include "tests/unit/check_run.h"
 
 /* A full §4 document plus fields fsstat does not know, which it must ignore. */
 static const char known_stats[] =
@@ -783,9 +784,5 @@ int main(void)
 	suite_add_tcase(s, json);
 	suite_add_tcase(s, table);
 	suite_add_tcase(s, cli);
-	SRunner *sr = srunner_create(s);
-	srunner_run_all(sr, CK_ENV);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return check_run(s);
 }

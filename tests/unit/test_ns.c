@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "fs/ns.h"
+#include "tests/unit/check_run.h"
 
 static char root[256];
 
@@ -175,9 +176,5 @@ int main(void)
 	tcase_add_test(tc, large_directory_scanned_in_parallel);
 	tcase_add_test(tc, node_is_compact);
 	suite_add_tcase(s, tc);
-	SRunner *sr = srunner_create(s);
-	srunner_run_all(sr, CK_ENV);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return check_run(s);
 }

@@ -30,6 +30,7 @@
 
 #include "common/hash.h"
 #include "prep/prep_int.h"
+#include "tests/unit/check_run.h"
 
 #define CORPUS_DIR "../fuzz/corpus_prep"
 
@@ -1401,9 +1402,5 @@ int main(void)
 	tcase_add_test(tc, view_stress_versions);
 	tcase_add_test(tc, job_identity);
 	suite_add_tcase(s, tc);
-	SRunner *sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return check_run(s);
 }

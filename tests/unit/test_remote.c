@@ -30,6 +30,7 @@
 #include "common/strbuf.h"
 #include "remote/remote.h"
 #include "remote/remote_int.h"
+#include "tests/unit/check_run.h"
 
 /* ---- helpers ------------------------------------------------------------ */
 
@@ -1368,12 +1369,8 @@ int main(void)
 			    (int)(sizeof(fake_modes) / sizeof(fake_modes[0])));
 	suite_add_tcase(s, net);
 
-	SRunner *sr = srunner_create(s);
+	int rc = check_run(s);
 
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-
-	srunner_free(sr);
 	remote_global_cleanup();
-	return failed ? 1 : 0;
+	return rc;
 }
