@@ -3,22 +3,30 @@
  * decode_speed: single-thread images/s of the prepared view's decode path
  * against plain full-image decodes, on the same JPEG files held in memory.
  * It shows what region-of-interest decoding and DCT-domain downscaling buy
- * for a recipe (default rrc224), as a 2x2 ablation plus two baselines:
+ * for a recipe (default rrc224), as a 2x2 ablation plus baselines:
  *
  *   libjpeg_full    libjpeg, whole image, RGB, ISLOW, fancy upsampling
  *                   (the settings PIL decodes with); decode only
  *   tj_full         tjDecompress2, whole image, RGB, accurate DCT; decode only
  *   tj_full+rs      tj_full + prep's resampler for the recipe's crop: the
  *                   complete sample with neither trick
- *   tj_dct+rs       tjDecompress2 at the DCT scale M/8 prep would pick, whole
+ *   tj_dct+rs       tjDecompress2 at the DCT scale M/8 prep picks, whole
  *                   frame, + resampler: DCT scaling only
  *   prep_roi        prep's decoder forced to full scale (M = 8): cropped and
  *                   skipped rows/columns only
  *   prep_render     prep_render(): ROI + DCT scaling (what the daemon runs)
+ *   prep_pow2       prep's decoder with the scale rounded up to 1, 2, 4 or 8
+ *                   eighths (libjpeg-turbo's SIMD IDCT sizes)
+ *   proto_roi_pow2[_stop]  a minimal ROI decoder written here (margins
+ *                   around the crop, power-of-two scale; _stop: abort after
+ *                   the last needed row), to measure proposals for prep/
  *
- * Every mode renders the same (seed, file, version) crops. The tool checks
- * that tj_full+rs equals prep_roi and tj_dct+rs equals prep_render byte for
- * byte (ROI decoding must not change a pixel), and prints one JSON object.
+ * Every mode renders the same (seed, file, version) crops. An untimed pass
+ * first compares each ROI result with the whole-frame decode at the same
+ * DCT scale resampled the same way (ROI decoding must not change a pixel)
+ * and counts the images that differ. Prints one JSON object; exit 3 when
+ * the prototypes are not exact. Rates are images per CPU-second of the
+ * thread (per-core speed on a shared machine) and per wall-clock second.
  * It uses prep/'s internal header (prep/prep_int.h) for the geometry and the
  * resampler, like prep/'s white-box tests do.
  *
@@ -47,6 +55,7 @@
 #define MAX_FILES 100000
 #define MAX_FILE_BYTES (64u << 20)
 #define SEED 0x5eedULL
+#define SLACK 64 /* readable bytes after every pixel buffer (SIMD resampler loads) */
 
 enum mode {
 	M_LIBJPEG,
@@ -150,6 +159,7 @@ static void keep(struct ctx *c, enum mode mode, const uint8_t *p, size_t n)
 
 static int grow_full(struct ctx *c, size_t need)
 {
+	need += SLACK;
 	if (need <= c->full_cap)
 		return 0;
 	uint8_t *p = realloc(c->full, need);
@@ -386,7 +396,7 @@ static int proto_render(struct ctx *c, const struct image *im, uint32_t version,
 		jpeg_crop_scanline(&ci, &xoff, &cw);
 	size_t stride = (size_t)ci.output_width * 3;
 	size_t rows = cy.hi - cy.lo;
-	buf = malloc(stride * rows);
+	buf = malloc(stride * rows + SLACK);
 	out = malloc((size_t)g.ow * g.oh * 3);
 	if (!buf || !out) {
 		rc = -ENOMEM;
