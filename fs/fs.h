@@ -33,11 +33,12 @@ struct fs_options {
 	char *cache_size;
 	char *chunk_size;
 	char *peers;
-	int node;
+	char *node;
 	char *listen;
 	char *secret_file;
 	bool prepared;
 	char *prepared_name;
+	char *prep_threads_arg;
 	int prep_threads;
 	char *prep_mem;
 	char *seed;

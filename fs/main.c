@@ -33,13 +33,13 @@ static const struct fuse_opt fs_opt_spec[] = {
 	OPT2("--cache-size=%s", "cache_size=%s", cache_size),
 	OPT2("--chunk-size=%s", "chunk_size=%s", chunk_size),
 	OPT2("--peers=%s", "peers=%s", peers),
-	OPT2("--node=%d", "node=%d", node),
+	OPT2("--node=%s", "node=%s", node),
 	OPT2("--listen=%s", "listen=%s", listen),
 	OPT2("--secret-file=%s", "secret_file=%s", secret_file),
 	{"--prepared", offsetof(struct fs_options, prepared), 1},
 	{"prepared", offsetof(struct fs_options, prepared), 1},
 	OPT2("--prepared-name=%s", "prepared_name=%s", prepared_name),
-	OPT2("--prep-threads=%d", "prep_threads=%d", prep_threads),
+	OPT2("--prep-threads=%s", "prep_threads=%s", prep_threads_arg),
 	OPT2("--prep-mem=%s", "prep_mem=%s", prep_mem),
 	OPT2("--seed=%s", "seed=%s", seed),
 	OPT2("--log-file=%s", "log_file=%s", log_file),
@@ -237,8 +237,14 @@ static int parse_sizes(struct fs_ctx *fs)
 		return fail("bad --chunk-size '%s': want 4K to 1G", o->chunk_size);
 	if (size_parse(o->prep_mem, phys, &fs->prep_mem) < 0)
 		return fail("bad --prep-mem '%s': want bytes, K/M/G/T, or N%%", o->prep_mem);
-	if (o->prep_threads < 0 || o->prep_threads > 256)
-		return fail("bad --prep-threads '%d': want 1 to 256", o->prep_threads);
+	if (o->prep_threads_arg) {
+		char *end;
+		errno = 0;
+		long n = strtol(o->prep_threads_arg, &end, 10);
+		if (errno || *end || end == o->prep_threads_arg || n < 1 || n > 256)
+			return fail("bad --prep-threads '%s': want 1 to 256", o->prep_threads_arg);
+		o->prep_threads = (int)n;
+	}
 	if (o->seed) {
 		char *end;
 		errno = 0;
@@ -248,9 +254,9 @@ static int parse_sizes(struct fs_ctx *fs)
 	} else if (getrandom(&fs->seed, sizeof(fs->seed), 0) != sizeof(fs->seed)) {
 		fs->seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
 	}
-	if (o->peers && o->node < 0)
+	if (o->peers && !o->node)
 		return fail("--peers needs --node=K (this node's index in the list)");
-	if (!o->peers && o->node >= 0)
+	if (!o->peers && o->node)
 		return fail("--node needs --peers");
 	if (o->prepared_name && (!*o->prepared_name || strchr(o->prepared_name, '/') ||
 				 !strcmp(o->prepared_name, ".") || !strcmp(o->prepared_name, "..")))
@@ -283,6 +289,8 @@ static void free_options(struct fs_options *o)
 	free(o->cache_size);
 	free(o->chunk_size);
 	free(o->peers);
+	free(o->node);
+	free(o->prep_threads_arg);
 	free(o->listen);
 	free(o->secret_file);
 	free(o->prepared_name);
@@ -304,7 +312,6 @@ int main(int argc, char *argv[])
 		return fail("out of memory");
 	fs->source_fd = -1;
 	fs->listen_fd = -1;
-	fs->opt.node = -1;
 	if (fuse_opt_parse(&args, &fs->opt, fs_opt_spec, opt_proc) < 0) {
 		ret = fail("cannot parse the command line (see --help)");
 		goto out;

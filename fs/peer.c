@@ -31,12 +31,9 @@ int fs_peer_configure(struct fs_ctx *fs, char *err, size_t errlen)
 	rc = remote_peers_parse(o->peers, &fs->peers, err, errlen);
 	if (rc < 0)
 		return rc;
-	if (o->node < 0 || (unsigned)o->node >= remote_peers_count(fs->peers)) {
-		snprintf(err, errlen, "--node=%d is not an index into --peers (0 to %u)", o->node,
-			 remote_peers_count(fs->peers) - 1);
-		return -EINVAL;
-	}
-	fs->node = (unsigned)o->node;
+	rc = remote_parse_node(o->node, fs->peers, &fs->node, err, errlen);
+	if (rc < 0)
+		return rc;
 	if (o->secret_file) {
 		rc = remote_secret_read(o->secret_file, &fs->secret, err, errlen);
 		if (rc < 0)
@@ -244,4 +241,9 @@ void fs_peer_nodes_json(struct fs_ctx *fs, struct strbuf *sb)
 		remote_peers_json(fs->client, sb);
 	else
 		strbuf_puts(sb, "[]");
+}
+
+void fs_peer_metrics(struct fs_ctx *fs, struct strbuf *sb)
+{
+	remote_metrics(fs->client, fs->server, sb);
 }

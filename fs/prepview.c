@@ -10,7 +10,11 @@
  * skip its opens; deterministic samples are cached by prep/ itself.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -269,6 +273,44 @@ void fs_prep_readdir(fuse_req_t req, struct fs_ctx *fs, fuse_ino_t ino, size_t s
 			  &r);
 }
 
+/*
+ * A prepared file's handle. Reads hold a reference across their reply, so
+ * a release racing with the tail of a reply never frees the bytes in use.
+ */
+struct prep_handle {
+	struct prep_sample *sample;
+	_Atomic int refs;
+};
+
+static void handle_put(struct fs_ctx *fs, struct prep_handle *h)
+{
+	if (atomic_fetch_sub_explicit(&h->refs, 1, memory_order_acq_rel) == 1) {
+		prep_sample_put(fs->prep, h->sample);
+		free(h);
+	}
+}
+
+/* FUSE names the calling thread; jobs are made of processes. */
+static pid_t process_of(pid_t tid)
+{
+	char path[64], buf[512];
+	pid_t tgid = tid;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)tid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return tid;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return tid;
+	buf[n] = '\0';
+	const char *t = strstr(buf, "\nTgid:");
+	if (t && sscanf(t + 6, "%d", &tgid) != 1)
+		tgid = tid;
+	return tgid > 0 ? tgid : tid;
+}
+
 void fs_prep_open(fuse_req_t req, struct fs_ctx *fs, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct prep_recipe r;
@@ -292,25 +334,34 @@ void fs_prep_open(fuse_req_t req, struct fs_ctx *fs, fuse_ino_t ino, struct fuse
 	}
 	/* The key depends on the path only, so a remount makes the same samples. */
 	uint64_t key = hash_bytes(path, (size_t)plen, 0);
-	int rc = prep_view_open(fs->prep, fuse_req_ctx(req)->pid, node, key, &r, &sample);
+	struct prep_handle *h = malloc(sizeof(*h));
+	if (!h) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	int rc = prep_view_open(fs->prep, process_of(fuse_req_ctx(req)->pid), node, key, &r,
+				&sample);
 	if (rc < 0) {
+		free(h);
 		fuse_reply_err(req, rc == -ENOMEM ? ENOMEM : EIO);
 		return;
 	}
-	fi->fh = (uint64_t)(uintptr_t)sample;
+	h->sample = sample;
+	atomic_init(&h->refs, 1);
+	fi->fh = (uint64_t)(uintptr_t)h;
 	fi->direct_io = 1;
 	fi->keep_cache = 0;
 	fi->noflush = 1;
 	if (fuse_reply_open(req, fi) == -ENOENT)
-		prep_sample_put(fs->prep, sample);
+		handle_put(fs, h);
 }
 
 void fs_prep_read(fuse_req_t req, struct fs_ctx *fs, struct fuse_file_info *fi, size_t size,
 		  off_t off)
 {
-	struct prep_sample *sample = (struct prep_sample *)(uintptr_t)fi->fh;
+	struct prep_handle *h = (struct prep_handle *)(uintptr_t)fi->fh;
 	size_t len;
-	const uint8_t *data = prep_sample_data(sample, &len);
+	const uint8_t *data = prep_sample_data(h->sample, &len);
 
 	if ((uint64_t)off >= len) {
 		fuse_reply_buf(req, NULL, 0);
@@ -319,15 +370,17 @@ void fs_prep_read(fuse_req_t req, struct fs_ctx *fs, struct fuse_file_info *fi, 
 	if (size > len - (size_t)off)
 		size = len - (size_t)off;
 	fs_count(&fs->ctr.read_bytes, size);
+	atomic_fetch_add_explicit(&h->refs, 1, memory_order_relaxed);
 	fuse_reply_buf(req, (const char *)data + off, size);
+	handle_put(fs, h);
 }
 
 void fs_prep_release(struct fs_ctx *fs, struct fuse_file_info *fi)
 {
-	struct prep_sample *sample = (struct prep_sample *)(uintptr_t)fi->fh;
+	struct prep_handle *h = (struct prep_handle *)(uintptr_t)fi->fh;
 
-	if (sample)
-		prep_sample_put(fs->prep, sample);
+	if (h)
+		handle_put(fs, h);
 }
 
 /* ---- the engine's source: dataset files through the cache and peers ---- */

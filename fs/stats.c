@@ -107,16 +107,7 @@ void fs_stats_metrics(struct fs_ctx *fs, struct strbuf *sb)
 	       (double)s.source_bytes);
 	metric(sb, "source_errors_total", "counter", "SOURCE files changed or unreadable.",
 	       (double)s.source_errors);
-	metric(sb, "peer_fetches_total", "counter", "Fetches from other nodes.",
-	       (double)s.peer_fetches);
-	metric(sb, "peer_bytes_total", "counter", "Bytes fetched from other nodes.",
-	       (double)s.peer_bytes);
-	metric(sb, "peer_errors_total", "counter", "Failed fetches from other nodes.",
-	       (double)s.peer_errors);
-	metric(sb, "peer_served_total", "counter", "Requests served to other nodes.",
-	       (double)s.peer_served);
-	metric(sb, "peer_served_bytes_total", "counter", "Bytes served to other nodes.",
-	       (double)s.peer_served_bytes);
+	fs_peer_metrics(fs, sb);
 	metric(sb, "prep_decodes_total", "counter", "Images decoded.", (double)s.prep_decodes);
 	metric(sb, "prep_shared_total", "counter", "Prepared reads served by a shared decode.",
 	       (double)s.prep_shared);

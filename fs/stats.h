@@ -24,6 +24,7 @@ void fs_stats_collect(struct fs_ctx *fs, struct fs_stats *s);
 /* Filled by the peer and prepared-view glue. */
 void fs_peer_collect(struct fs_ctx *fs, struct fs_stats *s);
 void fs_peer_nodes_json(struct fs_ctx *fs, struct strbuf *sb);
+void fs_peer_metrics(struct fs_ctx *fs, struct strbuf *sb);
 void fs_prep_collect(struct fs_ctx *fs, struct fs_stats *s);
 
 #endif

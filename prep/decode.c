@@ -16,15 +16,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <jpeglib.h>
 #include <jerror.h>
+#include <jpeglib.h>
 #include <png.h>
 
 #include "prep/prep_int.h"
 
 enum prep__format prep__sniff(const void *data, size_t len)
 {
-	static const uint8_t png_sig[8] = { 0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n' };
+	static const uint8_t png_sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
 	const uint8_t *p = data;
 
 	if (len >= 3 && p[0] == 0xff && p[1] == 0xd8 && p[2] == 0xff)
@@ -126,7 +126,12 @@ unsigned prep__pick_scale(const struct prep__geom *g)
 	double fy = (g->box_y1 - g->box_y0) / g->vh;
 	double f = fx < fy ? fx : fy; /* source pixels per output pixel */
 
-	for (unsigned m = 1; m < 8; m++)
+	/* Powers of two only: libjpeg-turbo has SIMD IDCTs for 1/8 (DC only),
+	 * 2/8 and 4/8 (and 8/8), and for 4:2:0 at 4/8 the chroma is decoded 1:1
+	 * by the SIMD 8x8 IDCT. Its 3/8, 5/8, 6/8 and 7/8 IDCTs are plain C (and
+	 * 4:2:0 chroma then needs 6x6..14x14 ones): measured slower than the full
+	 * 8/8 decode on 500x375 photos. */
+	for (unsigned m = 1; m < 8; m *= 2)
 		if (f * m / 8.0 >= 1.0 - 1e-9)
 			return m;
 	return 8;
@@ -138,18 +143,72 @@ struct dctx {
 	prep__plan_fn plan;
 	void *arg;
 	unsigned scale_num; /* 0 = auto */
-	bool full;          /* the whole image, full resolution, no plan */
+	bool full;	    /* the whole image, full resolution, no plan */
 	/* set by plan_scale() and plan_region() */
 	struct prep__geom g;
 	unsigned M;
 	struct prep__coeffs cx, cy;
 	unsigned rx0, rx1, ry0, ry1; /* region to decode, in scaled pixels */
-	/* set by the decoder: the region's pixels, RGB */
+	/* Region rows as they are decoded. Full mode: all of them, in buf.
+	 * Otherwise up to 4 at a time in buf, then through the horizontal pass
+	 * into tmp (cx.n pixels per region row), so memory is 4 source rows
+	 * plus the horizontally reduced region, whatever the source size. */
 	uint8_t *buf;
-	size_t stride;
-	unsigned bx0, by0; /* absolute position of buf's first pixel */
-	unsigned W, H;     /* source size */
+	size_t stride; /* bytes per row in buf (4 per pixel for CMYK) */
+	unsigned bx0;  /* absolute column of a buf row's first pixel */
+	unsigned nbuf; /* rows waiting in buf */
+	unsigned done; /* region rows through the horizontal pass */
+	uint8_t *tmp;
+	unsigned W, H; /* source size */
 };
+
+/* Allocate the row buffers once the region's row width (pixels, bytes per
+ * pixel) is known. */
+static int rows_alloc(struct dctx *d, unsigned width, unsigned bpp)
+{
+	size_t nrows = d->full ? d->ry1 - d->ry0 : 4;
+
+	d->stride = (size_t)width * bpp;
+	d->buf = malloc(d->stride * nrows + PREP__PAD);
+	if (!d->buf)
+		return -ENOMEM;
+	if (!d->full) {
+		d->tmp = malloc((size_t)d->cx.n * 3 * (d->ry1 - d->ry0));
+		if (!d->tmp)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+/* Where the decoder puts the next region row. */
+static uint8_t *row_slot(struct dctx *d)
+{
+	return d->buf + (size_t)d->nbuf * d->stride;
+}
+
+static void rows_flush(struct dctx *d)
+{
+	const uint8_t *in[4];
+	uint8_t *out[4];
+
+	if (d->full || d->nbuf == 0)
+		return;
+	for (unsigned i = 0; i < d->nbuf; i++) {
+		in[i] = d->buf + (size_t)i * d->stride;
+		out[i] = d->tmp + (size_t)(d->done + i) * d->cx.n * 3;
+	}
+	prep__hpass(in, d->nbuf, d->bx0, &d->cx, out, true);
+	d->done += d->nbuf;
+	d->nbuf = 0;
+}
+
+/* The row at row_slot() is complete (RGB). */
+static void row_push(struct dctx *d)
+{
+	d->nbuf++;
+	if (!d->full && d->nbuf == 4)
+		rows_flush(d);
+}
 
 /* Step 1, source size known: ask for the geometry and pick the DCT scale. */
 static int plan_scale(struct dctx *d, unsigned W, unsigned H, bool can_scale)
@@ -197,8 +256,8 @@ static int plan_region(struct dctx *d, unsigned sw, unsigned sh)
 		c0x = c1x - 1;
 	if (c0y >= c1y)
 		c0y = c1y - 1;
-	int rc = prep__coeffs_make(g->box_x0 * s, g->box_x1 * s, c0x, c1x, g->vw, g->ox, g->ow,
-				   &d->cx);
+	int rc =
+	    prep__coeffs_make(g->box_x0 * s, g->box_x1 * s, c0x, c1x, g->vw, g->ox, g->ow, &d->cx);
 	if (rc == 0)
 		rc = prep__coeffs_make(g->box_y0 * s, g->box_y1 * s, c0y, c1y, g->vh, g->oy, g->oh,
 				       &d->cy);
@@ -274,9 +333,9 @@ static void jprogress(j_common_ptr ci)
 static int decode_jpeg(const uint8_t *data, size_t len, struct dctx *d)
 {
 	struct jpeg_decompress_struct ci;
-	struct jpeg_progress_mgr prog = { .progress_monitor = jprogress };
+	struct jpeg_progress_mgr prog = {.progress_monitor = jprogress};
 	struct jerr err;
-	uint8_t *volatile buf = NULL;
+	uint8_t *volatile scratch = NULL;
 	volatile int rc = 0;
 
 	memset(&ci, 0, sizeof(ci));
@@ -325,48 +384,55 @@ static int decode_jpeg(const uint8_t *data, size_t len, struct dctx *d)
 	jpeg_start_decompress(&ci);
 
 	unsigned sh = ci.output_height;
-	JDIMENSION xoff = d->rx0, cw = d->rx1 - d->rx0;
+	/* One spare column each side: fancy upsampling is approximate at the
+	 * edges of a cropped row, so the edges are kept out of the region. */
+	JDIMENSION xoff = d->rx0 > 0 ? d->rx0 - 1 : 0;
+	JDIMENSION cw = (d->rx1 < ci.output_width ? d->rx1 + 1 : ci.output_width) - xoff;
 	if (cw < ci.output_width)
 		jpeg_crop_scanline(&ci, &xoff, &cw);
-	unsigned bpp = cmyk ? 4 : 3;
-	size_t stride = (size_t)ci.output_width * bpp;
-	size_t rows = d->ry1 - d->ry0;
-
-	buf = malloc(stride * rows);
-	if (!buf) {
-		rc = -ENOMEM;
+	else
+		xoff = 0;
+	if ((rc = rows_alloc(d, ci.output_width, cmyk ? 4 : 3)) < 0)
 		goto out;
-	}
+	d->bx0 = xoff;
 	if (d->ry0 > 0 && jpeg_skip_scanlines(&ci, d->ry0) != d->ry0) {
 		rc = -EIO;
 		goto out;
 	}
 	while (ci.output_scanline < d->ry1) {
-		JSAMPROW row = buf + (size_t)(ci.output_scanline - d->ry0) * stride;
+		JSAMPROW row = row_slot(d);
 
 		if (jpeg_read_scanlines(&ci, &row, 1) != 1) {
 			rc = -EIO;
 			goto out;
 		}
+		if (cmyk)
+			cmyk_to_rgb(row, cw);
+		row_push(d);
 	}
+	rows_flush(d);
 	/* Consume the rest so that a truncated or corrupt file fails whatever
-	 * the crop: skipped rows are entropy-decoded only. */
-	if (ci.output_scanline < sh)
-		jpeg_skip_scanlines(&ci, sh - ci.output_scanline);
-	jpeg_finish_decompress(&ci);
-	if (cmyk) {
-		for (size_t y = 0; y < rows; y++)
-			cmyk_to_rgb(buf + y * stride, cw);
-		/* rows keep their 4-byte stride; pixels are now 3 bytes */
+	 * the crop: skipped rows are entropy-decoded only. Skipping to the very
+	 * bottom would decode nothing (libjpeg-turbo just declares EOI), so the
+	 * last row is read for real. */
+	if (ci.output_scanline < sh) {
+		if (ci.output_scanline < sh - 1)
+			jpeg_skip_scanlines(&ci, sh - 1 - ci.output_scanline);
+		scratch = malloc(d->stride);
+		if (!scratch) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		JSAMPROW row = scratch;
+		if (jpeg_read_scanlines(&ci, &row, 1) != 1) {
+			rc = -EIO;
+			goto out;
+		}
 	}
-	d->buf = buf;
-	d->stride = stride;
-	d->bx0 = xoff;
-	d->by0 = d->ry0;
-	buf = NULL;
+	jpeg_finish_decompress(&ci);
 out:
 	jpeg_destroy_decompress(&ci);
-	free(buf);
+	free(scratch);
 	return rc;
 }
 
@@ -430,8 +496,8 @@ static int decode_png(const uint8_t *data, size_t len, struct dctx *d)
 {
 	png_structp png;
 	png_infop info = NULL;
-	struct pngsrc src = { data, len, 0 };
-	uint8_t *volatile buf = NULL, *volatile row = NULL, *volatile whole = NULL;
+	struct pngsrc src = {data, len, 0};
+	uint8_t *volatile row = NULL, *volatile whole = NULL;
 	png_bytep *volatile rowp = NULL;
 	volatile int rc = 0;
 
@@ -475,12 +541,9 @@ static int decode_png(const uint8_t *data, size_t len, struct dctx *d)
 		rc = -EIO;
 		goto out;
 	}
-	size_t stride = (size_t)(d->rx1 - d->rx0) * 3;
-	buf = malloc(stride * (d->ry1 - d->ry0));
-	if (!buf) {
-		rc = -ENOMEM;
+	if ((rc = rows_alloc(d, d->rx1 - d->rx0, 3)) < 0)
 		goto out;
-	}
+	d->bx0 = d->rx0;
 	if (passes > 1 || interlace != PNG_INTERLACE_NONE) {
 		if ((uint64_t)rowbytes * H > (768ull << 20)) {
 			rc = -EFBIG;
@@ -495,9 +558,10 @@ static int decode_png(const uint8_t *data, size_t len, struct dctx *d)
 		for (png_uint_32 y = 0; y < H; y++)
 			rowp[y] = whole + (size_t)y * rowbytes;
 		png_read_image(png, rowp);
-		for (unsigned y = d->ry0; y < d->ry1; y++)
-			png_row_to_rgb(rowp[y], channels, odepth, d->rx0, d->rx1,
-				       buf + (y - d->ry0) * stride);
+		for (unsigned y = d->ry0; y < d->ry1; y++) {
+			png_row_to_rgb(rowp[y], channels, odepth, d->rx0, d->rx1, row_slot(d));
+			row_push(d);
+		}
 	} else {
 		row = malloc(rowbytes);
 		if (!row) {
@@ -508,20 +572,16 @@ static int decode_png(const uint8_t *data, size_t len, struct dctx *d)
 		 * region; only the region is kept. */
 		for (png_uint_32 y = 0; y < H; y++) {
 			png_read_row(png, row, NULL);
-			if (y >= d->ry0 && y < d->ry1)
-				png_row_to_rgb(row, channels, odepth, d->rx0, d->rx1,
-					       buf + (y - d->ry0) * stride);
+			if (y >= d->ry0 && y < d->ry1) {
+				png_row_to_rgb(row, channels, odepth, d->rx0, d->rx1, row_slot(d));
+				row_push(d);
+			}
 		}
 	}
+	rows_flush(d);
 	png_read_end(png, NULL);
-	d->buf = buf;
-	d->stride = stride;
-	d->bx0 = d->rx0;
-	d->by0 = d->ry0;
-	buf = NULL;
 out:
 	png_destroy_read_struct(&png, &info, NULL);
-	free(buf);
 	free(row);
 	free(whole);
 	free(rowp);
@@ -569,8 +629,7 @@ int prep__render_geom(const void *data, size_t len, prep__plan_fn plan, void *ar
 		goto out;
 	}
 	memcpy(ppm, hdr, hlen);
-	rc = prep__resample(d.buf, d.stride, d.bx0, d.by0, &d.cx, &d.cy, d.g.flip, ppm + hlen,
-			    (size_t)d.g.ow * 3);
+	rc = prep__vpass(d.tmp, &d.cx, &d.cy, d.g.flip, ppm + hlen, (size_t)d.g.ow * 3, true);
 	if (rc < 0)
 		goto out;
 	*out_ppm = ppm;
@@ -579,6 +638,7 @@ int prep__render_geom(const void *data, size_t len, prep__plan_fn plan, void *ar
 out:
 	free(ppm);
 	free(d.buf);
+	free(d.tmp);
 	prep__coeffs_free(&d.cx);
 	prep__coeffs_free(&d.cy);
 	return rc;
@@ -593,8 +653,10 @@ int prep__decode_full(const void *data, size_t len, struct prep__image *out)
 		return -EINVAL;
 	memset(&d, 0, sizeof(d));
 	d.full = true;
-	if ((rc = decode_any(data, len, &d)) < 0)
+	if ((rc = decode_any(data, len, &d)) < 0) {
+		free(d.buf);
 		return rc;
+	}
 	/* Pack rows to w*3 (CMYK rows keep a 4-byte stride). */
 	size_t row = (size_t)d.W * 3;
 	if (d.stride != row)

@@ -16,7 +16,7 @@
 #include "prep/prep.h"
 
 #define ENVIRON_MAX (1u << 20) /* bytes of /proc/PID/environ examined */
-#define WALK_MAX 64            /* ancestors examined */
+#define WALK_MAX 64	       /* ancestors examined */
 
 static const char job_var[] = "COORDFS_JOB=";
 
@@ -85,7 +85,8 @@ static int job_from_environ(pid_t pid, char *out, size_t outlen)
 		const char *entry = env + i;
 		size_t elen = strnlen(entry, len - i);
 
-		if (elen > sizeof(job_var) - 1 && memcmp(entry, job_var, sizeof(job_var) - 1) == 0) {
+		if (elen > sizeof(job_var) - 1 &&
+		    memcmp(entry, job_var, sizeof(job_var) - 1) == 0) {
 			const char *val = entry + sizeof(job_var) - 1;
 			size_t vlen = elen - (sizeof(job_var) - 1);
 
@@ -118,7 +119,9 @@ static int read_stat(pid_t pid, pid_t *ppid, unsigned long long *starttime)
 		int pp;
 		unsigned long long t;
 		/* fields 3..22 */
-		if (sscanf(p + 1, " %c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
+		if (sscanf(p + 1,
+			   " %c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d "
+			   "%*d %llu",
 			   &state, &pp, &t) == 3) {
 			*ppid = pp;
 			*starttime = t;

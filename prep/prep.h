@@ -16,8 +16,9 @@
  *
  * Errors of the decode path:
  *   -EINVAL  unknown format (neither JPEG nor PNG magic), bad recipe/argument
- *   -EIO     a JPEG/PNG that is truncated or corrupt (libjpeg warnings count
- *            as errors, as with PIL), or an unsupported colour layout
+ *   -EIO     a JPEG/PNG that is truncated or corrupt (every libjpeg warning
+ *            counts as an error: stricter than PIL, see README), or an
+ *            unsupported colour layout
  *   -EFBIG   source over the caps (PREP_MAX_SIDE per side, PREP_MAX_PIXELS),
  *            or an output over PREP_MAX_OUT_PIXELS
  *   -ENOMEM  allocation failure
@@ -31,12 +32,12 @@
 #include <sys/types.h>
 
 /* Hard caps on anything that comes from an image file. */
-#define PREP_MAX_SIDE 32768u                  /* source width or height */
+#define PREP_MAX_SIDE 32768u		       /* source width or height */
 #define PREP_MAX_PIXELS (100u * 1000u * 1000u) /* source width * height */
-#define PREP_MAX_OUT_PIXELS (16u << 20)        /* output width * height */
-#define PREP_MIN_SIZE 16u                     /* recipe S range */
+#define PREP_MAX_OUT_PIXELS (16u << 20)	       /* output width * height */
+#define PREP_MIN_SIZE 16u		       /* recipe S range */
 #define PREP_MAX_SIZE 1024u
-#define PREP_JOB_NAME_MAX 128u                /* job names, with the NUL */
+#define PREP_JOB_NAME_MAX 128u /* job names, with the NUL */
 
 /* ---- recipes ---------------------------------------------------------- */
 
@@ -57,6 +58,15 @@ int prep_recipe_name(const struct prep_recipe *r, char *buf, size_t buflen);
 /* True for recipes whose output depends on the version (rrc). */
 bool prep_recipe_is_random(const struct prep_recipe *r);
 
+/*
+ * True when torchvision's ImageFolder would list a file of this name: its
+ * extension, compared case-insensitively, is one of IMG_EXTENSIONS (.jpg
+ * .jpeg .png .ppm .bmp .pgm .tif .tiff .webp). The prepared view lists
+ * exactly these, so ImageFolder sees the same samples there; the decoder
+ * sniffs the content, and handles JPEG and PNG (others give -EINVAL).
+ */
+bool prep_is_image_name(const char *name);
+
 /* ---- stateless decode + transform --------------------------------------- */
 
 /*
@@ -72,8 +82,7 @@ int prep_output_dims(const struct prep_recipe *r, unsigned src_w, unsigned src_h
 		     unsigned *out_h);
 
 /* Exact size in bytes of the PPM that prep_render produces (header + RGB). */
-int prep_output_size(const struct prep_recipe *r, unsigned src_w, unsigned src_h,
-		     uint64_t *bytes);
+int prep_output_size(const struct prep_recipe *r, unsigned src_w, unsigned src_h, uint64_t *bytes);
 
 /* Bytes of a PPM of w x h ("P6\n<w> <h>\n255\n" + 3*w*h). */
 uint64_t prep_ppm_size(unsigned w, unsigned h);
@@ -95,14 +104,13 @@ struct prep_source_ops {
 	int (*read_file)(void *arg, uint32_t file_index, uint8_t **data, size_t *len);
 	/* Optional: read at most max bytes from the start of the file (for the
 	 * header of resize recipes' stat). NULL: read_file is used instead. */
-	int (*read_prefix)(void *arg, uint32_t file_index, size_t max, uint8_t **data,
-			   size_t *len);
+	int (*read_prefix)(void *arg, uint32_t file_index, size_t max, uint8_t **data, size_t *len);
 	/* Optional: the file's name for log lines; NULL or a NULL result is fine. */
 	const char *(*file_name)(void *arg, uint32_t file_index);
 };
 
 struct prep_config {
-	uint64_t seed;       /* randomness of every random recipe */
+	uint64_t seed;	     /* randomness of every random recipe */
 	uint64_t mem_budget; /* bytes of staged + cached samples (--prep-mem) */
 	unsigned threads;    /* decode threads; 0 = number of online CPUs */
 	uint32_t nfiles;     /* file indexes are 0..nfiles-1 */
@@ -134,13 +142,17 @@ void prep_view_destroy(struct prep_view *v);
  * errno, -EINVAL (bad file_index/recipe), -ENOMEM. Thread-safe.
  * file_key identifies the file's content for the randomness (e.g. a hash of
  * its relative path), so versions are stable across mounts.
+ * Versions count a job's opens of file_index under any random recipe.
+ * For fs/: the content of a random recipe's file changes from one open to
+ * the next (same size), so such files must not keep the page cache across
+ * opens (no keep_cache; direct_io or invalidate on open).
  */
 int prep_view_open(struct prep_view *v, pid_t pid, uint32_t file_index, uint64_t file_key,
 		   const struct prep_recipe *r, struct prep_sample **out);
 
 /* The same with the job named by the caller (non-empty, < PREP_JOB_NAME_MAX). */
-int prep_view_open_job(struct prep_view *v, const char *job, uint32_t file_index,
-		       uint64_t file_key, const struct prep_recipe *r, struct prep_sample **out);
+int prep_view_open_job(struct prep_view *v, const char *job, uint32_t file_index, uint64_t file_key,
+		       const struct prep_recipe *r, struct prep_sample **out);
 
 /* Take job's next version of file_index without decoding: 0-based, one per
  * call, saturating at 65535. Thread-safe. */

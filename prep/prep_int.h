@@ -13,8 +13,9 @@
 
 #include "prep/prep.h"
 
-#define PREP__JPEG_MAX_SCANS 1000          /* progressive "scan bombs" */
+#define PREP__JPEG_MAX_SCANS 1000	  /* progressive "scan bombs" */
 #define PREP__JPEG_MAX_MEM (768ull << 20) /* libjpeg's own allocations */
+#define PREP__PAD 16 /* slack after pixel buffers: SIMD loads read past the last pixel */
 
 /* ---- randomness: splitmix64 over a key of (seed, file_key, version) ---- */
 
@@ -58,11 +59,11 @@ int prep__plan(const struct prep_recipe *r, unsigned W, unsigned H, uint64_t see
 /* ---- resampling (PIL's ImagingResample, BILINEAR, 8 bits per channel) ---- */
 
 struct prep__coeffs {
-	unsigned n;       /* outputs */
-	unsigned ksize;   /* taps per output (stride of k) */
-	int32_t *bounds;  /* per output: first input (absolute), tap count */
-	int32_t *k;       /* fixed-point weights, 22 fractional bits */
-	unsigned lo, hi;  /* inputs read: [lo, hi) */
+	unsigned n;	 /* outputs */
+	unsigned ksize;	 /* taps per output (stride of k) */
+	int32_t *bounds; /* per output: first input (absolute), tap count */
+	int32_t *k;	 /* fixed-point weights, 22 fractional bits */
+	unsigned lo, hi; /* inputs read: [lo, hi) */
 };
 
 /*
@@ -76,12 +77,28 @@ void prep__coeffs_free(struct prep__coeffs *c);
 
 /*
  * Resample RGB src (its pixel (0,0) is at absolute (src_x0, src_y0); it must
- * cover [cx.lo,cx.hi) x [cy.lo,cy.hi)) into dst (cx.n x cy.n RGB).
+ * cover [cx.lo,cx.hi) x [cy.lo,cy.hi), and PREP__PAD readable bytes must
+ * follow its last pixel) into dst (cx.n x cy.n RGB).
  * Horizontal pass then vertical, each rounded to 8 bits, as PIL does.
  */
 int prep__resample(const uint8_t *src, size_t src_stride, unsigned src_x0, unsigned src_y0,
 		   const struct prep__coeffs *cx, const struct prep__coeffs *cy, bool flip,
 		   uint8_t *dst, size_t dst_stride);
+/*
+ * The two passes separately, for decoders that stream rows. prep__hpass:
+ * count (<= 4 for the fast path, any is fine) rows whose first pixel is at
+ * absolute column x_base, each followed by PREP__PAD readable bytes, into
+ * out rows of cx->n RGB pixels. prep__vpass: tmp holds rows cy->lo ..
+ * cy->hi - 1 of the horizontal pass, cx->n pixels each; writes cy->n rows.
+ */
+void prep__hpass(const uint8_t *const *rows, unsigned count, unsigned x_base,
+		 const struct prep__coeffs *cx, uint8_t *const *out, bool allow_simd);
+int prep__vpass(const uint8_t *tmp, const struct prep__coeffs *cx, const struct prep__coeffs *cy,
+		bool flip, uint8_t *dst, size_t dst_stride, bool allow_simd);
+/* The same, with the SIMD kernels allowed or not (they give identical bytes). */
+int prep__resample_with(const uint8_t *src, size_t src_stride, unsigned src_x0, unsigned src_y0,
+			const struct prep__coeffs *cx, const struct prep__coeffs *cy, bool flip,
+			uint8_t *dst, size_t dst_stride, bool allow_simd);
 
 /* ---- decoding ---------------------------------------------------------- */
 

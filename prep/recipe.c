@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "common/hash.h"
 #include "prep/prep_int.h"
@@ -17,9 +18,9 @@ static const struct {
 	const char *prefix;
 	enum prep_kind kind;
 } recipe_kinds[] = {
-	{ "rrc", PREP_RRC },
-	{ "center", PREP_CENTER },
-	{ "resize", PREP_RESIZE },
+    {"rrc", PREP_RRC},
+    {"center", PREP_CENTER},
+    {"resize", PREP_RESIZE},
 };
 
 int prep_recipe_parse(const char *name, struct prep_recipe *out)
@@ -45,6 +46,20 @@ int prep_recipe_parse(const char *name, struct prep_recipe *out)
 		return 0;
 	}
 	return -EINVAL;
+}
+
+bool prep_is_image_name(const char *name)
+{
+	static const char *const exts[] = {".jpg", ".jpeg", ".png",  ".ppm", ".bmp",
+					   ".pgm", ".tif",  ".tiff", ".webp"};
+	size_t len = name ? strlen(name) : 0;
+
+	for (size_t i = 0; i < sizeof(exts) / sizeof(exts[0]); i++) {
+		size_t el = strlen(exts[i]);
+		if (len >= el && strcasecmp(name + len - el, exts[i]) == 0)
+			return true;
+	}
+	return false;
 }
 
 static bool recipe_valid(const struct prep_recipe *r)
@@ -301,7 +316,7 @@ static int render_plan(void *arg, unsigned W, unsigned H, struct prep__geom *g)
 int prep_render(const struct prep_recipe *r, const void *data, size_t len, uint64_t seed,
 		uint64_t file_key, uint32_t version, uint8_t **out_ppm, size_t *out_len)
 {
-	struct render_plan_arg a = { r, seed, file_key, prep_recipe_is_random(r) ? version : 0 };
+	struct render_plan_arg a = {r, seed, file_key, prep_recipe_is_random(r) ? version : 0};
 
 	if (!recipe_valid(r) || !data || !out_ppm || !out_len)
 		return -EINVAL;

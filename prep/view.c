@@ -46,9 +46,9 @@ struct prep_sample {
 	enum sample_state state;
 	int err;
 	bool in_table, staged, det;
-	struct prep_sample *hnext;        /* hash chain */
+	struct prep_sample *hnext;	   /* hash chain */
 	struct prep_sample *fprev, *fnext; /* FIFO of staged random samples */
-	struct prep_sample *qnext;        /* decode queue */
+	struct prep_sample *qnext;	   /* decode queue */
 	pthread_cond_t done;
 	/* immutable once READY */
 	uint8_t *data;
@@ -279,7 +279,8 @@ static void decode_one(struct prep_view *v, struct prep_sample *s)
 	free(src);
 	stat_add(&v->st_decodes, 1);
 	if (rc < 0) {
-		const char *name = v->ops.file_name ? v->ops.file_name(v->arg, s->file_index) : NULL;
+		const char *name =
+		    v->ops.file_name ? v->ops.file_name(v->arg, s->file_index) : NULL;
 		char rname[32] = "";
 
 		prep_recipe_name(&s->recipe, rname, sizeof(rname));
@@ -487,8 +488,8 @@ int prep_view_next_version(struct prep_view *v, const char *job, uint32_t file_i
 	return rc;
 }
 
-int prep_view_open_job(struct prep_view *v, const char *job, uint32_t file_index,
-		       uint64_t file_key, const struct prep_recipe *r, struct prep_sample **out)
+int prep_view_open_job(struct prep_view *v, const char *job, uint32_t file_index, uint64_t file_key,
+		       const struct prep_recipe *r, struct prep_sample **out)
 {
 	struct prep_recipe rr;
 	struct prep_sample *s;

@@ -36,8 +36,8 @@
 struct node_state {
 	_Atomic int64_t down_until_ms; /* 0 while up; monotonic ms otherwise */
 	_Atomic unsigned backoff_ms;   /* current period, 0 while up */
-	_Atomic bool probing;          /* a re-probe is in flight */
-	pthread_mutex_t lock;          /* serializes state changes only */
+	_Atomic bool probing;	       /* a re-probe is in flight */
+	pthread_mutex_t lock;	       /* serializes state changes only */
 };
 
 struct handle {
@@ -438,7 +438,7 @@ static int status_errno(long status)
 ssize_t remote_fetch(struct remote_client *c, unsigned node, const char *relpath, uint64_t off,
 		     size_t len, void *buf)
 {
-	struct xfer x = { 0 };
+	struct xfer x = {0};
 	struct strbuf url;
 	struct handle *h;
 	char range[48];

@@ -62,7 +62,7 @@ void remote__pct_encode(struct strbuf *out, const char *relpath)
 		    c == '-' || c == '.' || c == '_' || c == '~' || c == '/') {
 			strbuf_append(out, (const char *)p, 1);
 		} else {
-			char esc[3] = { '%', hex[c >> 4], hex[c & 15] };
+			char esc[3] = {'%', hex[c >> 4], hex[c & 15]};
 
 			strbuf_append(out, esc, 3);
 		}

@@ -26,7 +26,7 @@
 struct remote_peer {
 	char url[REMOTE_MAX_URL_LEN + 16];     /* http://host:port */
 	char hostport[REMOTE_MAX_URL_LEN + 1]; /* host:port */
-	uint64_t seed;                         /* hash of url */
+	uint64_t seed;			       /* hash of url */
 };
 
 struct remote_peers {
@@ -89,7 +89,9 @@ static int peer_parse(const char *s, size_t len, struct remote_peer *pe)
 	}
 	if (digits == 0 || port == 0 || port > 65535)
 		return -EINVAL;
-	snprintf(pe->hostport, sizeof(pe->hostport), "%s:%lu", host, port);
+	if (snprintf(pe->hostport, sizeof(pe->hostport), "%s:%lu", host, port) >=
+	    (int)sizeof(pe->hostport))
+		return -EINVAL;
 	snprintf(pe->url, sizeof(pe->url), "http://%s", pe->hostport);
 	pe->seed = hash_bytes(pe->url, strlen(pe->url), PEER_URL_SEED);
 	return 0;

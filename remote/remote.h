@@ -28,15 +28,15 @@ struct strbuf;
 
 /* ---- hard caps ---------------------------------------------------------- */
 
-#define REMOTE_MAX_PEERS 256           /* entries in --peers */
-#define REMOTE_MAX_URL_LEN 256         /* one peer URL */
-#define REMOTE_MAX_RELPATH 4096        /* decoded relative path, bytes */
-#define REMOTE_MAX_NAME 255            /* one path component, bytes */
-#define REMOTE_MAX_REQUEST_URL 16384   /* raw request target, bytes */
-#define REMOTE_MAX_SECRET 1024         /* secret, bytes */
-#define REMOTE_SERVER_MAX_CONNECTIONS 256
-#define REMOTE_SERVER_MAX_PER_IP 64
-#define REMOTE_SERVER_CONN_TIMEOUT_S 30 /* idle keep-alive / stalled client */
+#define REMOTE_MAX_PEERS 256		  /* entries in --peers */
+#define REMOTE_MAX_URL_LEN 256		  /* one peer URL */
+#define REMOTE_MAX_RELPATH 4096		  /* decoded relative path, bytes */
+#define REMOTE_MAX_NAME 255		  /* one path component, bytes */
+#define REMOTE_MAX_REQUEST_URL 16384	  /* raw request target, bytes */
+#define REMOTE_MAX_SECRET 1024		  /* secret, bytes */
+#define REMOTE_SERVER_MAX_CONNECTIONS 512 /* = threads, one per connection */
+#define REMOTE_SERVER_MAX_PER_IP 128
+#define REMOTE_SERVER_CONN_TIMEOUT_S 30	      /* idle keep-alive / stalled client */
 #define REMOTE_SERVER_CONN_MEMORY (64 * 1024) /* request line + headers */
 
 /* ---- peer list and ownership -------------------------------------------- */
@@ -100,7 +100,7 @@ struct remote_slice {
 };
 
 /* Callbacks, called concurrently from the server's connection threads
- * (one thread per connection; they may block on SOURCE). */
+ * (one thread per connection, 1 MiB stacks; they may block on SOURCE). */
 struct remote_server_ops {
 	/* Look up a validated relative path (no leading '/', no "." or ".."
 	 * components, no empty components, no NUL) in the namespace.
@@ -108,8 +108,11 @@ struct remote_server_ops {
 	int (*resolve)(void *arg, const char *relpath, uint32_t *file_id, uint64_t *size);
 	/* Read-through: give bytes [off, off+len) of the file, or a prefix
 	 * of them (at least 1 byte); the server asks again for the rest.
-	 * 0 or -errno (the response then fails). */
-	int (*read)(void *arg, uint32_t file_id, uint64_t off, size_t len, struct remote_slice *out);
+	 * An fd slice's fd must stay open until release. 0, or -errno with
+	 * nothing left to release (-ENOENT answers 404, others 500; a
+	 * failure after the first slice cuts the body short). */
+	int (*read)(void *arg, uint32_t file_id, uint64_t off, size_t len,
+		    struct remote_slice *out);
 	/* Append the §4 JSON object to out. */
 	void (*stats_json)(void *arg, struct strbuf *out);
 	/* Append Prometheus text (format 0.0.4) to out. */
@@ -122,6 +125,7 @@ struct remote_server_stats {
 	uint64_t served;       /* file requests answered 200/206 to completion */
 	uint64_t served_bytes; /* body bytes of those */
 	uint64_t rejected;     /* 4xx answers (auth, bad path, unknown route) */
+	uint64_t connections;  /* TCP connections accepted */
 };
 
 /* Bind and listen on "HOST:PORT" (IPv4, name, or [IPv6]; empty HOST or
@@ -138,8 +142,8 @@ int remote_listen_port(int fd, unsigned *port);
  * ops and arg must outlive the server; stats_json/metrics may be NULL
  * (the route then answers 404). Returns NULL with a message on failure. */
 struct remote_server *remote_server_start(int listen_fd, const char *secret,
-					  const struct remote_server_ops *ops, void *arg,
-					  char *err, size_t errlen);
+					  const struct remote_server_ops *ops, void *arg, char *err,
+					  size_t errlen);
 /* Stop: closes the socket, waits for the connection threads. NULL ok. */
 void remote_server_stop(struct remote_server *s);
 void remote_server_get_stats(const struct remote_server *s, struct remote_server_stats *out);
@@ -151,14 +155,14 @@ struct remote_client;
 /* Zero fields take the defaults in brackets. */
 struct remote_client_config {
 	unsigned connect_timeout_ms; /* [500] */
-	unsigned timeout_ms;         /* [5000] whole request */
+	unsigned timeout_ms;	     /* [5000] whole request */
 	unsigned backoff_min_ms;     /* [1000] first down period */
 	unsigned backoff_max_ms;     /* [30000] doubling stops here */
 };
 
 struct remote_client_stats {
 	uint64_t fetches; /* requests sent */
-	uint64_t bytes;   /* bytes received by successful fetches */
+	uint64_t bytes;	  /* bytes received by successful fetches */
 	uint64_t errors;  /* failed requests */
 	uint64_t skipped; /* calls answered -EHOSTDOWN without a request */
 };

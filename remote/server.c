@@ -41,6 +41,7 @@ struct remote_server {
 	_Atomic uint64_t served;
 	_Atomic uint64_t served_bytes;
 	_Atomic uint64_t rejected;
+	_Atomic uint64_t connections;
 };
 
 /* Per request, in MHD's con_cls. */
@@ -55,7 +56,7 @@ struct stream {
 	struct remote_server *srv;
 	uint32_t file_id;
 	uint64_t start; /* file offset of body byte 0 */
-	uint64_t len;   /* body length */
+	uint64_t len;	/* body length */
 	struct remote_slice slice;
 	uint64_t slice_off; /* file offset of slice byte 0 */
 	bool have_slice;
@@ -81,7 +82,7 @@ int remote_listen(const char *hostport, int *fd, char *err, size_t errlen)
 	char host[REMOTE_MAX_URL_LEN + 1];
 	const char *colon = hostport ? strrchr(hostport, ':') : NULL;
 	const char *port = colon ? colon + 1 : NULL;
-	struct addrinfo hints = { 0 }, *res = NULL, *ai;
+	struct addrinfo hints = {0}, *res = NULL, *ai;
 	size_t hlen;
 	int rc, last = -EADDRNOTAVAIL;
 
@@ -118,8 +119,9 @@ int remote_listen(const char *hostport, int *fd, char *err, size_t errlen)
 				continue;
 			if (node && pass == 1)
 				break;
-			int s = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
-				       ai->ai_protocol);
+			int s =
+			    socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+				   ai->ai_protocol);
 			int one = 1, off = 0;
 
 			if (s < 0) {
@@ -148,7 +150,8 @@ int remote_listen(const char *hostport, int *fd, char *err, size_t errlen)
 	return 0;
 bad:
 	if (err && errlen)
-		snprintf(err, errlen, "--listen=%.200s: expected HOST:PORT", hostport ? hostport : "");
+		snprintf(err, errlen, "--listen=%.200s: expected HOST:PORT",
+			 hostport ? hostport : "");
 	return -EINVAL;
 }
 
@@ -235,8 +238,8 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 			slice_release(&st->slice);
 		st->have_slice = false;
 		slice_reset(&st->slice);
-		if (s->ops->read(s->arg, st->file_id, foff, rest > SIZE_MAX ? SIZE_MAX : (size_t)rest,
-				 &st->slice) != 0 ||
+		if (s->ops->read(s->arg, st->file_id, foff,
+				 rest > SIZE_MAX ? SIZE_MAX : (size_t)rest, &st->slice) != 0 ||
 		    st->slice.len == 0 || (!st->slice.data && st->slice.fd < 0)) {
 			slice_release(&st->slice);
 			log_warn("peer server: read of file %u at %llu failed mid-response",
@@ -278,8 +281,8 @@ static void stream_free(void *cls)
 
 /* Build the body response for [start, start+len) given the first slice,
  * which it consumes (released on every path). NULL on failure. */
-static struct MHD_Response *body_response(struct remote_server *s, uint32_t file_id,
-					  uint64_t start, uint64_t len, struct remote_slice *sl)
+static struct MHD_Response *body_response(struct remote_server *s, uint32_t file_id, uint64_t start,
+					  uint64_t len, struct remote_slice *sl)
 {
 	struct MHD_Response *r = NULL;
 
@@ -288,7 +291,7 @@ static struct MHD_Response *body_response(struct remote_server *s, uint32_t file
 			return MHD_create_response_from_buffer((size_t)len, (void *)sl->data,
 							       MHD_RESPMEM_PERSISTENT);
 		r = MHD_create_response_from_buffer_with_free_callback_cls(
-			(size_t)len, (void *)sl->data, sl->release, sl->ctx);
+		    (size_t)len, (void *)sl->data, sl->release, sl->ctx);
 		if (!r)
 			slice_release(sl);
 		return r;
@@ -317,7 +320,7 @@ static struct MHD_Response *body_response(struct remote_server *s, uint32_t file
 	st->slice = *sl;
 	st->slice_off = start;
 	st->have_slice = true;
-	r = MHD_create_response_from_callback(len, 64 * 1024, stream_read, st, stream_free);
+	r = MHD_create_response_from_callback(len, 32 * 1024, stream_read, st, stream_free);
 	if (!r)
 		stream_free(st);
 	return r;
@@ -350,8 +353,8 @@ static enum MHD_Result serve_file(struct remote_server *s, struct MHD_Connection
 		return queue_text(s, conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "resolve failed\n");
 
 	rc = remote__range_parse(
-		MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_RANGE), size,
-		&start, &len);
+	    MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_RANGE), size, &start,
+	    &len);
 	if (rc == -ERANGE) {
 		r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
 		if (!r)
@@ -427,9 +430,8 @@ static bool auth_ok(const struct remote_server *s, struct MHD_Connection *conn)
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
-				  const char *method, const char *version,
-				  const char *upload_data, size_t *upload_data_size,
-				  void **con_cls)
+				  const char *method, const char *version, const char *upload_data,
+				  size_t *upload_data_size, void **con_cls)
 {
 	struct remote_server *s = cls;
 	struct request *req = *con_cls;
@@ -439,12 +441,21 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		if (!req)
 			return MHD_NO;
 		*con_cls = req;
+		/* A response queued before the request is complete makes MHD
+		 * close the connection: answer GETs on the next call, keeping
+		 * the connection alive. Anything else is refused right away. */
+		if (strcmp(method, MHD_HTTP_METHOD_GET) == 0)
+			return MHD_YES;
 	}
 	if (req->responded) {
 		*upload_data_size = 0; /* discard any body */
 		return MHD_YES;
 	}
 	req->responded = true;
+	if (*upload_data_size != 0) {
+		*upload_data_size = 0;
+		return queue_text(s, conn, MHD_HTTP_BAD_REQUEST, "unexpected request body\n");
+	}
 	if (!auth_ok(s, conn))
 		return queue_text(s, conn, MHD_HTTP_UNAUTHORIZED, "unauthorized\n");
 	if (strcmp(method, MHD_HTTP_METHOD_GET) != 0)
@@ -486,6 +497,15 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	*con_cls = NULL;
 }
 
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+			  enum MHD_ConnectionNotificationCode toe)
+{
+	struct remote_server *s = cls;
+
+	if (toe == MHD_CONNECTION_NOTIFY_STARTED)
+		atomic_fetch_add_explicit(&s->connections, 1, memory_order_relaxed);
+}
+
 /* The path is decoded by serve_file, strictly; MHD must not decode it
  * first (its decoder would turn %00 into a silent truncation). */
 static size_t unescape_none(void *cls, struct MHD_Connection *conn, char *s)
@@ -505,8 +525,8 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 }
 
 struct remote_server *remote_server_start(int listen_fd, const char *secret,
-					  const struct remote_server_ops *ops, void *arg,
-					  char *err, size_t errlen)
+					  const struct remote_server_ops *ops, void *arg, char *err,
+					  size_t errlen)
 {
 	struct remote_server *s;
 	int mhd_fd;
@@ -543,16 +563,17 @@ struct remote_server *remote_server_start(int listen_fd, const char *secret,
 	if (mhd_fd < 0)
 		goto fail_errno;
 	s->daemon = MHD_start_daemon(
-		MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL |
-			MHD_USE_ERROR_LOG,
-		0, NULL, NULL, on_request, s, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)mhd_fd,
-		MHD_OPTION_CONNECTION_LIMIT, (unsigned int)REMOTE_SERVER_MAX_CONNECTIONS,
-		MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int)REMOTE_SERVER_MAX_PER_IP,
-		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)REMOTE_SERVER_CONN_TIMEOUT_S,
-		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)REMOTE_SERVER_CONN_MEMORY,
-		MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_UNESCAPE_CALLBACK,
-		unescape_none, NULL, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
-		MHD_OPTION_THREAD_STACK_SIZE, (size_t)(1024 * 1024), MHD_OPTION_END);
+	    MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL |
+		MHD_USE_ERROR_LOG,
+	    0, NULL, NULL, on_request, s, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)mhd_fd,
+	    MHD_OPTION_CONNECTION_LIMIT, (unsigned int)REMOTE_SERVER_MAX_CONNECTIONS,
+	    MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int)REMOTE_SERVER_MAX_PER_IP,
+	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)REMOTE_SERVER_CONN_TIMEOUT_S,
+	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)REMOTE_SERVER_CONN_MEMORY,
+	    MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_NOTIFY_CONNECTION,
+	    on_connection, s, MHD_OPTION_UNESCAPE_CALLBACK, unescape_none, NULL,
+	    MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_THREAD_STACK_SIZE,
+	    (size_t)(1024 * 1024), MHD_OPTION_END);
 	if (!s->daemon) {
 		if (err && errlen)
 			snprintf(err, errlen, "peer server: libmicrohttpd failed to start");
@@ -596,4 +617,5 @@ void remote_server_get_stats(const struct remote_server *s, struct remote_server
 	out->served = atomic_load_explicit(&s->served, memory_order_relaxed);
 	out->served_bytes = atomic_load_explicit(&s->served_bytes, memory_order_relaxed);
 	out->rejected = atomic_load_explicit(&s->rejected, memory_order_relaxed);
+	out->connections = atomic_load_explicit(&s->connections, memory_order_relaxed);
 }

@@ -73,8 +73,7 @@ void remote_metrics(const struct remote_client *c, const struct remote_server *s
 	metric(out, "coordfs_peer_fetches_total", "counter", "Ranged reads sent to peers.",
 	       cs.fetches);
 	metric(out, "coordfs_peer_bytes_total", "counter", "Bytes received from peers.", cs.bytes);
-	metric(out, "coordfs_peer_errors_total", "counter", "Failed reads from peers.",
-	       cs.errors);
+	metric(out, "coordfs_peer_errors_total", "counter", "Failed reads from peers.", cs.errors);
 	metric(out, "coordfs_peer_skipped_total", "counter",
 	       "Reads not sent because the owner was marked down.", cs.skipped);
 	metric(out, "coordfs_peer_served_total", "counter", "File requests served to peers.",
@@ -83,6 +82,8 @@ void remote_metrics(const struct remote_client *c, const struct remote_server *s
 	       ss.served_bytes);
 	metric(out, "coordfs_peer_rejected_total", "counter",
 	       "Peer requests answered with a 4xx status.", ss.rejected);
+	metric(out, "coordfs_peer_connections_total", "counter",
+	       "Connections accepted by the peer server.", ss.connections);
 	strbuf_puts(out, "# HELP coordfs_peer_up Whether a peer is usable (1) or in back-off (0).\n"
 			 "# TYPE coordfs_peer_up gauge\n");
 	for (unsigned k = 0; c && remote_node_url(c, k); k++) {

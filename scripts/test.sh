@@ -40,9 +40,14 @@ run_build build-ci -Dwerror=true -Dbuildtype=debugoptimized || status=1
 count_results build-ci
 
 if [ "${SKIP_VALGRIND:-0}" != 1 ]; then
+	# remote/ and fsstat drive network timeouts and child processes; they run
+	# under ASan below instead.
 	echo "== unit tests under valgrind"
-	meson test -C build-ci --suite unit --print-errorlogs --num-processes 1 \
-		--wrapper 'valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite --trace-children=yes' \
+	# libjpeg-turbo's SIMD code trips memcheck on padding columns it never
+	# returns; the C paths compute the same bytes.
+	JSIMD_FORCENONE=1 meson test -C build-ci --suite unit --no-suite remote --no-suite fsstat \
+		--print-errorlogs --num-processes 1 \
+		--wrapper 'valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite --trace-children=yes --trace-children-skip=*python*' \
 		--timeout-multiplier 10 || status=1
 	count_results build-ci
 fi

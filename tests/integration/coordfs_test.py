@@ -589,6 +589,102 @@ def read_in_child(path, timeout=10):
 	return ('error', proc.returncode, stdout)
 
 
+# ---------------------------------------------------------------- prepared view
+
+GENDATA = os.path.join(REPO, 'tools', 'gendata.py')
+
+
+def gendata(root, classes, per_class, seed, size=None, timeout=120):
+	"""Generate a photo-like JPEG tree ROOT/train/<class>/... with
+	tools/gendata.py (run by the interpreter running this test)."""
+	cmd = [sys.executable, GENDATA, root, '--classes', str(classes),
+	       '--per-class', str(per_class), '--seed', str(seed)]
+	if size:
+		cmd += ['--size', size]
+	proc = subprocess.run(cmd, capture_output=True, text=True,
+			      timeout=timeout)
+	if proc.returncode != 0:
+		raise RuntimeError(f'{" ".join(cmd)} exited {proc.returncode}: '
+				   f'{proc.stderr.strip()}')
+	return proc.stdout.strip()
+
+
+def copy_tree_into(template):
+	"""A populate function for Mount: copy template's contents into src."""
+	def populate(src):
+		shutil.copytree(template, src, dirs_exist_ok=True, symlinks=True)
+	return populate
+
+
+def read_bytes(path):
+	with open(path, 'rb', buffering=0) as f:
+		chunks = []
+		while True:
+			block = f.read(1 << 20)
+			if not block:
+				break
+			chunks.append(block)
+	return b''.join(chunks)
+
+
+def parse_ppm_header(data):
+	"""(magic, width, height, maxval, header_length) of a binary PNM.
+
+	Raises ValueError on anything that is not a complete header."""
+	fields = []
+	i = 0
+	while len(fields) < 4:
+		while i < len(data) and data[i:i + 1] in b' \t\r\n':
+			i += 1
+		if data[i:i + 1] == b'#':
+			while i < len(data) and data[i:i + 1] != b'\n':
+				i += 1
+			continue
+		j = i
+		while j < len(data) and data[j:j + 1] not in b' \t\r\n#':
+			j += 1
+		if j == i or j >= len(data):
+			raise ValueError(f'short PNM header: {data[:32]!r}')
+		fields.append(data[i:j])
+		i = j
+	if not data[i:i + 1].isspace():
+		raise ValueError(f'bad PNM header end: {data[:32]!r}')
+	try:
+		w, h, maxval = int(fields[1]), int(fields[2]), int(fields[3])
+	except ValueError:
+		raise ValueError(f'bad PNM header: {data[:32]!r}') from None
+	return fields[0].decode('latin-1'), w, h, maxval, i + 1
+
+
+def read_ppm(data):
+	"""A binary 8-bit PPM as a (height, width, 3) uint8 numpy array;
+	ValueError if it is anything else or has the wrong length."""
+	import numpy as np
+	magic, w, h, maxval, off = parse_ppm_header(data)
+	if magic != 'P6' or maxval != 255:
+		raise ValueError(f'not an 8-bit P6: {magic} maxval {maxval}')
+	if len(data) - off != w * h * 3:
+		raise ValueError(f'P6 {w}x{h}: {len(data) - off} pixel bytes, '
+				 f'want {w * h * 3}')
+	return np.frombuffer(data, dtype=np.uint8, offset=off).reshape(h, w, 3)
+
+
+def ppm_size(w, h):
+	"""Bytes of the PPM coordfs serves for a w x h sample."""
+	return len(f'P6\n{w} {h}\n255\n') + 3 * w * h
+
+
+def psnr(a, b):
+	"""PSNR in dB of two uint8 arrays; -1 if their shapes differ."""
+	import numpy as np
+	if a.shape != b.shape:
+		return -1.0
+	mse = np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2)
+	if mse == 0:
+		return float('inf')
+	return 10 * np.log10(255.0 ** 2 / mse)
+
+
 __all__ = [
 	'Checker', 'Mount', 'MountFailed', 'TempDirs', 'stats', 'cached',
 	'mounts', 'mounts_at', 'is_mounted', 'fuse_mounts_under',
@@ -597,4 +693,324 @@ __all__ = [
 	'write_file', 'random_bytes', 'tree_entries', 'walk_listing',
 	'read_in_child', 'wait_until', 'coordfs_bin', 'fsstat_bin',
 	'require_fuse', 'random', 'STATS_XATTR', 'CACHED_XATTR',
+	'gendata', 'copy_tree_into', 'read_bytes', 'parse_ppm_header',
+	'read_ppm', 'ppm_size', 'psnr', 'GENDATA',
+]
+
+
+# ---------------------------------------------------------------- peers
+# Helpers for the multi-node tests (test_peers*.py): several daemons over
+# one SOURCE on loopback, a Python copy of the rendezvous ownership of
+# remote/peers.c, raw HTTP requests, the fake misbehaving peer.
+
+_M64 = (1 << 64) - 1
+PEER_URL_SEED = 0x636f6f7264667331	# "coordfs1", remote/peers.c
+UNIT_PATH_SEED = 0x7061746863686b31	# "pathchk1", remote/peers.c
+CACHE_ALIGN = 64			# cache/cache.c arena alignment
+
+
+def hash_mix64(x):
+	"""common/hash.h hash_mix64 (splitmix64 finalizer)."""
+	x = (x + 0x9e3779b97f4a7c15) & _M64
+	x = ((x ^ (x >> 30)) * 0xbf58476d1ce4e5b9) & _M64
+	x = ((x ^ (x >> 27)) * 0x94d049bb133111eb) & _M64
+	return x ^ (x >> 31)
+
+
+def hash_bytes(data, seed):
+	"""common/hash.c hash_bytes (FNV-1a folded through hash_mix64)."""
+	h = 0xcbf29ce484222325 ^ hash_mix64(seed)
+	for b in data:
+		h ^= b
+		h = (h * 0x100000001b3) & _M64
+	return hash_mix64(h ^ len(data))
+
+
+def unit_owner(urls, relpath, chunk=0):
+	"""Owner node of (relpath, chunk) over the normalized peer URLs, as
+	remote_owner(remote_unit_key()) computes it (SPEC §5: rendezvous
+	hashing; the hash is documented as stable across builds)."""
+	raw = relpath.encode('utf-8', 'surrogateescape')
+	key = hash_mix64(hash_bytes(raw, UNIT_PATH_SEED) ^
+			 hash_mix64(chunk ^ 0x6368756e6b))
+	best, best_w = 0, -1
+	for k, url in enumerate(urls):
+		w = hash_mix64(key ^ hash_bytes(url.encode(), PEER_URL_SEED))
+		if w > best_w:
+			best, best_w = k, w
+	return best
+
+
+def file_units(size, chunk_size):
+	"""[(chunk index, unit length)] of a file of size bytes."""
+	if size == 0:
+		return []
+	n = (size + chunk_size - 1) // chunk_size
+	return [(k, min(chunk_size, size - k * chunk_size)) for k in range(n)]
+
+
+def ownership(urls, sizes, chunk_size):
+	"""Per node: {'units': n, 'bytes': b, 'arena': b rounded as the cache
+	allocates} of the units it owns, for {relpath: size}."""
+	own = [{'units': 0, 'bytes': 0, 'arena': 0} for _ in urls]
+	for rel, size in sizes.items():
+		for k, ln in file_units(size, chunk_size):
+			o = own[unit_owner(urls, rel, k)]
+			o['units'] += 1
+			o['bytes'] += ln
+			o['arena'] += (ln + CACHE_ALIGN - 1) // CACHE_ALIGN * \
+				CACHE_ALIGN
+	return own
+
+
+def free_ports(n):
+	"""n distinct TCP ports on 127.0.0.1 that were free a moment ago."""
+	ports = []
+	while len(ports) < n:
+		p = free_port()
+		if p not in ports:
+			ports.append(p)
+	return ports
+
+
+def peer_url(port):
+	return f'http://127.0.0.1:{port}'
+
+
+class Cluster(TempDirs):
+	"""n coordfs nodes over one SOURCE (root/src), node k mounted on
+	root/mnt{k} and serving peers on 127.0.0.1:ports[k].
+
+	populate(src) fills SOURCE. Nothing is mounted until mount(k).
+	A slot may be left without a daemon (a dead peer) or given to a
+	fake peer: pass its port in ports. stop(k)/cont(k) send
+	SIGSTOP/SIGCONT; a stopped daemon is continued automatically after
+	max_stop seconds and before any cleanup, so no unmount waits on it.
+	"""
+
+	def __init__(self, n, populate=None, ports=None, max_stop=60):
+		super().__init__(prefix='coordfs-peers-')
+		with _active_lock:
+			_active_mounts.discard(self.mnt)
+		os.rmdir(self.mnt)
+		self.n = n
+		self.ports = list(ports) if ports else free_ports(n)
+		self.urls = [peer_url(p) for p in self.ports]
+		self.mnts = [os.path.join(self.root, f'mnt{k}') for k in range(n)]
+		self.pids = [None] * n
+		self.mount_stderr = [''] * n
+		self.stopped = set()
+		self.max_stop = max_stop
+		self.mnt = self.mnts[0]
+		for m in self.mnts:
+			os.mkdir(m)
+		with _active_lock:
+			_active_mounts.update(self.mnts)
+		try:
+			if populate is not None:
+				populate(self.src)
+		except BaseException:
+			self.cleanup()
+			raise
+
+	def peers_arg(self):
+		return '--peers=' + ','.join(self.urls)
+
+	def mount(self, k, opts=(), timeout=30, peers=None):
+		"""Mount node k with --peers/--node and opts; MountFailed if
+		it does not come up. Returns the daemon's stderr. peers: the
+		--peers value to pass instead of self.urls (other spellings
+		of the same addresses)."""
+		peers_arg = self.peers_arg() if peers is None else \
+			'--peers=' + peers
+		args = [peers_arg, f'--node={k}'] + list(opts) + \
+			[self.src, self.mnts[k]]
+		rc, out, err = run_coordfs(args, timeout=timeout)
+		self.mount_stderr[k] = err
+		if rc != 0:
+			raise MountFailed(['coordfs'] + args, rc, err)
+		if not is_mounted(self.mnts[k]):
+			raise MountFailed(['coordfs'] + args, rc,
+					  'command returned 0 but nothing is '
+					  'mounted on ' + self.mnts[k])
+		pids = find_daemon_pids(self.mnts[k])
+		self.pids[k] = pids[0] if len(pids) == 1 else None
+		return err
+
+	def stats(self, k):
+		return stats(self.mnts[k])
+
+	def path(self, k, rel):
+		return os.path.join(self.mnts[k], rel)
+
+	def signal(self, k, sig):
+		os.kill(self.pids[k], sig)
+
+	def kill9(self, k):
+		"""SIGKILL node k's daemon and wait until it is gone (its
+		mount stays, broken, until cleanup)."""
+		pid = self.pids[k]
+		os.kill(pid, signal.SIGKILL)
+		wait_until(lambda: not pid_alive(pid), 5.0)
+		self.stopped.discard(k)
+
+	def stop(self, k):
+		pid = self.pids[k]
+		os.kill(pid, signal.SIGSTOP)
+		self.stopped.add(k)
+		t = threading.Timer(self.max_stop, self._auto_cont, args=(k, pid))
+		t.daemon = True
+		t.start()
+
+	def _auto_cont(self, k, pid):
+		if k in self.stopped and self.pids[k] == pid:
+			print(f'# note: node {k} stopped longer than '
+			      f'{self.max_stop}s, continuing it', flush=True)
+			self.cont(k)
+
+	def cont(self, k):
+		with contextlib.suppress(OSError):
+			os.kill(self.pids[k], signal.SIGCONT)
+		self.stopped.discard(k)
+
+	def cleanup(self):
+		for k in list(self.stopped):
+			self.cont(k)
+		for k, m in enumerate(self.mnts):
+			if os.path.isdir(self.root):
+				force_unmount(m, [self.pids[k]] if self.pids[k]
+					      else None)
+		for m in self.mnts:
+			for pid in find_daemon_pids(m):
+				kill_and_wait(pid, 3.0)
+		if os.path.isdir(self.root):
+			super().cleanup()
+		with _active_lock:
+			_active_mounts.difference_update(self.mnts)
+
+
+def http_request(port, path, headers=None, method='GET', timeout=10,
+		 conn=None):
+	"""One raw HTTP/1.1 request to 127.0.0.1:port; path is sent exactly
+	as given (not normalized, not re-encoded). Returns (status,
+	{lower-case header: value}, body). conn: an http.client connection
+	to reuse (keep-alive)."""
+	import http.client
+	own = conn is None
+	if own:
+		conn = http.client.HTTPConnection('127.0.0.1', port,
+						  timeout=timeout)
+	try:
+		conn.putrequest(method, path, skip_accept_encoding=True)
+		for name, value in (headers or {}).items():
+			conn.putheader(name, value)
+		conn.endheaders()
+		resp = conn.getresponse()
+		body = resp.read()
+		hdrs = {k.lower(): v for k, v in resp.getheaders()}
+		return resp.status, hdrs, body
+	finally:
+		if own:
+			conn.close()
+
+
+_READ_MANY = (
+	'import hashlib, json, os, sys, time\n'
+	'paths = json.loads(sys.argv[1]); pace = float(sys.argv[2])\n'
+	'marker = sys.argv[3]\n'
+	'for p in paths:\n'
+	'    if pace and not os.path.exists(marker): time.sleep(pace)\n'
+	'    h = hashlib.sha256(); n = 0\n'
+	'    try:\n'
+	'        with open(p, "rb", buffering=0) as f:\n'
+	'            while True:\n'
+	'                b = f.read(1 << 20)\n'
+	'                if not b: break\n'
+	'                h.update(b); n += len(b)\n'
+	'        print(json.dumps([p, "ok", h.hexdigest(), n]), flush=True)\n'
+	'    except OSError as e:\n'
+	'        print(json.dumps([p, "errno", e.errno, e.strerror]),'
+	' flush=True)\n'
+)
+
+
+class ManyReader:
+	"""Read a list of files (sha256) in a child process, so that a hung
+	FUSE request cannot hang the test. pace: seconds to sleep before
+	each file while the file `marker` does not exist (lets a test
+	inject faults in the middle of an epoch). results() waits up to
+	timeout, kills the child if it is still running, and returns
+	{path: ('ok', sha256hex, size) | ('errno', errno, msg)}, plus
+	'timeout' for every path it did not reach."""
+
+	def __init__(self, paths, pace=0.0, marker='/nonexistent'):
+		self.paths = list(paths)
+		self.out = tempfile.TemporaryFile()
+		self.proc = subprocess.Popen(
+			[sys.executable, '-c', _READ_MANY, json.dumps(self.paths),
+			 str(pace), marker],
+			stdin=subprocess.DEVNULL, stdout=self.out,
+			stderr=subprocess.STDOUT)
+
+	def done_count(self):
+		self.out.flush()
+		with open(f'/proc/self/fd/{self.out.fileno()}', 'rb') as f:
+			return f.read().count(b'\n')
+
+	def results(self, timeout):
+		try:
+			self.proc.wait(timeout=timeout)
+		except subprocess.TimeoutExpired:
+			self.proc.kill()
+			self.proc.wait()
+		self.out.seek(0)
+		res = {}
+		for line in self.out.read().decode('utf-8', 'replace').splitlines():
+			try:
+				item = json.loads(line)
+			except ValueError:
+				continue
+			if isinstance(item, list) and len(item) == 4:
+				res[item[0]] = tuple(item[1:])
+		self.out.close()
+		for p in self.paths:
+			res.setdefault(p, ('timeout', None, None))
+		return res
+
+
+class FakePeer:
+	"""tests/integration/fake_peer.py MODE on a free loopback port
+	(self.port), stopped on exit."""
+
+	def __init__(self, mode, timeout=10):
+		import select
+		self.proc = subprocess.Popen(
+			[sys.executable, os.path.join(HERE, 'fake_peer.py'), mode,
+			 '0'], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+			stderr=subprocess.DEVNULL)
+		ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+		line = self.proc.stdout.readline() if ready else b''
+		if not line.strip().isdigit():
+			self.stop()
+			raise RuntimeError(f'fake_peer.py {mode} did not start')
+		self.port = int(line)
+
+	def __enter__(self):
+		return self
+
+	def __exit__(self, *exc):
+		self.stop()
+		return False
+
+	def stop(self):
+		if self.proc.poll() is None:
+			self.proc.kill()
+		self.proc.wait()
+		self.proc.stdout.close()
+
+
+__all__ += [
+	'hash_mix64', 'hash_bytes', 'unit_owner', 'file_units', 'ownership',
+	'free_ports', 'peer_url', 'Cluster', 'http_request', 'ManyReader',
+	'FakePeer',
 ]

@@ -4,12 +4,14 @@
  *   prep_render_cli RECIPE SEED VERSION INFILE [FILE_KEY]  -> PPM on stdout
  *   prep_render_cli --scale M RECIPE INFILE                -> PPM, DCT scale forced to M/8
  *   prep_render_cli --rrc-params W H SEED COUNT            -> "top left h w fallback flip" lines
+ *   prep_render_cli --bench RECIPE N INFILE...             -> mean CPU ms per render on stdout
  * Exit status 0, or 1 with one line on stderr naming the problem.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "prep/prep_int.h"
 
@@ -72,7 +74,8 @@ int main(int argc, char **argv)
 	int rc;
 
 	if (argc == 6 && strcmp(argv[1], "--rrc-params") == 0) {
-		unsigned W = (unsigned)strtoul(argv[2], NULL, 10), H = (unsigned)strtoul(argv[3], NULL, 10);
+		unsigned W = (unsigned)strtoul(argv[2], NULL, 10),
+			 H = (unsigned)strtoul(argv[3], NULL, 10);
 		uint64_t seed = strtoull(argv[4], NULL, 0);
 		unsigned long count = strtoul(argv[5], NULL, 10);
 
@@ -92,12 +95,48 @@ int main(int argc, char **argv)
 		}
 		return 0;
 	}
+	if (argc >= 5 && strcmp(argv[1], "--bench") == 0) {
+		unsigned long n = strtoul(argv[3], NULL, 10);
+		struct timespec t0, t1;
+		unsigned long renders = 0;
+		double total = 0;
+
+		if (prep_recipe_parse(argv[2], &r) < 0 || n == 0) {
+			fprintf(stderr, "prep_render_cli: bad recipe %s or count %s\n", argv[2],
+				argv[3]);
+			return 1;
+		}
+		for (int f = 4; f < argc; f++) {
+			if ((rc = read_all(argv[f], &data, &len)) < 0) {
+				fprintf(stderr, "prep_render_cli: %s: %s\n", argv[f],
+					strerror(-rc));
+				return 1;
+			}
+			clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t0);
+			for (unsigned long i = 0; i < n; i++) {
+				if ((rc = prep_render(&r, data, len, 1, (uint64_t)f, (uint32_t)i,
+						      &ppm, &plen)) < 0) {
+					fprintf(stderr, "prep_render_cli: %s: %s\n", argv[f],
+						strerror(-rc));
+					return 1;
+				}
+				free(ppm);
+				renders++;
+			}
+			clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t1);
+			total += (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6;
+			free(data);
+		}
+		printf("%.4f\n", total / renders);
+		return 0;
+	}
 	if (argc == 5 && strcmp(argv[1], "--scale") == 0) {
-		struct scale_arg a = { &r };
+		struct scale_arg a = {&r};
 		unsigned m = (unsigned)strtoul(argv[2], NULL, 10);
 
 		if (prep_recipe_parse(argv[3], &r) < 0 || m < 1 || m > 8) {
-			fprintf(stderr, "prep_render_cli: bad recipe %s or scale %s\n", argv[3], argv[2]);
+			fprintf(stderr, "prep_render_cli: bad recipe %s or scale %s\n", argv[3],
+				argv[2]);
 			return 1;
 		}
 		if ((rc = read_all(argv[4], &data, &len)) < 0) {

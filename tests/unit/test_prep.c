@@ -1,1 +1,1395 @@
-int main(void){return 0;}
+/* SPDX-License-Identifier: MIT */
+/*
+ * Unit tests for prep/: recipes, decoding of every JPEG/PNG flavour to RGB
+ * (images generated here with libjpeg/libpng, so the test is
+ * self-contained), ROI + DCT-scaled decoding against full decoding, the
+ * RandomResizedCrop parameters, determinism, the staging engine
+ * (single-flight, budget, release after every active job read), job
+ * identity, and replay of the fuzz corpus (tests/fuzz/corpus_prep).
+ */
+#include <check.h>
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <jpeglib.h>
+#include <png.h>
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#else
+#define RUNNING_ON_VALGRIND 0
+#endif
+
+#include "common/hash.h"
+#include "prep/prep_int.h"
+
+#define CORPUS_DIR "../fuzz/corpus_prep"
+
+/* ---- image generators ---- */
+
+struct color {
+	uint8_t r, g, b;
+};
+static const struct color quad_colors[4] = {
+    {200, 30, 40}, {20, 220, 90}, {30, 60, 200}, {128, 128, 128}};
+
+/* 4 solid quadrants (aligned to 16-pixel MCUs for 64x64). */
+static struct color quad_pixel(unsigned x, unsigned y, unsigned w, unsigned h)
+{
+	return quad_colors[(y >= h / 2) * 2 + (x >= w / 2)];
+}
+
+/* Smooth gradients, deterministic noise and a block: photo-like. */
+static struct color photo_pixel(unsigned x, unsigned y, unsigned w, unsigned h)
+{
+	double n = (double)(hash_mix64((uint64_t)y << 32 | x) % 13) - 6.0;
+	double r = 128 + 100 * sin(x / 23.0) + 20 * cos(y / 11.0) + n;
+	double g = 128 + 90 * cos((x + y) / 53.0) + n;
+	double b = 60 + 150.0 * y / h + n;
+	struct color c;
+
+	if (x > w / 3 && x < w / 2 && y > h / 4 && y < h / 2)
+		r = 200, g = 30, b = 40;
+	c.r = (uint8_t)(r < 0 ? 0 : r > 255 ? 255 : r);
+	c.g = (uint8_t)(g < 0 ? 0 : g > 255 ? 255 : g);
+	c.b = (uint8_t)(b < 0 ? 0 : b > 255 ? 255 : b);
+	return c;
+}
+
+typedef struct color (*pixel_fn)(unsigned x, unsigned y, unsigned w, unsigned h);
+
+enum jkind { J_RGB, J_GRAY, J_CMYK, J_YCCK };
+
+struct jopts {
+	enum jkind kind;
+	bool progressive;
+	unsigned restart; /* restart_interval in MCUs, 0 = none */
+	int hsamp;	  /* luma h sampling factor: 1 (4:4:4) or 2 (4:2:0) */
+	int quality;
+};
+
+/* CMYK bytes as stored (Adobe polarity: 255 = no ink). */
+static void cmyk_of(struct color c, uint8_t out[4])
+{
+	out[0] = c.r;
+	out[1] = c.g;
+	out[2] = c.b;
+	out[3] = 180;
+}
+
+/* What PIL makes of stored CMYK: "CMYK;I" then cmyk2rgb. */
+static struct color pil_cmyk_rgb(const uint8_t in[4])
+{
+	uint8_t v[3];
+	int nk = in[3];
+
+	for (int c = 0; c < 3; c++) {
+		int tmp = (255 - in[c]) * nk + 128;
+		v[c] = (uint8_t)(nk - (((tmp >> 8) + tmp) >> 8));
+	}
+	return (struct color){v[0], v[1], v[2]};
+}
+
+static uint8_t *make_jpeg(unsigned w, unsigned h, pixel_fn px, const struct jopts *o, size_t *len)
+{
+	struct jpeg_compress_struct ci;
+	struct jpeg_error_mgr jerr;
+	unsigned char *mem = NULL;
+	unsigned long mlen = 0;
+	int comps = o->kind == J_GRAY ? 1 : o->kind == J_RGB ? 3 : 4;
+	uint8_t *row = malloc((size_t)w * comps);
+
+	ci.err = jpeg_std_error(&jerr);
+	jpeg_create_compress(&ci);
+	jpeg_mem_dest(&ci, &mem, &mlen);
+	ci.image_width = w;
+	ci.image_height = h;
+	ci.input_components = comps;
+	ci.in_color_space = o->kind == J_GRAY  ? JCS_GRAYSCALE
+			    : o->kind == J_RGB ? JCS_RGB
+					       : JCS_CMYK;
+	jpeg_set_defaults(&ci);
+	if (o->kind == J_YCCK)
+		jpeg_set_colorspace(&ci, JCS_YCCK);
+	jpeg_set_quality(&ci, o->quality ? o->quality : 95, TRUE);
+	if (o->kind != J_GRAY) {
+		ci.comp_info[0].h_samp_factor = o->hsamp ? o->hsamp : 1;
+		ci.comp_info[0].v_samp_factor = o->hsamp ? o->hsamp : 1;
+		for (int c = 1; c < ci.num_components; c++)
+			ci.comp_info[c].h_samp_factor = ci.comp_info[c].v_samp_factor = 1;
+		if (o->kind == J_YCCK)
+			ci.comp_info[3].h_samp_factor = ci.comp_info[3].v_samp_factor =
+			    ci.comp_info[0].h_samp_factor;
+	}
+	if (o->progressive)
+		jpeg_simple_progression(&ci);
+	ci.restart_interval = o->restart;
+	jpeg_start_compress(&ci, TRUE);
+	for (unsigned y = 0; y < h; y++) {
+		for (unsigned x = 0; x < w; x++) {
+			struct color c = px(x, y, w, h);
+			uint8_t *p = row + (size_t)x * comps;
+			if (o->kind == J_GRAY)
+				p[0] = c.g;
+			else if (o->kind == J_RGB)
+				p[0] = c.r, p[1] = c.g, p[2] = c.b;
+			else
+				cmyk_of(c, p);
+		}
+		JSAMPROW r = row;
+		jpeg_write_scanlines(&ci, &r, 1);
+	}
+	jpeg_finish_compress(&ci);
+	jpeg_destroy_compress(&ci);
+	free(row);
+	*len = mlen;
+	return mem;
+}
+
+struct pngbuf {
+	uint8_t *data;
+	size_t len, cap;
+};
+
+static void png_write_mem(png_structp png, png_bytep data, size_t n)
+{
+	struct pngbuf *b = png_get_io_ptr(png);
+
+	if (b->len + n > b->cap) {
+		b->cap = (b->len + n) * 2;
+		b->data = realloc(b->data, b->cap);
+		ck_assert_ptr_nonnull(b->data);
+	}
+	memcpy(b->data + b->len, data, n);
+	b->len += n;
+}
+
+static void png_flush_mem(png_structp png)
+{
+}
+
+/* Sample value of a PNG pixel for the given type: gray from g, alpha = x. */
+static void png_pixel(int ctype, int depth, struct color c, unsigned x, uint8_t *p)
+{
+	unsigned maxv = (1u << depth) - 1;
+	unsigned vals[4], n = 0;
+
+	switch (ctype) {
+	case PNG_COLOR_TYPE_GRAY:
+		vals[n++] = depth == 16 ? c.g * 3u : c.g * maxv / 255;
+		break;
+	case PNG_COLOR_TYPE_GRAY_ALPHA:
+		vals[n++] = c.g * maxv / 255;
+		vals[n++] = (x * 37) % (maxv + 1);
+		break;
+	case PNG_COLOR_TYPE_RGB:
+	case PNG_COLOR_TYPE_RGB_ALPHA:
+		vals[n++] = c.r * maxv / 255;
+		vals[n++] = c.g * maxv / 255;
+		vals[n++] = c.b * maxv / 255;
+		if (ctype == PNG_COLOR_TYPE_RGB_ALPHA)
+			vals[n++] = (x * 37) % (maxv + 1);
+		break;
+	}
+	for (unsigned i = 0; i < n; i++) {
+		if (depth == 16) {
+			p[2 * i] = (uint8_t)(vals[i] >> 8);
+			p[2 * i + 1] = (uint8_t)vals[i];
+		} else {
+			p[i] = (uint8_t)vals[i];
+		}
+	}
+}
+
+/* Expected RGB after PIL's convert("RGB") of such a pixel. */
+static struct color png_expect(int ctype, int depth, struct color c)
+{
+	unsigned maxv = (1u << depth) - 1;
+
+	switch (ctype) {
+	case PNG_COLOR_TYPE_GRAY:
+		if (depth == 16) { /* PIL mode "I": clipped */
+			unsigned v = c.g * 3u > 255 ? 255 : c.g * 3u;
+			return (struct color){v, v, v};
+		} else {
+			unsigned v = (c.g * maxv / 255) * 255 / maxv;
+			return (struct color){v, v, v};
+		}
+	case PNG_COLOR_TYPE_GRAY_ALPHA:
+		if (depth == 16) {
+			uint8_t v = (uint8_t)((c.g * maxv / 255) >> 8);
+			return (struct color){v, v, v};
+		}
+		return (struct color){c.g, c.g, c.g};
+	default:
+		if (depth == 16)
+			return (struct color){(c.r * maxv / 255) >> 8, (c.g * maxv / 255) >> 8,
+					      (c.b * maxv / 255) >> 8};
+		return c;
+	}
+}
+
+static uint8_t *make_png(unsigned w, unsigned h, int ctype, int depth, bool interlace, bool trns,
+			 size_t *len)
+{
+	struct pngbuf b = {0};
+	png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
+	png_infop info = png_create_info_struct(png);
+	size_t rowbytes = (size_t)w * 8 + 8;
+	uint8_t *row = calloc(1, rowbytes);
+
+	ck_assert(png && info && row);
+	png_set_write_fn(png, &b, png_write_mem, png_flush_mem);
+	png_set_IHDR(png, info, w, h, depth, ctype,
+		     interlace ? PNG_INTERLACE_ADAM7 : PNG_INTERLACE_NONE,
+		     PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+	if (ctype == PNG_COLOR_TYPE_PALETTE) {
+		png_color pal[4];
+		for (int i = 0; i < 4; i++)
+			pal[i] = (png_color){quad_colors[i].r, quad_colors[i].g, quad_colors[i].b};
+		png_set_PLTE(png, info, pal, 4);
+		if (trns) {
+			png_byte t[4] = {0, 128, 255, 7};
+			png_set_tRNS(png, info, t, 4, NULL);
+		}
+	} else if (trns && ctype == PNG_COLOR_TYPE_GRAY) {
+		png_color_16 tc = {.gray = 1};
+		png_set_tRNS(png, info, NULL, 0, &tc);
+	}
+	png_write_info(png, info);
+	int passes = png_set_interlace_handling(png);
+	for (int pass = 0; pass < passes; pass++) {
+		for (unsigned y = 0; y < h; y++) {
+			memset(row, 0, rowbytes);
+			for (unsigned x = 0; x < w; x++) {
+				struct color c = quad_pixel(x, y, w, h);
+				if (ctype == PNG_COLOR_TYPE_PALETTE) {
+					row[x] = (uint8_t)((y >= h / 2) * 2 + (x >= w / 2));
+				} else if (depth < 8) {
+					unsigned v = c.g * ((1u << depth) - 1) / 255;
+					unsigned bit = x * depth;
+					row[bit / 8] |= (uint8_t)(v << (8 - depth - bit % 8));
+				} else {
+					unsigned ch = ctype == PNG_COLOR_TYPE_GRAY	   ? 1
+						      : ctype == PNG_COLOR_TYPE_GRAY_ALPHA ? 2
+						      : ctype == PNG_COLOR_TYPE_RGB	   ? 3
+											   : 4;
+					png_pixel(ctype, depth, c, x,
+						  row + (size_t)x * ch * (depth / 8));
+				}
+			}
+			png_write_row(png, row);
+		}
+	}
+	png_write_end(png, info);
+	png_destroy_write_struct(&png, &info);
+	free(row);
+	*len = b.len;
+	return b.data;
+}
+
+/* ---- helpers ---- */
+
+static void parse_ppm(const uint8_t *p, size_t len, unsigned *w, unsigned *h, const uint8_t **px)
+{
+	int off = 0, nl = 0;
+
+	char head[48];
+	size_t hl = len < sizeof(head) - 1 ? len : sizeof(head) - 1;
+
+	memcpy(head, p, hl);
+	head[hl] = '\0';
+	ck_assert_int_eq(sscanf(head, "P6\n%u %u\n255", w, h), 2);
+	while ((size_t)off < len && nl < 3) /* the header is three lines */
+		nl += p[off++] == '\n';
+	ck_assert_int_eq(nl, 3);
+	ck_assert_uint_eq(len, (size_t)off + (size_t)*w * *h * 3);
+	*px = p + off;
+}
+
+static double psnr(const uint8_t *a, const uint8_t *b, size_t n)
+{
+	double se = 0;
+
+	for (size_t i = 0; i < n; i++)
+		se += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+	if (se == 0)
+		return INFINITY;
+	return 10 * log10(255.0 * 255.0 / (se / n));
+}
+
+static void assert_color_near(const uint8_t *p, struct color c, int tol, const char *what)
+{
+	ck_assert_msg(abs(p[0] - c.r) <= tol && abs(p[1] - c.g) <= tol && abs(p[2] - c.b) <= tol,
+		      "%s: got (%d,%d,%d), want (%d,%d,%d) +-%d", what, p[0], p[1], p[2], c.r, c.g,
+		      c.b, tol);
+}
+
+/* ---- recipes ---- */
+
+START_TEST(recipe_parsing)
+{
+	static const char *bad[] = {"",	       "rrc",	  "rrc15",	 "rrc1025",
+				    "rrc0224", "rrc224x", "RRC224",	 "crop224",
+				    "rrc-1",   "rrc+224", "center99999", "resize 256",
+				    "center",  "rrc2240", "resize",	 "rrc224/"};
+	struct prep_recipe r = {PREP_RESIZE, 77};
+	char name[32];
+
+	ck_assert_int_eq(prep_recipe_parse("rrc224", &r), 0);
+	ck_assert_int_eq(r.kind, PREP_RRC);
+	ck_assert_uint_eq(r.size, 224);
+	ck_assert(prep_recipe_is_random(&r));
+	ck_assert_int_eq(prep_recipe_parse("center16", &r), 0);
+	ck_assert_int_eq(r.kind, PREP_CENTER);
+	ck_assert_uint_eq(r.size, 16);
+	ck_assert(!prep_recipe_is_random(&r));
+	ck_assert_int_eq(prep_recipe_parse("resize1024", &r), 0);
+	ck_assert_int_eq(r.kind, PREP_RESIZE);
+	ck_assert_uint_eq(r.size, 1024);
+	ck_assert_int_eq(prep_recipe_name(&r, name, sizeof(name)), 0);
+	ck_assert_str_eq(name, "resize1024");
+	ck_assert_int_eq(prep_recipe_name(&r, name, 5), -ENAMETOOLONG);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct prep_recipe keep = {PREP_RRC, 99};
+		int rc = prep_recipe_parse(bad[i], &keep);
+		ck_assert_msg(rc == -EINVAL, "prep_recipe_parse(\"%s\") = %d, want -EINVAL", bad[i],
+			      rc);
+		ck_assert_uint_eq(keep.size, 99);
+	}
+	ck_assert_int_eq(prep_recipe_parse(NULL, &r), -EINVAL);
+
+	/* the names ImageFolder lists */
+	ck_assert(prep_is_image_name("n01440764_10026.JPEG"));
+	ck_assert(prep_is_image_name("a.png"));
+	ck_assert(prep_is_image_name("dir.x/b.webp"));
+	ck_assert(prep_is_image_name(".jpg")); /* torchvision: name.lower().endswith() */
+	ck_assert(!prep_is_image_name("notes.txt"));
+	ck_assert(!prep_is_image_name("jpg"));
+	ck_assert(!prep_is_image_name(NULL));
+}
+END_TEST
+
+START_TEST(output_sizes)
+{
+	struct prep_recipe r;
+	unsigned w, h;
+	uint64_t bytes;
+
+	prep_recipe_parse("resize256", &r);
+	ck_assert_int_eq(prep_output_dims(&r, 500, 375, &w, &h), 0);
+	ck_assert_uint_eq(w, 341); /* int(256 * 500 / 375) */
+	ck_assert_uint_eq(h, 256);
+	ck_assert_int_eq(prep_output_dims(&r, 375, 500, &w, &h), 0);
+	ck_assert_uint_eq(w, 256);
+	ck_assert_uint_eq(h, 341);
+	ck_assert_int_eq(prep_output_size(&r, 375, 500, &bytes), 0);
+	ck_assert_uint_eq(bytes, strlen("P6\n256 341\n255\n") + 256 * 341 * 3);
+	prep_recipe_parse("rrc224", &r);
+	ck_assert_int_eq(prep_output_size(&r, 10, 7000, &bytes), 0);
+	ck_assert_uint_eq(bytes, 15 + 224 * 224 * 3);
+	prep_recipe_parse("resize1024", &r);
+	ck_assert_int_eq(prep_output_dims(&r, 32768, 2, &w, &h), -EFBIG);
+	ck_assert_int_eq(prep_output_dims(&r, 0, 2, &w, &h), -EINVAL);
+	ck_assert_int_eq(prep_output_dims(&r, 40000, 2, &w, &h), -EFBIG);
+
+	/* center geometry: torchvision Resize(256) + CenterCrop(224) */
+	struct prep__geom g;
+	prep_recipe_parse("center224", &r);
+	ck_assert_int_eq(prep__plan(&r, 500, 375, 0, 0, 0, &g), 0);
+	ck_assert_uint_eq(g.vw, 341);
+	ck_assert_uint_eq(g.vh, 256);
+	ck_assert_uint_eq(g.ox, 58); /* int(round(117 / 2.0)) = 58 (half to even) */
+	ck_assert_uint_eq(g.oy, 16);
+	ck_assert_uint_eq(g.ow, 224);
+	ck_assert_uint_eq(g.oh, 224);
+}
+END_TEST
+
+/* ---- probe ---- */
+
+START_TEST(probe_headers)
+{
+	struct jopts o = {.kind = J_RGB};
+	size_t jl, pl;
+	uint8_t *j = make_jpeg(70, 33, quad_pixel, &o, &jl);
+	uint8_t *p = make_png(41, 17, PNG_COLOR_TYPE_RGB, 8, false, false, &pl);
+	unsigned w = 0, h = 0;
+
+	ck_assert_int_eq(prep_probe(j, jl, &w, &h), 0);
+	ck_assert_uint_eq(w, 70);
+	ck_assert_uint_eq(h, 33);
+	ck_assert_int_eq(prep_probe(p, pl, &w, &h), 0);
+	ck_assert_uint_eq(w, 41);
+	ck_assert_uint_eq(h, 17);
+	ck_assert_int_eq(prep_probe(j, 40, &w, &h), -ENODATA);
+	ck_assert_int_eq(prep_probe(p, 20, &w, &h), -ENODATA);
+	ck_assert_int_eq(prep_probe("hello, world, this is text", 26, &w, &h), -EINVAL);
+	ck_assert_int_eq(prep_probe("", 0, &w, &h), -EINVAL);
+	free(j);
+	free(p);
+}
+END_TEST
+
+/* ---- decoding to RGB ---- */
+
+static void check_quadrants_jpeg(const struct jopts *o, int tol, const char *what)
+{
+	size_t len;
+	uint8_t *j = make_jpeg(64, 64, quad_pixel, o, &len);
+	struct prep__image img;
+
+	ck_assert_msg(prep__decode_full(j, len, &img) == 0, "%s: decode failed", what);
+	ck_assert_uint_eq(img.w, 64);
+	ck_assert_uint_eq(img.h, 64);
+	for (int q = 0; q < 4; q++) {
+		unsigned x = (q % 2) * 32 + 16, y = (q / 2) * 32 + 16;
+		struct color want = quad_colors[q];
+		if (o->kind == J_GRAY) {
+			want.r = want.b = want.g;
+		} else if (o->kind == J_CMYK || o->kind == J_YCCK) {
+			uint8_t cmyk[4];
+			cmyk_of(quad_colors[q], cmyk);
+			want = pil_cmyk_rgb(cmyk);
+		}
+		assert_color_near(img.rgb + ((size_t)y * 64 + x) * 3, want, tol, what);
+	}
+	free(img.rgb);
+	free(j);
+}
+
+START_TEST(decode_jpeg_flavours)
+{
+	check_quadrants_jpeg(&(struct jopts){.kind = J_RGB}, 4, "baseline 4:4:4");
+	check_quadrants_jpeg(&(struct jopts){.kind = J_RGB, .hsamp = 2}, 6, "baseline 4:2:0");
+	check_quadrants_jpeg(&(struct jopts){.kind = J_GRAY}, 2, "gray");
+	check_quadrants_jpeg(&(struct jopts){.kind = J_CMYK}, 4, "CMYK (Adobe)");
+	check_quadrants_jpeg(&(struct jopts){.kind = J_YCCK}, 6, "YCCK (Adobe)");
+	check_quadrants_jpeg(&(struct jopts){.kind = J_RGB, .progressive = true, .hsamp = 2}, 6,
+			     "progressive");
+	check_quadrants_jpeg(&(struct jopts){.kind = J_RGB, .restart = 1, .hsamp = 2}, 6,
+			     "restart markers");
+	check_quadrants_jpeg(&(struct jopts){.kind = J_CMYK, .progressive = true}, 6,
+			     "progressive CMYK");
+}
+END_TEST
+
+START_TEST(decode_png_flavours)
+{
+	static const struct {
+		int ctype, depth;
+		bool interlace, trns;
+	} cases[] = {
+	    {PNG_COLOR_TYPE_RGB, 8, false, false},
+	    {PNG_COLOR_TYPE_RGB, 16, false, false},
+	    {PNG_COLOR_TYPE_RGB_ALPHA, 8, false, false},
+	    {PNG_COLOR_TYPE_RGB_ALPHA, 16, false, false},
+	    {PNG_COLOR_TYPE_GRAY, 1, false, false},
+	    {PNG_COLOR_TYPE_GRAY, 2, false, false},
+	    {PNG_COLOR_TYPE_GRAY, 4, false, false},
+	    {PNG_COLOR_TYPE_GRAY, 8, false, true},
+	    {PNG_COLOR_TYPE_GRAY, 16, false, false},
+	    {PNG_COLOR_TYPE_GRAY_ALPHA, 8, false, false},
+	    {PNG_COLOR_TYPE_GRAY_ALPHA, 16, false, false},
+	    {PNG_COLOR_TYPE_PALETTE, 8, false, false},
+	    {PNG_COLOR_TYPE_PALETTE, 8, false, true},
+	    {PNG_COLOR_TYPE_RGB, 8, true, false},
+	    {PNG_COLOR_TYPE_PALETTE, 8, true, true},
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		size_t len;
+		uint8_t *p = make_png(50, 30, cases[i].ctype, cases[i].depth, cases[i].interlace,
+				      cases[i].trns, &len);
+		struct prep__image img;
+		char what[64];
+
+		snprintf(what, sizeof(what), "PNG type %d depth %d%s%s", cases[i].ctype,
+			 cases[i].depth, cases[i].interlace ? " interlaced" : "",
+			 cases[i].trns ? " tRNS" : "");
+		ck_assert_msg(prep__decode_full(p, len, &img) == 0, "%s: decode failed", what);
+		ck_assert_uint_eq(img.w, 50);
+		ck_assert_uint_eq(img.h, 30);
+		for (unsigned y = 0; y < 30; y += 7) {
+			for (unsigned x = 0; x < 50; x += 3) {
+				struct color c = quad_pixel(x, y, 50, 30), want;
+				if (cases[i].ctype == PNG_COLOR_TYPE_PALETTE)
+					want = c;
+				else
+					want = png_expect(cases[i].ctype, cases[i].depth, c);
+				assert_color_near(img.rgb + ((size_t)y * 50 + x) * 3, want, 0,
+						  what);
+			}
+		}
+		free(img.rgb);
+		free(p);
+	}
+}
+END_TEST
+
+/* ---- ROI + DCT scaling against full decoding ---- */
+
+struct fixed_geom {
+	struct prep__geom g;
+};
+
+static int plan_fixed(void *arg, unsigned W, unsigned H, struct prep__geom *g)
+{
+	*g = ((struct fixed_geom *)arg)->g;
+	return 0;
+}
+
+/* Reference: full decode, then the resampler over the whole image. */
+static uint8_t *reference_render(const struct prep__image *img, const struct prep__geom *g)
+{
+	struct prep__coeffs cx, cy;
+	uint8_t *out = malloc((size_t)g->ow * g->oh * 3);
+
+	ck_assert_int_eq(prep__coeffs_make(g->box_x0, g->box_x1, g->clip_x0, g->clip_x1, g->vw,
+					   g->ox, g->ow, &cx),
+			 0);
+	ck_assert_int_eq(prep__coeffs_make(g->box_y0, g->box_y1, g->clip_y0, g->clip_y1, g->vh,
+					   g->oy, g->oh, &cy),
+			 0);
+	ck_assert_int_eq(prep__resample(img->rgb, (size_t)img->w * 3, 0, 0, &cx, &cy, g->flip, out,
+					(size_t)g->ow * 3),
+			 0);
+	prep__coeffs_free(&cx);
+	prep__coeffs_free(&cy);
+	return out;
+}
+
+static void roi_case(const uint8_t *jpg, size_t len, const struct prep__image *full,
+		     const struct prep__geom *g, const char *what)
+{
+	struct fixed_geom fg = {*g};
+	uint8_t *ref = reference_render(full, g), *ppm;
+	size_t plen;
+	unsigned w, h;
+	const uint8_t *px;
+
+	/* full resolution, region only: the same pixels as the full decode */
+	ck_assert_int_eq(prep__render_geom(jpg, len, plan_fixed, &fg, 8, &ppm, &plen), 0);
+	parse_ppm(ppm, plen, &w, &h, &px);
+	ck_assert_uint_eq(w, g->ow);
+	ck_assert_uint_eq(h, g->oh);
+	double p8 = psnr(px, ref, (size_t)w * h * 3);
+	ck_assert_msg(isinf(p8), "%s: ROI decode at 8/8 vs full decode not identical: PSNR %.1f",
+		      what, p8);
+	free(ppm);
+	/* automatic DCT scale */
+	ck_assert_int_eq(prep__render_geom(jpg, len, plan_fixed, &fg, 0, &ppm, &plen), 0);
+	parse_ppm(ppm, plen, &w, &h, &px);
+	double pa = psnr(px, ref, (size_t)w * h * 3);
+	ck_assert_msg(pa >= 32.0, "%s: scaled ROI decode (M=%u) vs full decode: PSNR %.1f", what,
+		      prep__pick_scale(g), pa);
+	free(ppm);
+	free(ref);
+}
+
+START_TEST(roi_and_scale_match_full_decode)
+{
+	static const struct jopts opts[] = {
+	    {.kind = J_RGB, .hsamp = 2, .quality = 90},
+	    {.kind = J_RGB, .hsamp = 1, .quality = 90},
+	    {.kind = J_RGB, .hsamp = 2, .progressive = true, .quality = 90},
+	    {.kind = J_GRAY, .restart = 3, .quality = 90},
+	    {.kind = J_CMYK, .quality = 90},
+	};
+	unsigned W = 613, H = 427;
+
+	for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++) {
+		size_t len;
+		uint8_t *jpg = make_jpeg(W, H, photo_pixel, &opts[i], &len);
+		struct prep__image full;
+		struct prep_recipe r;
+		struct prep__geom g;
+		char what[64];
+
+		ck_assert_int_eq(prep__decode_full(jpg, len, &full), 0);
+		for (uint32_t v = 0; v < 6; v++) {
+			prep_recipe_parse(v < 3 ? "rrc224" : "rrc64", &r);
+			ck_assert_int_eq(prep__plan(&r, W, H, 99, 1234, v, &g), 0);
+			snprintf(what, sizeof(what), "jpeg %zu rrc v%u", i, v);
+			roi_case(jpg, len, &full, &g, what);
+		}
+		prep_recipe_parse("center224", &r);
+		ck_assert_int_eq(prep__plan(&r, W, H, 0, 0, 0, &g), 0);
+		roi_case(jpg, len, &full, &g, "center224");
+		prep_recipe_parse("resize100", &r);
+		ck_assert_int_eq(prep__plan(&r, W, H, 0, 0, 0, &g), 0);
+		roi_case(jpg, len, &full, &g, "resize100");
+		/* a small crop far from the origin: exercises crop_scanline + skip */
+		g = (struct prep__geom){.box_x0 = 301,
+					.box_y0 = 203,
+					.box_x1 = 389,
+					.box_y1 = 260,
+					.clip_x0 = 301,
+					.clip_y0 = 203,
+					.clip_x1 = 389,
+					.clip_y1 = 260,
+					.vw = 30,
+					.vh = 20,
+					.ow = 30,
+					.oh = 20,
+					.flip = true};
+		roi_case(jpg, len, &full, &g, "small crop");
+		free(full.rgb);
+		free(jpg);
+	}
+}
+END_TEST
+
+/* The resampler against values computed by hand for a 2x downscale. */
+START_TEST(resampler_is_antialiased)
+{
+	/* 1-row image 0,0,0,0,255,255,255,255 downscaled 8 -> 2: triangle
+	 * support 2, so output 0 sees 0,0,0,0 (and weights on 255 near edge) */
+	uint8_t src[8 * 3 + PREP__PAD], dst[4 * 3];
+	struct prep__coeffs cx, cy;
+
+	for (int x = 0; x < 8; x++)
+		src[3 * x] = src[3 * x + 1] = src[3 * x + 2] = x < 4 ? 0 : 255;
+	ck_assert_int_eq(prep__coeffs_make(0, 8, 0, 8, 4, 0, 4, &cx), 0);
+	ck_assert_int_eq(prep__coeffs_make(0, 1, 0, 1, 1, 0, 1, &cy), 0);
+	ck_assert_uint_eq(cx.ksize, 5);
+	ck_assert_int_eq(prep__resample(src, 8 * 3, 0, 0, &cx, &cy, false, dst, sizeof(dst)), 0);
+	/* PIL: Image.new('L',(8,1)) [0,0,0,0,255,255,255,255].resize((4,1), BILINEAR)
+	 * = [0, 32, 223, 255]: a 2x2 box/bilinear would give [0, 0, 255, 255]. */
+	ck_assert_uint_eq(dst[0], 0);
+	ck_assert_uint_eq(dst[3], 32);
+	ck_assert_uint_eq(dst[6], 223);
+	ck_assert_uint_eq(dst[9], 255);
+	prep__coeffs_free(&cx);
+	prep__coeffs_free(&cy);
+}
+END_TEST
+
+/* The SIMD kernels give the same bytes as the scalar code. */
+START_TEST(resampler_simd_matches_scalar)
+{
+	static const struct {
+		double b0, b1;
+		unsigned c0, c1, v, o0, n;
+	} axes[] = {
+	    {0, 97, 0, 97, 31, 0, 31},	      /* downscale ~3.1 */
+	    {10.5, 80.25, 10, 81, 50, 0, 50}, /* fractional box */
+	    {0, 97, 0, 97, 150, 20, 100},     /* upscale, window */
+	    {3, 40, 3, 40, 37, 0, 37},	      /* identity */
+	    {0, 97, 0, 97, 1, 0, 1},	      /* to one pixel */
+	};
+	const unsigned W = 97, H = 61;
+	uint8_t *src = malloc((size_t)W * H * 3 + PREP__PAD);
+
+	for (size_t i = 0; i < (size_t)W * H * 3 + PREP__PAD; i++)
+		src[i] = (uint8_t)hash_mix64(i);
+	for (size_t a = 0; a < sizeof(axes) / sizeof(axes[0]); a++) {
+		for (size_t b = 0; b < sizeof(axes) / sizeof(axes[0]); b++) {
+			struct prep__coeffs cx, cy;
+			double sy = (double)H / W;
+			ck_assert_int_eq(prep__coeffs_make(axes[a].b0, axes[a].b1, axes[a].c0,
+							   axes[a].c1, axes[a].v, axes[a].o0,
+							   axes[a].n, &cx),
+					 0);
+			ck_assert_int_eq(prep__coeffs_make(axes[b].b0 * sy, axes[b].b1 * sy,
+							   (unsigned)(axes[b].c0 * sy),
+							   (unsigned)ceil(axes[b].c1 * sy),
+							   axes[b].v, axes[b].o0, axes[b].n, &cy),
+					 0);
+			for (int flip = 0; flip < 2; flip++) {
+				size_t n = (size_t)cx.n * cy.n * 3;
+				uint8_t *d1 = malloc(n), *d2 = malloc(n);
+				ck_assert_int_eq(prep__resample_with(src, W * 3, 0, 0, &cx, &cy,
+								     flip, d1, cx.n * 3, false),
+						 0);
+				ck_assert_int_eq(prep__resample_with(src, W * 3, 0, 0, &cx, &cy,
+								     flip, d2, cx.n * 3, true),
+						 0);
+				ck_assert_msg(memcmp(d1, d2, n) == 0, "axes %zu/%zu flip %d differ",
+					      a, b, flip);
+				free(d1);
+				free(d2);
+			}
+			prep__coeffs_free(&cx);
+			prep__coeffs_free(&cy);
+		}
+	}
+	free(src);
+}
+END_TEST
+
+/* ---- RandomResizedCrop parameters ---- */
+
+START_TEST(rrc_params_distribution)
+{
+	const unsigned W = 500, H = 375, N = 20000;
+	double sum_scale = 0, sum_logr = 0, min_scale = 2, max_scale = 0;
+	double min_r = 10, max_r = 0;
+	unsigned flips = 0;
+
+	for (unsigned i = 0; i < N; i++) {
+		struct prep__rng g;
+		struct prep__rrc c;
+
+		prep__rng_init(&g, 7, i, 3);
+		prep__rrc_params(&g, W, H, &c);
+		ck_assert(c.w > 0 && c.h > 0 && c.left + c.w <= W && c.top + c.h <= H);
+		double scale = (double)c.w * c.h / (W * H), ratio = (double)c.w / c.h;
+		sum_scale += scale;
+		sum_logr += log(ratio);
+		min_scale = fmin(min_scale, scale);
+		max_scale = fmax(max_scale, scale);
+		min_r = fmin(min_r, ratio);
+		max_r = fmax(max_r, ratio);
+		flips += prep__rng_uniform(&g, 0, 1) < 0.5;
+	}
+	/* rounding w and h to integers widens the ranges slightly */
+	ck_assert_msg(min_scale >= 0.075 && max_scale <= 1.0, "scale range %f..%f", min_scale,
+		      max_scale);
+	ck_assert_msg(min_r >= 0.74 && max_r <= 1.35, "ratio range %f..%f", min_r, max_r);
+	/* Mean scale: uniform(0.08,1) conditioned on fitting (some large crops
+	 * are rejected for a 4:3 image); torchvision gives 0.435 for 500x375. */
+	ck_assert_msg(fabs(sum_scale / N - 0.435) < 0.015, "mean scale %f", sum_scale / N);
+	ck_assert_msg(fabs(sum_logr / N - 0.031) < 0.015, "mean log ratio %f", sum_logr / N);
+	ck_assert_msg(flips > N * 0.47 && flips < N * 0.53, "flips %u of %u", flips, N);
+}
+END_TEST
+
+START_TEST(rrc_fallback)
+{
+	struct prep__rng g;
+	struct prep__rrc c;
+
+	/* 1000x10: no crop of >= 8% area has an aspect ratio <= 4/3 */
+	prep__rng_init(&g, 1, 2, 3);
+	prep__rrc_params(&g, 1000, 10, &c);
+	ck_assert(c.fallback);
+	ck_assert_uint_eq(c.h, 10);
+	ck_assert_uint_eq(c.w, 13); /* round(10 * 4/3) */
+	ck_assert_uint_eq(c.top, 0);
+	ck_assert_uint_eq(c.left, (1000 - 13) / 2);
+	prep__rrc_params(&g, 10, 1000, &c);
+	ck_assert(c.fallback);
+	ck_assert_uint_eq(c.w, 10);
+	ck_assert_uint_eq(c.h, 13); /* round(10 / (3/4)) */
+	prep__rrc_params(&g, 1, 1, &c);
+	ck_assert_uint_eq(c.w, 1);
+	ck_assert_uint_eq(c.h, 1);
+}
+END_TEST
+
+/* ---- determinism ---- */
+
+START_TEST(render_is_deterministic)
+{
+	struct jopts o = {.kind = J_RGB, .hsamp = 2, .quality = 90};
+	size_t len, l1, l2, l3, l4;
+	uint8_t *jpg = make_jpeg(320, 240, photo_pixel, &o, &len), *a, *b, *c, *d;
+	struct prep_recipe r;
+	uint64_t want;
+
+	prep_recipe_parse("rrc112", &r);
+	ck_assert_int_eq(prep_render(&r, jpg, len, 5, 77, 2, &a, &l1), 0);
+	ck_assert_int_eq(prep_render(&r, jpg, len, 5, 77, 2, &b, &l2), 0);
+	ck_assert_int_eq(prep_render(&r, jpg, len, 5, 77, 3, &c, &l3), 0);
+	ck_assert_int_eq(prep_render(&r, jpg, len, 6, 77, 2, &d, &l4), 0);
+	ck_assert_int_eq(prep_output_size(&r, 320, 240, &want), 0);
+	ck_assert_uint_eq(l1, want);
+	ck_assert(l1 == l2 && memcmp(a, b, l1) == 0);
+	ck_assert(l1 == l3 && memcmp(a, c, l1) != 0);
+	ck_assert(l1 == l4 && memcmp(a, d, l1) != 0);
+	free(a);
+	free(b);
+	free(c);
+	free(d);
+	/* deterministic recipes ignore the version */
+	prep_recipe_parse("resize200", &r);
+	ck_assert_int_eq(prep_render(&r, jpg, len, 5, 77, 0, &a, &l1), 0);
+	ck_assert_int_eq(prep_render(&r, jpg, len, 9, 78, 9, &b, &l2), 0);
+	ck_assert_int_eq(prep_output_size(&r, 320, 240, &want), 0);
+	ck_assert_uint_eq(l1, want);
+	ck_assert(l1 == l2 && memcmp(a, b, l1) == 0);
+	free(a);
+	free(b);
+	free(jpg);
+}
+END_TEST
+
+/* ---- bad input ---- */
+
+START_TEST(truncated_and_corrupt_fail)
+{
+	struct jopts o = {.kind = J_RGB, .hsamp = 2, .quality = 90};
+	struct jopts op = {.kind = J_RGB, .progressive = true};
+	size_t jl, pl, ppl;
+	uint8_t *jpg = make_jpeg(200, 150, photo_pixel, &o, &jl);
+	uint8_t *pjpg = make_jpeg(200, 150, photo_pixel, &op, &ppl);
+	uint8_t *png = make_png(60, 40, PNG_COLOR_TYPE_RGB, 8, false, false, &pl);
+	struct prep_recipe rrc, center;
+	uint8_t *out;
+	size_t olen;
+
+	prep_recipe_parse("rrc32", &rrc);
+	prep_recipe_parse("center32", &center);
+	for (size_t cut = 0; cut < jl; cut += cut < 700 ? 37 : 501) {
+		for (uint32_t v = 0; v < 3; v++) {
+			int rc = prep_render(&rrc, jpg, cut, 1, 2, v, &out, &olen);
+			ck_assert_msg(rc == -EIO || rc == -EINVAL, "jpeg cut at %zu/%zu: %d", cut,
+				      jl, rc);
+		}
+	}
+	ck_assert_int_eq(prep_render(&center, jpg, jl - 2, 1, 2, 0, &out, &olen), -EIO);
+	for (size_t cut = 0; cut < ppl; cut += 211)
+		ck_assert_int_lt(prep_render(&center, pjpg, cut, 1, 2, 0, &out, &olen), 0);
+	for (size_t cut = 0; cut < pl; cut += 97)
+		ck_assert_int_lt(prep_render(&center, png, cut, 1, 2, 0, &out, &olen), 0);
+	/* flipped bits in the entropy-coded data */
+	uint8_t *bad = malloc(jl);
+	int failures = 0;
+	for (int k = 0; k < 20; k++) {
+		memcpy(bad, jpg, jl);
+		for (int b = 0; b < 8; b++)
+			bad[jl / 2 + (size_t)k * 13 + b * 7] ^= 0x5a;
+		int rc = prep_render(&center, bad, jl, 1, 2, 0, &out, &olen);
+		if (rc == 0)
+			free(out);
+		else
+			failures++;
+		ck_assert(rc == 0 || rc == -EIO);
+	}
+	ck_assert_int_gt(failures, 0);
+	/* not an image */
+	ck_assert_int_eq(prep_render(&center, "just some text\n", 15, 1, 2, 0, &out, &olen),
+			 -EINVAL);
+	ck_assert_int_eq(prep_render(&center, "", 0, 1, 2, 0, &out, &olen), -EINVAL);
+	free(bad);
+	free(jpg);
+	free(pjpg);
+	free(png);
+}
+END_TEST
+
+START_TEST(corpus_replay)
+{
+	DIR *d = opendir(CORPUS_DIR);
+	struct dirent *e;
+	unsigned files = 0, bad_files = 0;
+	struct prep_recipe recipes[3];
+
+	ck_assert_msg(d != NULL, "cannot open %s (tests run from tests/unit)", CORPUS_DIR);
+	prep_recipe_parse("rrc64", &recipes[0]);
+	prep_recipe_parse("center32", &recipes[1]);
+	prep_recipe_parse("resize48", &recipes[2]);
+	while ((e = readdir(d))) {
+		char path[512];
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", CORPUS_DIR, e->d_name);
+		FILE *f = fopen(path, "rb");
+		ck_assert_ptr_nonnull(f);
+		uint8_t *buf = malloc(1 << 20);
+		size_t n = fread(buf, 1, 1 << 20, f);
+		fclose(f);
+		files++;
+		/* ok_*: must decode; bad_*: must fail; any_* (fuzzer finds):
+		 * either, without crashing */
+		bool expect_bad = strncmp(e->d_name, "bad_", 4) == 0;
+		bool expect_ok = strncmp(e->d_name, "ok_", 3) == 0;
+		bad_files += expect_bad;
+		for (int i = 0; i < 3; i++) {
+			uint8_t *out = NULL;
+			size_t olen = 0;
+			unsigned w, h;
+			int rc = prep_render(&recipes[i], n ? buf : (uint8_t *)"", n, 3, 4, 5, &out,
+					     &olen);
+			if (expect_bad)
+				ck_assert_msg(rc < 0, "%s with recipe %d decoded", e->d_name, i);
+			else if (expect_ok)
+				ck_assert_msg(rc == 0, "%s with recipe %d: %d", e->d_name, i, rc);
+			else
+				ck_assert_msg(rc == 0 || rc == -EIO || rc == -EINVAL ||
+						  rc == -EFBIG,
+					      "%s with recipe %d: unexpected %d", e->d_name, i, rc);
+			if (rc == 0) {
+				const uint8_t *px;
+				parse_ppm(out, olen, &w, &h, &px);
+				free(out);
+			}
+			prep_probe(buf, n, &w, &h); /* must not crash */
+		}
+		free(buf);
+	}
+	closedir(d);
+	ck_assert_uint_ge(files, 8);
+	ck_assert_uint_ge(bad_files, 5);
+}
+END_TEST
+
+/* ---- the staging engine ---- */
+
+struct src {
+	uint8_t *data[16];
+	size_t len[16];
+	_Atomic unsigned reads;
+	unsigned delay_ms;
+};
+
+static int src_read(void *arg, uint32_t i, uint8_t **data, size_t *len)
+{
+	struct src *s = arg;
+
+	atomic_fetch_add(&s->reads, 1);
+	if (s->delay_ms)
+		usleep(s->delay_ms * 1000);
+	if (i >= 16 || !s->data[i])
+		return -ENOENT;
+	*data = malloc(s->len[i] ? s->len[i] : 1);
+	if (!*data)
+		return -ENOMEM;
+	memcpy(*data, s->data[i], s->len[i]);
+	*len = s->len[i];
+	return 0;
+}
+
+static void src_fill(struct src *s, unsigned n)
+{
+	memset(s, 0, sizeof(*s));
+	for (unsigned i = 0; i < n; i++) {
+		struct jopts o = {.kind = J_RGB, .hsamp = 2, .quality = 85};
+		s->data[i] = make_jpeg(120 + 8 * i, 90 + 4 * i, photo_pixel, &o, &s->len[i]);
+	}
+}
+
+static void src_free(struct src *s)
+{
+	for (unsigned i = 0; i < 16; i++)
+		free(s->data[i]);
+}
+
+static const struct prep_source_ops src_ops = {.read_file = src_read};
+
+struct opener {
+	struct prep_view *v;
+	const char *job;
+	struct prep_recipe r;
+	struct prep_sample *s;
+	int rc;
+};
+
+static void *open_thread(void *arg)
+{
+	struct opener *o = arg;
+
+	o->rc = prep_view_open_job(o->v, o->job, 0, 1000, &o->r, &o->s);
+	return NULL;
+}
+
+START_TEST(view_single_flight)
+{
+	struct src s;
+	struct prep_config cfg = {.seed = 11, .mem_budget = 64 << 20, .threads = 2, .nfiles = 4};
+	enum { N = 8 };
+	static const char *jobs[N] = {"a", "b", "c", "d", "e", "f", "g", "h"};
+	struct opener o[N];
+	pthread_t t[N];
+	struct prep_stats st;
+
+	src_fill(&s, 1);
+	s.delay_ms = 200;
+	struct prep_view *v = prep_view_create(&cfg, &src_ops, &s);
+	ck_assert_ptr_nonnull(v);
+	for (int i = 0; i < N; i++) {
+		o[i] = (struct opener){.v = v, .job = jobs[i]};
+		prep_recipe_parse("rrc64", &o[i].r);
+		pthread_create(&t[i], NULL, open_thread, &o[i]);
+	}
+	for (int i = 0; i < N; i++)
+		pthread_join(t[i], NULL);
+	prep_view_stats(v, &st);
+	ck_assert_uint_eq(st.decodes, 1);
+	ck_assert_uint_eq(st.shared, N - 1);
+	ck_assert_uint_eq(atomic_load(&s.reads), 1);
+	uint8_t *ref;
+	size_t rlen, len;
+	ck_assert_int_eq(prep_render(&o[0].r, s.data[0], s.len[0], 11, 1000, 0, &ref, &rlen), 0);
+	for (int i = 0; i < N; i++) {
+		ck_assert_int_eq(o[i].rc, 0);
+		const uint8_t *p = prep_sample_data(o[i].s, &len);
+		ck_assert(len == rlen && memcmp(p, ref, len) == 0);
+	}
+	/* every active job has read version 0: nothing left staged */
+	ck_assert_uint_eq(st.staged_bytes, 0);
+	for (int i = 0; i < N; i++)
+		prep_sample_put(v, o[i].s);
+	free(ref);
+	prep_view_destroy(v);
+	src_free(&s);
+}
+END_TEST
+
+START_TEST(view_versions_and_release)
+{
+	struct src s;
+	struct prep_config cfg = {.seed = 3, .mem_budget = 64 << 20, .threads = 2, .nfiles = 4};
+	struct prep_recipe r;
+	struct prep_sample *a0, *a1, *b0, *b1;
+	struct prep_stats st;
+	uint32_t ver;
+
+	src_fill(&s, 2);
+	prep_recipe_parse("rrc48", &r);
+	struct prep_view *v = prep_view_create(&cfg, &src_ops, &s);
+	ck_assert_ptr_nonnull(v);
+	/* job B exists and is active but has not read file 0 yet */
+	ck_assert_int_eq(prep_view_next_version(v, "B", 1, &ver), 0);
+	ck_assert_uint_eq(ver, 0);
+	ck_assert_int_eq(prep_view_open_job(v, "A", 0, 42, &r, &a0), 0);
+	ck_assert_int_eq(prep_view_open_job(v, "A", 0, 42, &r, &a1), 0);
+	prep_view_stats(v, &st);
+	ck_assert_uint_eq(st.decodes, 2);
+	size_t l0, l1;
+	const uint8_t *p0 = prep_sample_data(a0, &l0), *p1 = prep_sample_data(a1, &l1);
+	ck_assert(l0 == l1 && memcmp(p0, p1, l0) != 0); /* versions 0 and 1 differ */
+	/* both kept for B */
+	ck_assert_uint_eq(st.staged_bytes, l0 + l1);
+	ck_assert_int_eq(prep_view_open_job(v, "B", 0, 42, &r, &b0), 0);
+	prep_view_stats(v, &st);
+	ck_assert_uint_eq(st.decodes, 2);
+	ck_assert_uint_eq(st.shared, 1);
+	ck_assert_uint_eq(st.staged_bytes, l1); /* version 0: every active job read it */
+	ck_assert_ptr_eq(prep_sample_data(b0, NULL), p0);
+	ck_assert_int_eq(prep_view_open_job(v, "B", 0, 42, &r, &b1), 0);
+	prep_view_stats(v, &st);
+	ck_assert_uint_eq(st.decodes, 2);
+	ck_assert_uint_eq(st.shared, 2);
+	ck_assert_uint_eq(st.staged_bytes, 0);
+	prep_sample_put(v, a0);
+	prep_sample_put(v, a1);
+	prep_sample_put(v, b0);
+	prep_sample_put(v, b1);
+	/* the k-th call gives version k */
+	for (uint32_t k = 0; k < 5; k++) {
+		ck_assert_int_eq(prep_view_next_version(v, "C", 3, &ver), 0);
+		ck_assert_uint_eq(ver, k);
+	}
+	ck_assert_int_eq(prep_view_next_version(v, "C", 4, &ver), -EINVAL);
+	prep_view_destroy(v);
+	src_free(&s);
+}
+END_TEST
+
+START_TEST(view_budget_and_redecode)
+{
+	struct src s;
+	struct prep_recipe r;
+	uint64_t one;
+	struct prep_stats st;
+
+	src_fill(&s, 12);
+	prep_recipe_parse("rrc32", &r);
+	prep_output_size(&r, 1, 1, &one);
+	struct prep_config cfg = {
+	    .seed = 3, .mem_budget = 3 * one + one / 2, .threads = 2, .nfiles = 13};
+	struct prep_view *v = prep_view_create(&cfg, &src_ops, &s);
+	ck_assert_ptr_nonnull(v);
+	uint32_t ver;
+	ck_assert_int_eq(prep_view_next_version(v, "B", 12, &ver), 0); /* B active */
+	uint8_t *first = NULL;
+	size_t first_len = 0;
+	for (uint32_t f = 0; f < 12; f++) {
+		struct prep_sample *x;
+		ck_assert_int_eq(prep_view_open_job(v, "A", f, 500 + f, &r, &x), 0);
+		if (f == 0) {
+			const uint8_t *p = prep_sample_data(x, &first_len);
+			first = malloc(first_len);
+			memcpy(first, p, first_len);
+		}
+		prep_sample_put(v, x);
+		prep_view_stats(v, &st);
+		ck_assert_msg(st.staged_bytes <= cfg.mem_budget, "staged %llu > budget %llu",
+			      (unsigned long long)st.staged_bytes,
+			      (unsigned long long)cfg.mem_budget);
+	}
+	ck_assert_uint_eq(st.staged_bytes, 3 * one);
+	ck_assert_uint_eq(st.decodes, 12);
+	/* file 0 was dropped (oldest first): B decodes it again, bit-identical */
+	struct prep_sample *x;
+	size_t len;
+	ck_assert_int_eq(prep_view_open_job(v, "B", 0, 500, &r, &x), 0);
+	prep_view_stats(v, &st);
+	ck_assert_uint_eq(st.decodes, 13);
+	const uint8_t *p = prep_sample_data(x, &len);
+	ck_assert(len == first_len && memcmp(p, first, len) == 0);
+	prep_sample_put(v, x);
+	/* the newest (file 11) is still staged: shared */
+	ck_assert_int_eq(prep_view_open_job(v, "B", 11, 511, &r, &x), 0);
+	prep_sample_put(v, x);
+	prep_view_stats(v, &st);
+	ck_assert_uint_eq(st.decodes, 13);
+	free(first);
+	prep_view_destroy(v);
+	src_free(&s);
+}
+END_TEST
+
+START_TEST(view_deterministic_cached)
+{
+	struct src s;
+	struct prep_recipe r;
+	struct prep_stats st;
+	struct prep_config cfg = {.seed = 3, .mem_budget = 64 << 20, .threads = 1, .nfiles = 3};
+
+	src_fill(&s, 2);
+	prep_recipe_parse("center32", &r);
+	struct prep_view *v = prep_view_create(&cfg, &src_ops, &s);
+	ck_assert_ptr_nonnull(v);
+	for (int round = 0; round < 3; round++) {
+		for (int j = 0; j < 2; j++) {
+			struct prep_sample *x;
+			ck_assert_int_eq(prep_view_open_job(v, j ? "B" : "A", 1, 9, &r, &x), 0);
+			prep_sample_put(v, x);
+		}
+	}
+	prep_view_stats(v, &st);
+	ck_assert_uint_eq(st.decodes, 1);
+	ck_assert_uint_eq(st.shared, 5);
+	ck_assert_uint_eq(st.staged_bytes, prep_ppm_size(32, 32));
+	/* resize: size for stat from the header */
+	uint64_t bytes, want;
+	struct prep_recipe rs;
+	prep_recipe_parse("resize64", &rs);
+	ck_assert_int_eq(prep_view_size(v, 1, &rs, &bytes), 0);
+	ck_assert_int_eq(prep_output_size(&rs, 128, 94, &want), 0);
+	ck_assert_uint_eq(bytes, want);
+	ck_assert_int_eq(prep_view_size(v, 1, &rs, &bytes), 0); /* cached dims */
+	ck_assert_uint_eq(bytes, want);
+	ck_assert_int_eq(prep_view_size(v, 2, &rs, &bytes), -ENOENT);
+	ck_assert_int_eq(prep_view_size(v, 1, &r, &bytes), 0);
+	ck_assert_uint_eq(bytes, prep_ppm_size(32, 32));
+	/* a file that does not decode: error, counted, not cached */
+	s.len[0] = 100;
+	struct prep_sample *x = NULL;
+	ck_assert_int_eq(prep_view_open_job(v, "A", 0, 1, &r, &x), -EIO);
+	ck_assert_int_eq(prep_view_open_job(v, "A", 0, 1, &r, &x), -EIO);
+	ck_assert_int_eq(prep_view_open_job(v, "A", 2, 1, &r, &x), -ENOENT);
+	ck_assert_ptr_null(x);
+	prep_view_stats(v, &st);
+	ck_assert_uint_eq(st.errors, 3);
+	ck_assert_uint_eq(st.staged_bytes, prep_ppm_size(32, 32));
+	prep_view_destroy(v);
+	src_free(&s);
+}
+END_TEST
+
+/* Several jobs, each with several reader threads, read every file once per
+ * epoch in their own order, under a budget of a few samples: every sample
+ * must be exactly version (epoch) of its file, whoever decoded it. */
+struct stress_job {
+	struct prep_view *v;
+	struct src *s;
+	const char *name;
+	unsigned nfiles, epochs, id;
+	uint8_t *expect[12][3]; /* [file][version] */
+	size_t expect_len[12][3];
+	_Atomic unsigned next; /* work counter shared by the job's threads */
+	_Atomic unsigned bad;
+	pthread_barrier_t *epoch_barrier;
+};
+
+static void *stress_reader(void *arg)
+{
+	struct stress_job *j = arg;
+	struct prep_recipe r;
+
+	prep_recipe_parse("rrc32", &r);
+	for (unsigned e = 0; e < j->epochs; e++) {
+		for (;;) {
+			unsigned i = atomic_fetch_add(&j->next, 1);
+			if (i >= (e + 1) * j->nfiles) {
+				atomic_fetch_sub(&j->next, 1);
+				break;
+			}
+			/* a per-job, per-epoch permutation of the files */
+			unsigned f = (unsigned)((i % j->nfiles) * 5 + j->id * 3 + e) % j->nfiles;
+			struct prep_sample *x;
+			size_t len;
+			if (prep_view_open_job(j->v, j->name, f, 900 + f, &r, &x) != 0) {
+				atomic_fetch_add(&j->bad, 1);
+				continue;
+			}
+			const uint8_t *p = prep_sample_data(x, &len);
+			if (len != j->expect_len[f][e] || memcmp(p, j->expect[f][e], len) != 0)
+				atomic_fetch_add(&j->bad, 1);
+			prep_sample_put(j->v, x);
+		}
+		pthread_barrier_wait(j->epoch_barrier);
+	}
+	return NULL;
+}
+
+START_TEST(view_stress_versions)
+{
+	enum { JOBS = 3, THREADS = 3, FILES = 12, EPOCHS = 3 };
+	static const char *names[JOBS] = {"j0", "j1", "j2"};
+	struct src s;
+	struct prep_recipe r;
+	uint64_t one;
+	struct stress_job jobs[JOBS];
+	pthread_barrier_t barriers[JOBS];
+	pthread_t t[JOBS][THREADS];
+	struct prep_stats st;
+
+	src_fill(&s, FILES);
+	prep_recipe_parse("rrc32", &r);
+	prep_output_size(&r, 1, 1, &one);
+	struct prep_config cfg = {.seed = 77, .mem_budget = 4 * one, .threads = 2, .nfiles = FILES};
+	struct prep_view *v = prep_view_create(&cfg, &src_ops, &s);
+	ck_assert_ptr_nonnull(v);
+	for (int j = 0; j < JOBS; j++) {
+		memset(&jobs[j], 0, sizeof(jobs[j]));
+		jobs[j] = (struct stress_job){.v = v,
+					      .s = &s,
+					      .name = names[j],
+					      .nfiles = FILES,
+					      .epochs = EPOCHS,
+					      .id = (unsigned)j,
+					      .epoch_barrier = &barriers[j]};
+		pthread_barrier_init(&barriers[j], NULL, THREADS);
+		for (unsigned f = 0; f < FILES; f++)
+			for (unsigned e = 0; e < EPOCHS; e++) {
+				if (j == 0)
+					ck_assert_int_eq(prep_render(&r, s.data[f], s.len[f], 77,
+								     900 + f, e,
+								     &jobs[0].expect[f][e],
+								     &jobs[0].expect_len[f][e]),
+							 0);
+				else {
+					jobs[j].expect[f][e] = jobs[0].expect[f][e];
+					jobs[j].expect_len[f][e] = jobs[0].expect_len[f][e];
+				}
+			}
+	}
+	for (int j = 0; j < JOBS; j++)
+		for (int k = 0; k < THREADS; k++)
+			pthread_create(&t[j][k], NULL, stress_reader, &jobs[j]);
+	for (int j = 0; j < JOBS; j++)
+		for (int k = 0; k < THREADS; k++)
+			pthread_join(t[j][k], NULL);
+	prep_view_stats(v, &st);
+	for (int j = 0; j < JOBS; j++)
+		ck_assert_msg(atomic_load(&jobs[j].bad) == 0, "job %d: %u wrong samples", j,
+			      atomic_load(&jobs[j].bad));
+	ck_assert_uint_eq(st.errors, 0);
+	ck_assert_uint_eq(st.decodes + st.shared, JOBS * FILES * EPOCHS);
+	ck_assert_uint_ge(st.decodes, FILES * EPOCHS);
+	ck_assert_uint_le(st.staged_bytes, cfg.mem_budget);
+	for (unsigned f = 0; f < FILES; f++)
+		for (unsigned e = 0; e < EPOCHS; e++)
+			free(jobs[0].expect[f][e]);
+	for (int j = 0; j < JOBS; j++)
+		pthread_barrier_destroy(&barriers[j]);
+	prep_view_destroy(v);
+	src_free(&s);
+}
+END_TEST
+
+/* ---- job identity ---- */
+
+START_TEST(job_identity)
+{
+	char me[PREP_JOB_NAME_MAX], child_job[PREP_JOB_NAME_MAX], prefix[64];
+	int pfd[2];
+
+	ck_assert_int_eq(prep_job_of_pid(getpid(), me, sizeof(me)), 0);
+	ck_assert_msg(strncmp(me, "pid:", 4) == 0 || getenv("COORDFS_JOB"), "job %s", me);
+	/* a forked child runs the same executable: same job as us */
+	ck_assert_int_eq(pipe(pfd), 0);
+	pid_t child = fork();
+	ck_assert_int_ge(child, 0);
+	if (child == 0) {
+		char c;
+		close(pfd[1]);
+		ssize_t n = read(pfd[0], &c, 1); /* wait until the parent is done */
+		_exit(n < 0);
+	}
+	close(pfd[0]);
+	ck_assert_int_eq(prep_job_of_pid(child, child_job, sizeof(child_job)), 0);
+	/* valgrind fakes /proc/<own pid>/exe only, so the walk stops early there */
+	if (!RUNNING_ON_VALGRIND)
+		ck_assert_str_eq(child_job, me);
+	else
+		fprintf(stderr, "job_identity: same-exe walk not checked under valgrind\n");
+	close(pfd[1]);
+	waitpid(child, NULL, 0);
+	/* COORDFS_JOB wins, even in another executable */
+	child = fork();
+	ck_assert_int_ge(child, 0);
+	if (child == 0) {
+		char *argv[] = {"sleep", "5", NULL};
+		char *envp[] = {"PATH=/usr/bin:/bin", "COORDFS_JOB=exp-42", NULL};
+		execve("/bin/sleep", argv, envp);
+		_exit(127);
+	}
+	for (int i = 0; i < 100; i++) { /* until the exec happened */
+		if (prep_job_of_pid(child, child_job, sizeof(child_job)) == 0 &&
+		    strcmp(child_job, "exp-42") == 0)
+			break;
+		usleep(10000);
+	}
+	ck_assert_str_eq(child_job, "exp-42");
+	kill(child, SIGKILL);
+	waitpid(child, NULL, 0);
+	/* a gone process */
+	ck_assert_int_eq(prep_job_of_pid(child, child_job, sizeof(child_job)), -ESRCH);
+	/* our own name: the topmost ancestor with our executable */
+	snprintf(prefix, sizeof(prefix), "pid:%d:", (int)getpid());
+	if (!getenv("COORDFS_JOB")) {
+		char parent_job[PREP_JOB_NAME_MAX];
+		ck_assert_int_eq(prep_job_of_pid(getppid(), parent_job, sizeof(parent_job)), 0);
+		/* either we are the top (parent runs something else) or our parent's job is ours */
+		ck_assert(strncmp(me, prefix, strlen(prefix)) == 0 || strcmp(parent_job, me) == 0);
+	}
+	ck_assert_int_eq(prep_job_of_pid(getpid(), me, 3), -EINVAL);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("prep");
+	TCase *tc = tcase_create("core");
+
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, recipe_parsing);
+	tcase_add_test(tc, output_sizes);
+	tcase_add_test(tc, probe_headers);
+	tcase_add_test(tc, decode_jpeg_flavours);
+	tcase_add_test(tc, decode_png_flavours);
+	tcase_add_test(tc, roi_and_scale_match_full_decode);
+	tcase_add_test(tc, resampler_is_antialiased);
+	tcase_add_test(tc, resampler_simd_matches_scalar);
+	tcase_add_test(tc, rrc_params_distribution);
+	tcase_add_test(tc, rrc_fallback);
+	tcase_add_test(tc, render_is_deterministic);
+	tcase_add_test(tc, truncated_and_corrupt_fail);
+	tcase_add_test(tc, corpus_replay);
+	tcase_add_test(tc, view_single_flight);
+	tcase_add_test(tc, view_versions_and_release);
+	tcase_add_test(tc, view_budget_and_redecode);
+	tcase_add_test(tc, view_deterministic_cached);
+	tcase_add_test(tc, view_stress_versions);
+	tcase_add_test(tc, job_identity);
+	suite_add_tcase(s, tc);
+	SRunner *sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,130 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: MIT
+"""A misbehaving coordfs peer, for testing that clients never trust it.
+
+Usage: fake_peer.py MODE PORT
+
+Listens on 127.0.0.1:PORT (0 = any free port), prints the bound port and a
+newline on stdout once it accepts connections, and prints nothing else.
+Every path under /v1/files/ is a file of FILE_SIZE bytes whose byte i is
+(i * 131 + 7) & 0xff. Modes:
+
+  ok        correct answers (206 with Content-Range, or 200): a control
+  short     promises the requested length, sends half of it, closes
+  wronglen  Content-Length and body 16 bytes longer than the range
+  shortlen  Content-Length and body 1 byte shorter than the range
+  500       500 Internal Server Error
+  hang      reads the request and never answers
+  garbage   answers with bytes that are not HTTP, then closes
+  norange   ignores Range: 200 with the whole file
+  badrange  206 with the right length but the data (and Content-Range)
+            of the range shifted by one byte
+  trickle   correct headers, then the body at one byte every 0.2 s
+"""
+import http.server
+import os
+import re
+import sys
+import threading
+import time
+
+FILE_SIZE = 1 << 20
+MODES = ("ok", "short", "wronglen", "shortlen", "500", "hang", "garbage",
+         "norange", "badrange", "trickle")
+
+
+def pattern(start, length):
+    return bytes(((i * 131 + 7) & 0xFF) for i in range(start, start + length))
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    mode = "ok"
+
+    def log_message(self, fmt, *args):  # print nothing
+        pass
+
+    def wanted_range(self):
+        m = re.fullmatch(r"bytes=(\d+)-(\d+)", self.headers.get("Range", ""))
+        if not m:
+            return None
+        a, b = int(m.group(1)), int(m.group(2))
+        if a > b or a >= FILE_SIZE:
+            return None
+        return a, min(b, FILE_SIZE - 1) - a + 1
+
+    def send_body(self, status, body, content_length, content_range=None):
+        self.send_response(status)
+        self.send_header("Content-Type", "application/octet-stream")
+        self.send_header("Content-Length", str(content_length))
+        if content_range:
+            self.send_header("Content-Range", content_range)
+        self.end_headers()
+        self.wfile.write(body)
+        self.wfile.flush()
+
+    def do_GET(self):
+        mode = self.mode
+        if mode == "hang":
+            threading.Event().wait()
+        if mode == "garbage":
+            self.wfile.write(os.urandom(64) + b"\r\n\r\nnot http at all\r\n")
+            self.wfile.flush()
+            self.close_connection = True
+            return
+        if mode == "500":
+            self.send_body(500, b"boom\n", 5)
+            return
+        if not self.path.startswith("/v1/files/"):
+            self.send_body(404, b"", 0)
+            return
+        rng = self.wanted_range()
+        if mode == "norange" or rng is None:
+            self.send_body(200, pattern(0, FILE_SIZE), FILE_SIZE)
+            return
+        start, length = rng
+        cr = "bytes %d-%d/%d" % (start, start + length - 1, FILE_SIZE)
+        if mode == "ok":
+            self.send_body(206, pattern(start, length), length, cr)
+        elif mode == "short":
+            self.send_body(206, pattern(start, length // 2), length, cr)
+            self.close_connection = True
+        elif mode == "wronglen":
+            self.send_body(206, pattern(start, length + 16), length + 16, cr)
+        elif mode == "shortlen":
+            self.send_body(206, pattern(start, length - 1), length - 1, cr)
+        elif mode == "trickle":
+            self.send_response(206)
+            self.send_header("Content-Length", str(length))
+            self.send_header("Content-Range", cr)
+            self.end_headers()
+            for b in pattern(start, length):
+                self.wfile.write(bytes([b]))
+                self.wfile.flush()
+                time.sleep(0.2)
+        elif mode == "badrange":
+            cr = "bytes %d-%d/%d" % (start + 1, start + length, FILE_SIZE)
+            self.send_body(206, pattern(start + 1, length), length, cr)
+
+
+class Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address):  # print nothing
+        pass
+
+
+def main():
+    if len(sys.argv) != 3 or sys.argv[1] not in MODES:
+        sys.stderr.write("usage: fake_peer.py {%s} PORT\n" % "|".join(MODES))
+        return 2
+    Handler.mode = sys.argv[1]
+    server = Server(("127.0.0.1", int(sys.argv[2])), Handler)
+    sys.stdout.write("%d\n" % server.server_address[1])
+    sys.stdout.flush()
+    server.serve_forever()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,345 @@
+# SPDX-License-Identifier: MIT
+"""Integration test of peer failures (SPEC §5: "a reader never sees an
+error because a peer failed").
+
+1. Four real nodes; nodes 0 and 3 read the whole dataset while, in the
+   middle of that epoch, node 2 is killed with SIGKILL and node 1 is
+   stopped with SIGSTOP. The readers finish with correct bytes and no
+   errors, and mark both nodes down. After SIGCONT, node 1 is used again
+   once its back-off (1 s, doubling up to 30 s) expires: its served
+   counter grows and the readers' peers.bytes grows. Node 2 restarts on
+   its port with an empty cache and is used again too.
+   A node stopped with SIGTERM while serving exits cleanly; its reader
+   never notices.
+2. A fake misbehaving peer (fake_peer.py) in a peer slot, in every
+   failing mode (short body, wrong or short Content-Length, 500, hang,
+   garbage, whole file instead of a range, shifted range, a body that
+   trickles in slower than the timeout): the real node
+   reads correct bytes, counts peer errors and marks the slot down.
+3. A peer slot with no server at all from the start: the mount comes up
+   and reads correct bytes.
+
+A stopped peer costs a reader the client's whole timeout (5 s) before it
+is marked down, so file counts stay small.
+"""
+
+import hashlib
+import os
+import random
+import signal
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import coordfs_test as ct	# noqa: E402
+
+KIB = 1024
+CHUNK = 64 * KIB
+FAKE_MODES = ['short', 'wronglen', 'shortlen', '500', 'hang', 'garbage',
+	      'norange', 'badrange', 'trickle']
+
+
+def make_files(rng, n, prefix='f'):
+	files = {f'{prefix}{i % 4}/{prefix}_{i:03d}.bin':
+		 rng.randbytes(rng.randint(1 * KIB, 40 * KIB)) for i in range(n)}
+	files[f'{prefix}_big.bin'] = rng.randbytes(3 * CHUNK + 99)
+	return files
+
+
+def populate_with(files):
+	def populate(src):
+		for rel, data in files.items():
+			ct.write_file(os.path.join(src, rel), data)
+	return populate
+
+
+def bad_results(res, mnt, expect):
+	"""[(relpath, result)] of reads that failed or gave wrong bytes."""
+	bad = []
+	for p, r in res.items():
+		rel = os.path.relpath(p, mnt)
+		if r[0] != 'ok' or r[1] != expect[rel]:
+			bad.append((rel, r))
+	return bad
+
+
+def test_kill_and_stop(c):
+	seed = int(time.time())
+	rng = random.Random(seed)
+	files = make_files(rng, 40)
+	expect = {rel: hashlib.sha256(d).hexdigest() for rel, d in files.items()}
+	rels = sorted(files)
+	readers, victim_kill, victim_stop = (0, 3), 2, 1
+	with ct.Cluster(4, populate=populate_with(files)) as cl:
+		for k in range(4):
+			cl.mount(k, ['--cache-size=16M', '--chunk-size=64K'])
+		owner = {rel: ct.unit_owner(cl.urls, rel) for rel in rels}
+		n_own = [sum(1 for r in rels if owner[r] == k) for k in range(4)]
+		print(f'# seed {seed}; files owned per node {n_own}')
+		if not c.check('nodes 1 and 2 own files', n_own[1] and n_own[2]
+			       and any(owner[r] == victim_stop and
+				       len(files[r]) <= CHUNK for r in rels),
+			       str(n_own)):
+			return
+		# warm-up so that every node has served something
+		marker = os.path.join(cl.root, 'faults_done')
+		rds = {k: ct.ManyReader([cl.path(k, r) for r in
+					 rng.sample(rels, len(rels))],
+					pace=0.05, marker=marker)
+		       for k in readers}
+		ok = ct.wait_until(lambda: all(rd.done_count() >= len(rels) // 3
+					       for rd in rds.values()), 30)
+		c.check('readers are a third through the epoch', ok)
+		mid = {k: rd.done_count() for k, rd in rds.items()}
+		cl.kill9(victim_kill)
+		cl.stop(victim_stop)
+		t_fault = time.monotonic()
+		with open(marker, 'w'):
+			pass
+		print(f'# faults injected after {mid} files')
+		c.check(f'node {victim_kill} is dead',
+			not ct.pid_alive(cl.pids[victim_kill]))
+		for k, rd in rds.items():
+			res = rd.results(60)
+			bad = bad_results(res, cl.mnts[k], expect)
+			c.check(f'node {k} finished the epoch: {len(rels)} files, '
+				'correct bytes, no errors', not bad,
+				f'{len(bad)} bad: {bad[:3]}')
+			c.check(f'node {k} kept reading after the faults '
+				f'({mid[k]} files before)', mid[k] < len(rels))
+		took = time.monotonic() - t_fault
+		print(f'# epoch finished {took:.1f}s after the faults')
+		c.le('the faults cost the epoch less than 20 s', took, 20)
+		for k in readers:
+			st = cl.stats(k)
+			nodes = st['peers']['nodes']
+			c.eq(f'node {k}: killed node {victim_kill} is down',
+			     nodes[victim_kill]['up'], False)
+			c.eq(f'node {k}: stopped node {victim_stop} is down',
+			     nodes[victim_stop]['up'], False)
+			c.eq(f'node {k}: node {readers[1 - readers.index(k)]} '
+			     'still up', nodes[readers[1 - readers.index(k)]]['up'],
+			     True)
+			c.gt(f'node {k}: peer errors counted', st['peers']['errors'],
+			     0)
+			c.eq(f'node {k}: no SOURCE errors', st['source']['errors'],
+			     0)
+
+		# SIGCONT: node 1 is used again once its back-off expires
+		base_reader = cl.stats(0)['peers']['bytes']
+		cl.cont(victim_stop)
+		t_cont = time.monotonic()
+		st1 = None
+		try:
+			base_served = cl.stats(victim_stop)['peers']['served']
+		except OSError as e:
+			c.check('continued node answers its stats xattr', False,
+				str(e))
+			return
+		# single-unit files wholly owned by the stopped node, so
+		# that node 0's peer bytes can only come from it
+		its = [r for r in rels if owner[r] == victim_stop and
+		       len(files[r]) <= CHUNK]
+		i = 0
+		used_again = False
+		errors = []
+		while time.monotonic() - t_cont < 40:
+			rel = its[i % len(its)]
+			i += 1
+			r = ct.read_in_child(cl.path(0, rel), timeout=15)
+			if r[0] != 'ok' or r[1] != expect[rel]:
+				errors.append((rel, r))
+			st0 = cl.stats(0)
+			st1 = cl.stats(victim_stop)
+			if (st0['peers']['nodes'][victim_stop]['up'] and
+			    st1['peers']['served'] > base_served and
+			    st0['peers']['bytes'] > base_reader):
+				used_again = True
+				break
+			time.sleep(0.2)
+		took = time.monotonic() - t_cont
+		print(f'# node {victim_stop} used again after {took:.1f}s '
+		      f'({i} reads)')
+		c.check(f'after SIGCONT node {victim_stop} is up in node 0\'s '
+			'stats, serves again and node 0 fetches bytes from it '
+			'(within 40 s)', used_again,
+			f'up={st0["peers"]["nodes"][victim_stop]["up"]}, served '
+			f'{st1 and st1["peers"]["served"]} (was {base_served}), '
+			f'node 0 peer bytes {st0["peers"]["bytes"]} (was '
+			f'{base_reader})')
+		c.check('reads during the recovery were correct', not errors,
+			f'{errors[:3]}')
+		# the continued node itself reads correctly too (dead peer 2)
+		rd = ct.ManyReader([cl.path(victim_stop, r) for r in rels])
+		bad = bad_results(rd.results(60), cl.mnts[victim_stop], expect)
+		c.check(f'continued node {victim_stop} reads the dataset '
+			'correctly', not bad, f'{bad[:3]}')
+
+		# the killed node restarts on the same port with an empty
+		# cache: node 0 uses it again once its back-off expires
+		ct.force_unmount(cl.mnts[victim_kill])
+		c.check(f'killed node {victim_kill}: stale mount removed',
+			not ct.is_mounted(cl.mnts[victim_kill]))
+		cl.mount(victim_kill, ['--cache-size=16M', '--chunk-size=64K'])
+		its = [r for r in rels if owner[r] == victim_kill and
+		       len(files[r]) <= CHUNK]
+		t0 = time.monotonic()
+		used_again, errors, i = False, [], 0
+		while its and time.monotonic() - t0 < 40:
+			rel = its[i % len(its)]
+			i += 1
+			r = ct.read_in_child(cl.path(0, rel), timeout=15)
+			if r[0] != 'ok' or r[1] != expect[rel]:
+				errors.append((rel, r))
+			st0 = cl.stats(0)
+			st2 = cl.stats(victim_kill)
+			if (st0['peers']['nodes'][victim_kill]['up'] and
+			    st2['peers']['served'] > 0):
+				used_again = True
+				break
+			time.sleep(0.2)
+		c.check(f'restarted node {victim_kill} serves node 0 again '
+			f'(after {time.monotonic() - t0:.1f}s, {i} reads)',
+			used_again, f'{len(its)} files it owns')
+		c.check('reads around the restart were correct', not errors,
+			f'{errors[:3]}')
+
+
+def test_graceful_stop(c):
+	"""SIGTERM a node while another reads through it: it unmounts and
+	exits; the reader never notices."""
+	rng = random.Random(int(time.time()) ^ 3)
+	files = make_files(rng, 30, prefix='t')
+	expect = {rel: hashlib.sha256(d).hexdigest() for rel, d in files.items()}
+	rels = sorted(files)
+	with ct.Cluster(2, populate=populate_with(files)) as cl:
+		for k in range(2):
+			cl.mount(k, ['--cache-size=16M', '--chunk-size=64K'])
+		marker = os.path.join(cl.root, 'go')
+		rd = ct.ManyReader([cl.path(0, r) for r in rels] * 2, pace=0.03,
+				   marker=marker)
+		ct.wait_until(lambda: rd.done_count() >= len(rels) // 2, 30)
+		pid = cl.pids[1]
+		cl.signal(1, signal.SIGTERM)
+		gone = ct.wait_until(lambda: not ct.pid_alive(pid), 10)
+		c.check('SIGTERM: the serving node exits within 10 s', gone)
+		c.check('SIGTERM: its mount is gone',
+			not ct.is_mounted(cl.mnts[1]))
+		open(marker, 'w').close()
+		bad = bad_results(rd.results(60), cl.mnts[0], expect)
+		c.check('the reader on the other node saw only correct bytes '
+			'(2 passes over the dataset)', not bad, f'{bad[:3]}')
+		st = cl.stats(0)
+		c.eq('the reader marks the stopped node down',
+		     st['peers']['nodes'][1]['up'], False)
+		c.gt('the reader fetched from it before', st['peers']['bytes'], 0)
+
+
+def fake_mode(c, mode, files, expect):
+	rels = sorted(files)
+	with ct.FakePeer(mode) as fake:
+		port0 = ct.free_ports(1)[0]
+		while port0 == fake.port:
+			port0 = ct.free_ports(1)[0]
+		with ct.Cluster(2, populate=populate_with(files),
+				ports=[port0, fake.port]) as cl:
+			owned = [r for r in rels if any(
+				ct.unit_owner(cl.urls, r, k) == 1 for k, _ in
+				ct.file_units(len(files[r]), CHUNK))]
+			cl.mount(0, ['--cache-size=16M', '--chunk-size=64K'])
+			t0 = time.monotonic()
+			rd = ct.ManyReader([cl.path(0, r) for r in rels])
+			res = rd.results(60)
+			took = time.monotonic() - t0
+			bad = bad_results(res, cl.mnts[0], expect)
+			c.check(f'fake peer "{mode}": {len(rels)} files correct, no '
+				f'errors ({len(owned)} owned by the fake, '
+				f'{took:.1f}s)', not bad, f'{bad[:3]}')
+			st = cl.stats(0)
+			c.gt(f'fake peer "{mode}": peers.errors counted',
+			     st['peers']['errors'], 0)
+			c.eq(f'fake peer "{mode}": no bytes taken from it',
+			     st['peers']['bytes'], 0)
+			c.eq(f'fake peer "{mode}": marked down',
+			     st['peers']['nodes'][1]['up'], False)
+			c.eq(f'fake peer "{mode}": every byte from SOURCE',
+			     st['source']['bytes'],
+			     sum(len(d) for d in files.values()))
+			# read again: still right (the fake is in back-off or
+			# probed again; either way SOURCE answers)
+			res = ct.ManyReader([cl.path(0, r) for r in owned[:4]]
+					    ).results(30)
+			bad = bad_results(res, cl.mnts[0], expect)
+			c.check(f'fake peer "{mode}": a second read is correct',
+				not bad, f'{bad[:3]}')
+
+
+def test_fake_peer(c):
+	rng = random.Random(int(time.time()) ^ 99)
+	files = make_files(rng, 10, prefix='g')
+	expect = {rel: hashlib.sha256(d).hexdigest() for rel, d in files.items()}
+	# control: the fake in "ok" mode is trusted (framing is right, the
+	# bytes are its own pattern), which shows the fake is really asked
+	with ct.FakePeer('ok') as fake:
+		port0 = ct.free_ports(1)[0]
+		with ct.Cluster(2, populate=populate_with(files),
+				ports=[port0, fake.port]) as cl:
+			cl.mount(0, ['--cache-size=16M', '--chunk-size=64K'])
+			rels = sorted(files)
+			for r in rels:
+				with open(cl.path(0, r), 'rb') as f:
+					f.read()
+			st = cl.stats(0)
+			c.gt('control: the fake peer in "ok" mode is fetched from',
+			     st['peers']['bytes'], 0)
+			c.eq('control: ... without errors', st['peers']['errors'], 0)
+	for mode in FAKE_MODES:
+		fake_mode(c, mode, files, expect)
+
+
+def test_dead_at_start(c):
+	rng = random.Random(int(time.time()) ^ 7)
+	files = make_files(rng, 12, prefix='h')
+	expect = {rel: hashlib.sha256(d).hexdigest() for rel, d in files.items()}
+	with ct.Cluster(3, populate=populate_with(files)) as cl:
+		# nodes 1 and 2 never start: nothing listens on their ports
+		cl.mount(0, ['--cache-size=16M', '--chunk-size=64K'])
+		c.check('mount with two dead peers comes up',
+			ct.is_mounted(cl.mnts[0]))
+		rd = ct.ManyReader([cl.path(0, r) for r in sorted(files)])
+		bad = bad_results(rd.results(60), cl.mnts[0], expect)
+		c.check('dead peers at start: every file correct', not bad,
+			f'{bad[:3]}')
+		st = cl.stats(0)
+		c.gt('dead peers at start: peer errors counted',
+		     st['peers']['errors'], 0)
+		c.eq('dead peers at start: both marked down',
+		     [n['up'] for n in st['peers']['nodes']], [True, False, False])
+		# a node that comes up later is used once its back-off expires
+		cl.mount(1, ['--cache-size=16M', '--chunk-size=64K'])
+		its = [r for r in sorted(files) if ct.unit_owner(cl.urls, r) == 1]
+		t0 = time.monotonic()
+		used = False
+		while its and time.monotonic() - t0 < 40:
+			for r in its:
+				if ct.sha256_file(cl.path(0, r)) != expect[r]:
+					c.check(f'late node: {r} correct', False)
+			if cl.stats(1)['peers']['served'] > 0:
+				used = True
+				break
+			time.sleep(0.3)
+		c.check(f'a peer started late is used within 40 s (after '
+			f'{time.monotonic() - t0:.1f}s)', used, f'{len(its)} files')
+
+
+def main():
+	c = ct.Checker('peers_faults', timeout=240)
+	c.group(test_kill_and_stop, c)
+	c.group(test_graceful_stop, c)
+	c.group(test_fake_peer, c)
+	c.group(test_dead_at_start, c)
+	c.finish()
+
+
+if __name__ == '__main__':
+	main()

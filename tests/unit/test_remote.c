@@ -1,0 +1,1379 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Unit tests for remote/: peer parsing and rendezvous ownership, the
+ * path/Range parsers, and the server and client talking real HTTP on
+ * loopback (ports picked free at run time): byte-exact full and ranged
+ * reads, authentication, traversal attempts, metrics, back-off and
+ * re-probe, and a client facing tests/integration/fake_peer.py in each of
+ * its misbehaving modes.
+ */
+#include <arpa/inet.h>
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <regex.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/strbuf.h"
+#include "remote/remote.h"
+#include "remote/remote_int.h"
+
+/* ---- helpers ------------------------------------------------------------ */
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(unsigned ms)
+{
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}
+
+static unsigned char pattern_byte(uint64_t i)
+{
+	return (unsigned char)((i * 131 + 7) & 0xff);
+}
+
+/* ---- an in-memory dataset behind stub callbacks --------------------------- */
+
+enum file_kind { KIND_ARENA, KIND_COPY, KIND_FD, KIND_DIR };
+
+struct file {
+	const char *path;
+	unsigned char *data;
+	uint64_t size;
+	enum file_kind kind;
+	int fd;
+};
+
+#define MAX_SEEN 512
+#define BIG_SIZE (3u << 20)
+
+struct stub {
+	struct file files[8];
+	unsigned nfiles;
+	size_t max_slice; /* read hands out at most this much at once */
+	pthread_mutex_t lock;
+	char *seen[MAX_SEEN]; /* every path resolve received */
+	unsigned nseen;
+	_Atomic unsigned copies, releases;
+	struct remote_server *srv;
+	struct remote_client *cli;
+};
+
+static struct stub stub;
+static unsigned char big[BIG_SIZE];
+static unsigned char hello[] = "hello, world\n";
+
+static void add_file(const char *path, unsigned char *data, uint64_t size, enum file_kind kind)
+{
+	struct file *f = &stub.files[stub.nfiles++];
+
+	f->path = path;
+	f->data = data;
+	f->size = size;
+	f->kind = kind;
+	f->fd = -1;
+	if (kind == KIND_FD) {
+		f->fd = memfd_create("remote-test", MFD_CLOEXEC);
+		ck_assert_int_ge(f->fd, 0);
+		ck_assert_int_eq(pwrite(f->fd, data, size, 0), (ssize_t)size);
+	}
+}
+
+static void stub_setup(void)
+{
+	memset(&stub, 0, sizeof(stub));
+	pthread_mutex_init(&stub.lock, NULL);
+	for (size_t i = 0; i < BIG_SIZE; i++)
+		big[i] = pattern_byte(i);
+	stub.max_slice = 1u << 20; /* big.bin needs several slices */
+	add_file("a.txt", hello, sizeof(hello) - 1, KIND_ARENA);
+	add_file("dir/big.bin", big, BIG_SIZE, KIND_ARENA);
+	add_file("dir/sp ace+%.bin", big + 5, 1000, KIND_COPY);
+	add_file("copy.bin", big + 7, 200000, KIND_COPY);
+	add_file("fd.bin", big + 11, 300000, KIND_FD);
+	add_file("empty", hello, 0, KIND_ARENA);
+	add_file("dir", NULL, 0, KIND_DIR);
+}
+
+static void stub_teardown(void)
+{
+	for (unsigned i = 0; i < stub.nseen; i++)
+		free(stub.seen[i]);
+	for (unsigned i = 0; i < stub.nfiles; i++)
+		if (stub.files[i].fd >= 0)
+			close(stub.files[i].fd);
+}
+
+static int stub_resolve(void *arg, const char *relpath, uint32_t *file_id, uint64_t *size)
+{
+	struct stub *st = arg;
+
+	pthread_mutex_lock(&st->lock);
+	if (st->nseen < MAX_SEEN)
+		st->seen[st->nseen++] = strdup(relpath);
+	pthread_mutex_unlock(&st->lock);
+	for (unsigned i = 0; i < st->nfiles; i++) {
+		if (strcmp(st->files[i].path, relpath) == 0) {
+			if (st->files[i].kind == KIND_DIR)
+				return -EISDIR;
+			*file_id = i;
+			*size = st->files[i].size;
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
+static void stub_release(void *ctx)
+{
+	atomic_fetch_add(&stub.releases, 1);
+	free(ctx);
+}
+
+static int stub_read(void *arg, uint32_t file_id, uint64_t off, size_t len,
+		     struct remote_slice *out)
+{
+	struct stub *st = arg;
+	struct file *f;
+
+	ck_assert_uint_lt(file_id, st->nfiles);
+	f = &st->files[file_id];
+	ck_assert_uint_lt(off, f->size);
+	ck_assert_uint_le(off + len, f->size);
+	ck_assert_int_eq(out->fd, -1); /* the server prepares the slice */
+	ck_assert_ptr_null(out->data);
+	if (len > st->max_slice)
+		len = st->max_slice;
+	out->len = len;
+	switch (f->kind) {
+	case KIND_ARENA:
+		out->data = f->data + off;
+		break;
+	case KIND_COPY: {
+		unsigned char *copy = malloc(len);
+
+		if (!copy)
+			return -ENOMEM;
+		memcpy(copy, f->data + off, len);
+		atomic_fetch_add(&st->copies, 1);
+		out->data = copy;
+		out->release = stub_release;
+		out->ctx = copy;
+		break;
+	}
+	case KIND_FD:
+		out->fd = f->fd;
+		out->fd_off = off;
+		break;
+	default:
+		return -EIO;
+	}
+	return 0;
+}
+
+static void stub_stats(void *arg, struct strbuf *out)
+{
+	struct stub *st = arg;
+
+	strbuf_puts(out, "{\"version\": 1, \"peers\": ");
+	remote_stats_json(st->cli, st->srv, out);
+	strbuf_puts(out, "}");
+}
+
+static void stub_metrics(void *arg, struct strbuf *out)
+{
+	struct stub *st = arg;
+
+	strbuf_puts(out, "# HELP coordfs_uptime_seconds Seconds since mount.\n"
+			 "# TYPE coordfs_uptime_seconds gauge\ncoordfs_uptime_seconds 12.5\n");
+	remote_metrics(st->cli, st->srv, out);
+}
+
+static const struct remote_server_ops stub_ops = {
+    .resolve = stub_resolve,
+    .read = stub_read,
+    .stats_json = stub_stats,
+    .metrics = stub_metrics,
+};
+
+static struct remote_server *start_server_at(const char *hostport, const char *secret,
+					     unsigned *port)
+{
+	char err[256] = "";
+	int fd = -1;
+	int rc = remote_listen(hostport, &fd, err, sizeof(err));
+
+	ck_assert_msg(rc == 0, "remote_listen(%s): %d %s", hostport, rc, err);
+	ck_assert_int_eq(remote_listen_port(fd, port), 0);
+	ck_assert_uint_gt(*port, 0);
+	struct remote_server *s =
+	    remote_server_start(fd, secret, &stub_ops, &stub, err, sizeof(err));
+
+	ck_assert_msg(s != NULL, "remote_server_start: %s", err);
+	stub.srv = s;
+	return s;
+}
+
+static struct remote_server *start_server(const char *secret, unsigned *port)
+{
+	return start_server_at("127.0.0.1:0", secret, port);
+}
+
+static struct remote_peers *peers_for_port(unsigned port)
+{
+	char list[64], err[256];
+	struct remote_peers *p = NULL;
+
+	snprintf(list, sizeof(list), "http://127.0.0.1:%u", port);
+	ck_assert_int_eq(remote_peers_parse(list, &p, err, sizeof(err)), 0);
+	return p;
+}
+
+/* Send one raw request (the target exactly as given, which curl would
+ * normalize) and read the whole answer. Returns the status or -errno. */
+static int http_raw(unsigned port, const char *method, const char *target, const char *headers,
+		    struct strbuf *resp)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+	struct timeval tv = {5, 0};
+	struct strbuf req;
+	char buf[65536];
+	int fd, status = -EPROTO;
+
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+		close(fd);
+		return -errno;
+	}
+	strbuf_init(&req);
+	strbuf_printf(&req, "%s ", method);
+	strbuf_puts(&req, target);
+	strbuf_printf(&req, " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n%s\r\n",
+		      headers ? headers : "");
+	ck_assert(!req.failed);
+	/* The server may answer and close before it read a huge request. */
+	(void)send(fd, req.buf, req.len, MSG_NOSIGNAL);
+	strbuf_fini(&req);
+	strbuf_reset(resp);
+	for (;;) {
+		ssize_t n = recv(fd, buf, sizeof(buf), 0);
+
+		if (n <= 0)
+			break;
+		strbuf_append(resp, buf, (size_t)n);
+	}
+	close(fd);
+	if (resp->len >= 12 && strncmp(resp->buf, "HTTP/1.", 7) == 0)
+		status = atoi(resp->buf + 9);
+	return status;
+}
+
+/* The value of header name in a raw response, or NULL. */
+static const char *header_value(const struct strbuf *resp, const char *name, char *val, size_t cap)
+{
+	const char *end = resp->buf ? strstr(resp->buf, "\r\n\r\n") : NULL;
+	size_t nl = strlen(name);
+
+	for (const char *p = resp->buf ? strstr(resp->buf, "\r\n") : NULL; p && p < end;
+	     p = strstr(p + 2, "\r\n")) {
+		if (strncasecmp(p + 2, name, nl) == 0 && p[2 + nl] == ':') {
+			const char *v = p + 3 + nl;
+			const char *e = strstr(v, "\r\n");
+
+			while (*v == ' ')
+				v++;
+			snprintf(val, cap, "%.*s", (int)(e - v), v);
+			return val;
+		}
+	}
+	return NULL;
+}
+
+static const char *body_of(const struct strbuf *resp, size_t *len)
+{
+	const char *b = strstr(resp->buf, "\r\n\r\n");
+
+	ck_assert_ptr_nonnull(b);
+	b += 4;
+	*len = resp->len - (size_t)(b - resp->buf);
+	return b;
+}
+
+/* A path resolve may see: relative, no empty, "." or ".." component. */
+static bool path_is_contained(const char *p)
+{
+	if (!*p || p[0] == '/' || strlen(p) > REMOTE_MAX_RELPATH)
+		return false;
+	for (const char *c = p;;) {
+		const char *sl = strchr(c, '/');
+		size_t n = sl ? (size_t)(sl - c) : strlen(c);
+
+		if (n == 0 || (n == 1 && c[0] == '.') || (n == 2 && c[0] == '.' && c[1] == '.'))
+			return false;
+		if (!sl)
+			return true;
+		c = sl + 1;
+	}
+}
+
+/* ---- peers and ownership --------------------------------------------------- */
+
+START_TEST(peers_parse_and_normalize)
+{
+	struct remote_peers *p = NULL;
+	char err[256];
+	unsigned node = 99;
+
+	ck_assert_int_eq(remote_peers_parse("http://Node-A:8080/,HTTP://10.0.0.2:9000,"
+					    "http://[::1]:7000/",
+					    &p, err, sizeof(err)),
+			 0);
+	ck_assert_uint_eq(remote_peers_count(p), 3);
+	ck_assert_str_eq(remote_peers_url(p, 0), "http://node-a:8080");
+	ck_assert_str_eq(remote_peers_url(p, 1), "http://10.0.0.2:9000");
+	ck_assert_str_eq(remote_peers_url(p, 2), "http://[::1]:7000");
+	ck_assert_str_eq(remote_peers_hostport(p, 0), "node-a:8080");
+	ck_assert_str_eq(remote_peers_hostport(p, 2), "[::1]:7000");
+	ck_assert_ptr_null(remote_peers_url(p, 3));
+	ck_assert_int_eq(remote_parse_node("2", p, &node, err, sizeof(err)), 0);
+	ck_assert_uint_eq(node, 2);
+	ck_assert_int_eq(remote_parse_node("0", p, &node, err, sizeof(err)), 0);
+	ck_assert_uint_eq(node, 0);
+	static const char *bad_nodes[] = {"3", "-1", "x", "", "1x", "99999999"};
+
+	for (size_t i = 0; i < sizeof(bad_nodes) / sizeof(bad_nodes[0]); i++) {
+		err[0] = '\0';
+		ck_assert_int_eq(remote_parse_node(bad_nodes[i], p, &node, err, sizeof(err)),
+				 -EINVAL);
+		ck_assert_msg(strstr(err, "--node") != NULL, "no clear message: '%s'", err);
+	}
+	remote_peers_destroy(p);
+
+	static const char *bad[] = {
+	    "",
+	    "https://a:1",
+	    "http://a",
+	    "http://a:",
+	    "http://a:0",
+	    "http://a:70000",
+	    "http://a:80/path",
+	    "ftp://a:21",
+	    "http://:80",
+	    "http://user@a:80",
+	    "a:80",
+	    "http://a:80,",
+	    "http://a:80,http://a:80",
+	    "http://a:80//",
+	    "http://[zz]:80",
+	    "http://a b:80",
+	    "http://a:123456",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		p = (struct remote_peers *)1;
+		err[0] = '\0';
+		ck_assert_msg(remote_peers_parse(bad[i], &p, err, sizeof(err)) == -EINVAL,
+			      "accepted '%s'", bad[i]);
+		ck_assert_ptr_null(p);
+		ck_assert_msg(strstr(err, "--peers") != NULL, "no clear message for '%s': '%s'",
+			      bad[i], err);
+	}
+}
+END_TEST
+
+static const char *const four[] = {"http://10.0.0.1:7000", "http://10.0.0.2:7000",
+				   "http://10.0.0.3:7000", "http://10.0.0.4:7000",
+				   "http://10.0.0.5:7000"};
+
+static struct remote_peers *make_peers(const unsigned *order, unsigned n)
+{
+	struct strbuf sb;
+	struct remote_peers *p = NULL;
+	char err[256];
+
+	strbuf_init(&sb);
+	for (unsigned i = 0; i < n; i++) {
+		if (i)
+			strbuf_puts(&sb, ",");
+		strbuf_puts(&sb, four[order[i]]);
+	}
+	ck_assert_int_eq(remote_peers_parse(sb.buf, &p, err, sizeof(err)), 0);
+	strbuf_fini(&sb);
+	return p;
+}
+
+START_TEST(owner_same_on_every_node)
+{
+	static const unsigned fwd[] = {0, 1, 2, 3}, rev[] = {3, 1, 0, 2};
+	struct remote_peers *a = make_peers(fwd, 4), *b = make_peers(rev, 4);
+	char path[64];
+
+	for (unsigned i = 0; i < 20000; i++) {
+		int n = snprintf(path, sizeof(path), "train/n%05u/img_%u.JPEG", i % 1000, i);
+		uint64_t key = remote_unit_key(path, (size_t)n, i % 3);
+
+		/* Same owner URL whatever the list order. */
+		ck_assert_str_eq(remote_peers_url(a, remote_owner(a, key)),
+				 remote_peers_url(b, remote_owner(b, key)));
+	}
+	/* The key depends on path and chunk. */
+	ck_assert_uint_eq(remote_unit_key("x/y", 3, 0), remote_unit_key("x/y", 3, 0));
+	ck_assert_uint_ne(remote_unit_key("x/y", 3, 0), remote_unit_key("x/y", 3, 1));
+	ck_assert_uint_ne(remote_unit_key("x/y", 3, 0), remote_unit_key("x/z", 3, 0));
+	ck_assert_uint_eq(remote_owner(NULL, 42), 0);
+	remote_peers_destroy(a);
+	remote_peers_destroy(b);
+}
+END_TEST
+
+START_TEST(owner_balance_and_minimal_disruption)
+{
+	static const unsigned o4[] = {0, 1, 2, 3}, o3[] = {0, 1, 3}, o5[] = {0, 1, 2, 3, 4};
+	struct remote_peers *p4 = make_peers(o4, 4), *p3 = make_peers(o3, 3),
+			    *p5 = make_peers(o5, 5);
+	const unsigned n = 100000;
+	unsigned count[4] = {0}, moved_remove = 0, moved_add = 0, to_new = 0;
+	char path[64];
+
+	for (unsigned i = 0; i < n; i++) {
+		int len = snprintf(path, sizeof(path), "val/cls%03u/%u.jpg", i % 777, i);
+		uint64_t key = remote_unit_key(path, (size_t)len, 0);
+		const char *own4 = remote_peers_url(p4, remote_owner(p4, key));
+		const char *own3 = remote_peers_url(p3, remote_owner(p3, key));
+		const char *own5 = remote_peers_url(p5, remote_owner(p5, key));
+
+		count[remote_owner(p4, key)]++;
+		/* Removing node 2: only its keys move. */
+		if (strcmp(own4, own3) != 0) {
+			moved_remove++;
+			ck_assert_str_eq(own4, four[2]);
+		} else {
+			ck_assert_str_ne(own4, four[2]);
+		}
+		/* Adding node 4: keys move only to it. */
+		if (strcmp(own4, own5) != 0) {
+			moved_add++;
+			ck_assert_str_eq(own5, four[4]);
+		}
+		if (strcmp(own5, four[4]) == 0)
+			to_new++;
+	}
+	for (unsigned k = 0; k < 4; k++)
+		ck_assert_msg(count[k] > n / 4 - n / 50 && count[k] < n / 4 + n / 50,
+			      "node %u owns %u of %u", k, count[k], n);
+	ck_assert_uint_eq(moved_remove, count[2]);
+	ck_assert_uint_eq(moved_add, to_new);
+	ck_assert_msg(moved_add > n / 5 - n / 50 && moved_add < n / 5 + n / 50,
+		      "adding a 5th node moved %u of %u", moved_add, n);
+	remote_peers_destroy(p3);
+	remote_peers_destroy(p4);
+	remote_peers_destroy(p5);
+}
+END_TEST
+
+/* ---- parsers ---------------------------------------------------------------- */
+
+START_TEST(pct_and_relpath)
+{
+	char out[64];
+	struct strbuf sb;
+
+	ck_assert_int_eq(remote__pct_decode("a%20b/c%2Fd+e", out, sizeof(out)), 0);
+	ck_assert_str_eq(out, "a b/c/d+e");
+	ck_assert_int_eq(remote__pct_decode("%00", out, sizeof(out)), -EINVAL);
+	ck_assert_int_eq(remote__pct_decode("a%0a", out, sizeof(out)), -EINVAL);
+	ck_assert_int_eq(remote__pct_decode("a%", out, sizeof(out)), -EINVAL);
+	ck_assert_int_eq(remote__pct_decode("a%4", out, sizeof(out)), -EINVAL);
+	ck_assert_int_eq(remote__pct_decode("a%zz", out, sizeof(out)), -EINVAL);
+	ck_assert_int_eq(remote__pct_decode("abcdefgh", out, 8), -ENAMETOOLONG);
+	ck_assert_int_eq(remote__pct_decode("abcdefg", out, 8), 0);
+
+	ck_assert_int_eq(remote__relpath_check("a/b.c/..d/..."), 0);
+	static const char *bad[] = {"",	 "/etc/passwd", "..",	 "../x", "a/../b", "a/..",
+				    ".", "./a",		"a/./b", "a//b", "a/",	   "a\tb"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ck_assert_msg(remote__relpath_check(bad[i]) == -EINVAL, "accepted '%s'", bad[i]);
+	char longname[300];
+
+	memset(longname, 'x', sizeof(longname) - 1);
+	longname[sizeof(longname) - 1] = '\0';
+	ck_assert_int_eq(remote__relpath_check(longname), -ENAMETOOLONG);
+
+	strbuf_init(&sb);
+	remote__pct_encode(&sb, "dir/sp ace+%.bin~\xc3\xa9");
+	ck_assert_str_eq(sb.buf, "dir/sp%20ace%2B%25.bin~%C3%A9");
+	ck_assert_int_eq(remote__pct_decode(sb.buf, out, sizeof(out)), 0);
+	ck_assert_str_eq(out, "dir/sp ace+%.bin~\xc3\xa9");
+	strbuf_fini(&sb);
+}
+END_TEST
+
+START_TEST(range_header)
+{
+	uint64_t s = 0, l = 0;
+
+	ck_assert_int_eq(remote__range_parse(NULL, 100, &s, &l), 0);
+	ck_assert_int_eq(remote__range_parse("bytes=10-19", 100, &s, &l), 1);
+	ck_assert_uint_eq(s, 10);
+	ck_assert_uint_eq(l, 10);
+	ck_assert_int_eq(remote__range_parse("bytes=90-", 100, &s, &l), 1);
+	ck_assert_uint_eq(s, 90);
+	ck_assert_uint_eq(l, 10);
+	ck_assert_int_eq(remote__range_parse("bytes=90-1000", 100, &s, &l), 1);
+	ck_assert_uint_eq(l, 10);
+	ck_assert_int_eq(remote__range_parse("bytes=-30", 100, &s, &l), 1);
+	ck_assert_uint_eq(s, 70);
+	ck_assert_uint_eq(l, 30);
+	ck_assert_int_eq(remote__range_parse("bytes=-300", 100, &s, &l), 1);
+	ck_assert_uint_eq(s, 0);
+	ck_assert_uint_eq(l, 100);
+	ck_assert_int_eq(remote__range_parse("bytes=100-", 100, &s, &l), -ERANGE);
+	ck_assert_int_eq(remote__range_parse("bytes=-0", 100, &s, &l), -ERANGE);
+	ck_assert_int_eq(remote__range_parse("bytes=0-", 0, &s, &l), -ERANGE);
+	/* Malformed or multiple ranges are ignored (whole file). */
+	ck_assert_int_eq(remote__range_parse("bytes=5-2", 100, &s, &l), 0);
+	ck_assert_int_eq(remote__range_parse("bytes=1-2,4-5", 100, &s, &l), 0);
+	ck_assert_int_eq(remote__range_parse("items=1-2", 100, &s, &l), 0);
+	ck_assert_int_eq(remote__range_parse("bytes=-", 100, &s, &l), 0);
+	ck_assert_int_eq(remote__range_parse("bytes=99999999999999999999-", 100, &s, &l), 0);
+}
+END_TEST
+
+/* Random inputs through the parsers of outside input: whatever passes
+ * decoding and validation is a contained path, and a parsed range lies
+ * inside the file. */
+START_TEST(parsers_random_inputs)
+{
+	static const char alphabet[] = "./%2eEfF0a\\-=, bytes";
+	uint64_t state = 0x1234567;
+	char in[64], out[64];
+	unsigned accepted = 0, ranged = 0;
+
+	for (int iter = 0; iter < 200000; iter++) {
+		size_t n = 0, want;
+
+		state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+		want = (size_t)(state >> 59) + 1;
+		for (n = 0; n < want && n < sizeof(in) - 1; n++) {
+			state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+			unsigned r = (unsigned)(state >> 33);
+
+			in[n] = (r & 7) == 0 ? (char)(r >> 8)
+					     : alphabet[(r >> 8) % (sizeof(alphabet) - 1)];
+		}
+		in[n] = '\0';
+		if (remote__pct_decode(in, out, sizeof(out)) == 0 &&
+		    remote__relpath_check(out) == 0) {
+			ck_assert_msg(path_is_contained(out), "'%s' decoded to '%s'", in, out);
+			ck_assert_ptr_null(strstr(out, "/../"));
+			accepted++;
+		}
+	}
+	for (int iter = 0; iter < 200000; iter++) {
+		static const char ralpha[] = "0123456789-, ";
+		size_t n = 6;
+
+		memcpy(in, "bytes=", 6);
+		state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+		size_t want = 6 + (size_t)(state >> 60) + 1;
+
+		for (; n < want; n++) {
+			state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+			in[n] = ralpha[(state >> 33) % (sizeof(ralpha) - 1)];
+		}
+		in[n] = '\0';
+		uint64_t size = (state >> 20) % 1000, start = 0, len = 0;
+		int rc = remote__range_parse(in, size, &start, &len);
+
+		ck_assert(rc == 0 || rc == 1 || rc == -ERANGE);
+		if (rc == 1) {
+			ck_assert_msg(len > 0 && start + len <= size, "'%s' over %llu: %llu+%llu",
+				      in, (unsigned long long)size, (unsigned long long)start,
+				      (unsigned long long)len);
+			ranged++;
+		}
+	}
+	ck_assert_uint_gt(accepted, 1000); /* the generator does reach the checks */
+	ck_assert_uint_gt(ranged, 0);
+}
+END_TEST
+
+START_TEST(secret_file)
+{
+	char path[] = "/tmp/coordfs-secret-XXXXXX";
+	char err[256];
+	char *secret = NULL;
+	int fd = mkstemp(path);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, "s3cr3t-token\n", 13), 13);
+	ck_assert_int_eq(remote_secret_read(path, &secret, err, sizeof(err)), 0);
+	ck_assert_str_eq(secret, "s3cr3t-token");
+	free(secret);
+	ck_assert_int_eq(ftruncate(fd, 0), 0);
+	ck_assert_int_eq(pwrite(fd, "two words", 9, 0), 9);
+	ck_assert_int_eq(remote_secret_read(path, &secret, err, sizeof(err)), -EINVAL);
+	ck_assert_ptr_null(secret);
+	ck_assert_int_eq(ftruncate(fd, 0), 0);
+	ck_assert_int_eq(remote_secret_read(path, &secret, err, sizeof(err)), -EINVAL);
+	close(fd);
+	unlink(path);
+	ck_assert_int_eq(remote_secret_read(path, &secret, err, sizeof(err)), -ENOENT);
+	ck_assert_msg(strstr(err, path) != NULL, "message does not name the file: %s", err);
+}
+END_TEST
+
+START_TEST(listen_rejects_bad_hostport)
+{
+	char err[256];
+	int fd = 7;
+
+	ck_assert_int_eq(remote_listen("127.0.0.1", &fd, err, sizeof(err)), -EINVAL);
+	ck_assert_int_eq(fd, -1);
+	ck_assert_int_eq(remote_listen("127.0.0.1:99999", &fd, err, sizeof(err)), -EINVAL);
+	ck_assert_int_eq(remote_listen("::1:80", &fd, err, sizeof(err)), -EINVAL);
+	ck_assert_msg(strstr(err, "::1:80") != NULL, "message: %s", err);
+	/* A port in use is refused with a message naming it. */
+	unsigned port;
+	char hp[64];
+
+	ck_assert_int_eq(remote_listen("127.0.0.1:0", &fd, err, sizeof(err)), 0);
+	ck_assert_int_eq(remote_listen_port(fd, &port), 0);
+	snprintf(hp, sizeof(hp), "127.0.0.1:%u", port);
+	int fd2 = -1;
+
+	ck_assert_int_eq(remote_listen(hp, &fd2, err, sizeof(err)), -EADDRINUSE);
+	ck_assert_msg(strstr(err, hp) != NULL, "message: %s", err);
+	close(fd);
+}
+END_TEST
+
+/* ---- server and client ------------------------------------------------------- */
+
+START_TEST(fetch_full_and_ranged)
+{
+	unsigned port;
+	struct remote_server *s = start_server(NULL, &port);
+	struct remote_peers *p = peers_for_port(port);
+	struct remote_client *c = NULL;
+	unsigned char *buf = malloc(BIG_SIZE);
+
+	ck_assert_int_eq(remote_client_create(p, NULL, NULL, &c), 0);
+	stub.cli = c;
+	/* Whole small file. */
+	ck_assert_int_eq(remote_fetch(c, 0, "a.txt", 0, sizeof(hello) - 1, buf),
+			 (ssize_t)sizeof(hello) - 1);
+	ck_assert_mem_eq(buf, hello, sizeof(hello) - 1);
+	/* Whole big file: the server streams it from 1 MiB slices. */
+	memset(buf, 0, BIG_SIZE);
+	ck_assert_int_eq(remote_fetch(c, 0, "dir/big.bin", 0, BIG_SIZE, buf), (ssize_t)BIG_SIZE);
+	ck_assert_mem_eq(buf, big, BIG_SIZE);
+	/* Ranges: inside a slice, across slice boundaries, the last byte. */
+	static const struct {
+		uint64_t off;
+		size_t len;
+	} r[] = {{1, 1},	   {4095, 4097},      {(1u << 20) - 3, 7},
+		 {1000, 2u << 20}, {BIG_SIZE - 1, 1}, {123457, 65536}};
+	for (size_t i = 0; i < sizeof(r) / sizeof(r[0]); i++) {
+		memset(buf, 0, r[i].len);
+		ck_assert_int_eq(remote_fetch(c, 0, "dir/big.bin", r[i].off, r[i].len, buf),
+				 (ssize_t)r[i].len);
+		ck_assert_mem_eq(buf, big + r[i].off, r[i].len);
+	}
+	/* Slices that must be released, fd slices, an encoded name. */
+	ck_assert_int_eq(remote_fetch(c, 0, "copy.bin", 3, 199990, buf), 199990);
+	ck_assert_mem_eq(buf, big + 7 + 3, 199990);
+	ck_assert_int_eq(remote_fetch(c, 0, "fd.bin", 0, 300000, buf), 300000);
+	ck_assert_mem_eq(buf, big + 11, 300000);
+	ck_assert_int_eq(remote_fetch(c, 0, "fd.bin", 299000, 1000, buf), 1000);
+	ck_assert_mem_eq(buf, big + 11 + 299000, 1000);
+	ck_assert_int_eq(remote_fetch(c, 0, "dir/sp ace+%.bin", 10, 990, buf), 990);
+	ck_assert_mem_eq(buf, big + 5 + 10, 990);
+	/* Beyond the end: the client asked for bytes the file lacks. */
+	ck_assert_int_lt(remote_fetch(c, 0, "a.txt", 0, 100, buf), 0);
+	ck_assert(!remote_node_up(c, 0));
+
+	/* Keep-alive: one thread, one connection for all of the above. */
+	struct remote_server_stats ss;
+
+	remote_server_get_stats(s, &ss);
+	ck_assert_uint_eq(ss.connections, 1);
+
+	struct remote_client_stats cs;
+
+	remote_client_get_stats(c, &cs);
+	ck_assert_uint_eq(cs.fetches, 2 + 6 + 4 + 1);
+	ck_assert_uint_eq(cs.errors, 1);
+	remote_server_stop(s);
+	/* Every copied slice was released, exactly once. */
+	ck_assert_uint_gt(atomic_load(&stub.copies), 0);
+	ck_assert_uint_eq(atomic_load(&stub.releases), atomic_load(&stub.copies));
+	remote_client_destroy(c);
+	remote_peers_destroy(p);
+	free(buf);
+}
+END_TEST
+
+START_TEST(raw_ranges_and_statuses)
+{
+	unsigned port;
+	struct remote_server *s = start_server(NULL, &port);
+	struct strbuf r;
+	char v[128];
+	size_t blen;
+	const char *b;
+
+	strbuf_init(&r);
+	ck_assert_int_eq(http_raw(port, "GET", "/v1/files/a.txt", NULL, &r), 200);
+	b = body_of(&r, &blen);
+	ck_assert_uint_eq(blen, sizeof(hello) - 1);
+	ck_assert_mem_eq(b, hello, blen);
+
+	ck_assert_int_eq(http_raw(port, "GET", "/v1/files/a.txt", "Range: bytes=-5\r\n", &r), 206);
+	ck_assert_ptr_nonnull(header_value(&r, "Content-Range", v, sizeof(v)));
+	ck_assert_str_eq(v, "bytes 8-12/13");
+	b = body_of(&r, &blen);
+	ck_assert_uint_eq(blen, 5);
+	ck_assert_mem_eq(b, hello + 8, 5);
+
+	ck_assert_int_eq(http_raw(port, "GET", "/v1/files/a.txt", "Range: bytes=7-\r\n", &r), 206);
+	ck_assert_str_eq(header_value(&r, "Content-Range", v, sizeof(v)), "bytes 7-12/13");
+	b = body_of(&r, &blen);
+	ck_assert_uint_eq(blen, 6);
+	ck_assert_mem_eq(b, hello + 7, 6);
+
+	ck_assert_int_eq(http_raw(port, "GET", "/v1/files/a.txt", "Range: bytes=13-\r\n", &r), 416);
+	ck_assert_str_eq(header_value(&r, "Content-Range", v, sizeof(v)), "bytes */13");
+	ck_assert_int_eq(http_raw(port, "GET", "/v1/files/empty", NULL, &r), 200);
+	ck_assert_str_eq(header_value(&r, "Content-Length", v, sizeof(v)), "0");
+	ck_assert_int_eq(http_raw(port, "GET", "/v1/files/nope", NULL, &r), 404);
+	ck_assert_int_eq(http_raw(port, "GET", "/v1/files/dir", NULL, &r), 404);
+	ck_assert_int_eq(http_raw(port, "GET", "/v2/files/a.txt", NULL, &r), 404);
+	ck_assert_int_eq(http_raw(port, "GET", "/", NULL, &r), 404);
+	ck_assert_int_eq(http_raw(port, "GET", "/v1/files", NULL, &r), 404);
+	ck_assert_int_eq(http_raw(port, "POST", "/v1/files/a.txt", "Content-Length: 3\r\n", &r),
+			 405);
+	ck_assert_int_eq(http_raw(port, "DELETE", "/v1/files/a.txt", NULL, &r), 405);
+	ck_assert_int_eq(http_raw(port, "HEAD", "/v1/files/a.txt", NULL, &r), 405);
+
+	struct remote_server_stats ss;
+
+	remote_server_get_stats(s, &ss);
+	ck_assert_uint_ge(ss.rejected, 9);
+	strbuf_fini(&r);
+	remote_server_stop(s);
+}
+END_TEST
+
+START_TEST(auth_bearer)
+{
+	unsigned port;
+	struct remote_server *s = start_server("s3cret", &port);
+	struct strbuf r;
+	char v[128];
+
+	strbuf_init(&r);
+	ck_assert_int_eq(http_raw(port, "GET", "/v1/files/a.txt", NULL, &r), 401);
+	ck_assert_ptr_nonnull(header_value(&r, "WWW-Authenticate", v, sizeof(v)));
+	ck_assert_msg(strncmp(v, "Bearer", 6) == 0, "WWW-Authenticate: %s", v);
+	static const char *wrong[] = {
+	    "Authorization: Bearer s3cre\r\n",	"Authorization: Bearer s3cretX\r\n",
+	    "Authorization: Bearer S3cret\r\n", "Authorization: Basic czNjcmV0\r\n",
+	    "Authorization: s3cret\r\n",	"Authorization:\r\n"};
+	for (size_t i = 0; i < sizeof(wrong) / sizeof(wrong[0]); i++)
+		ck_assert_msg(http_raw(port, "GET", "/v1/files/a.txt", wrong[i], &r) == 401,
+			      "accepted %s", wrong[i]);
+	/* Every route is protected, the unknown ones too. */
+	ck_assert_int_eq(http_raw(port, "GET", "/metrics", NULL, &r), 401);
+	ck_assert_int_eq(http_raw(port, "GET", "/v1/stats", NULL, &r), 401);
+	ck_assert_int_eq(http_raw(port, "GET", "/nope", NULL, &r), 401);
+	ck_assert_int_eq(
+	    http_raw(port, "GET", "/v1/files/a.txt", "Authorization: Bearer s3cret\r\n", &r), 200);
+	/* Nothing was resolved for the refused requests. */
+	ck_assert_uint_eq(stub.nseen, 1);
+
+	struct remote_peers *p = peers_for_port(port);
+	struct remote_client *good = NULL, *bad = NULL, *none = NULL;
+	char buf[16];
+
+	ck_assert_int_eq(remote_client_create(p, "s3cret", NULL, &good), 0);
+	ck_assert_int_eq(remote_client_create(p, "wrong!", NULL, &bad), 0);
+	ck_assert_int_eq(remote_client_create(p, NULL, NULL, &none), 0);
+	ck_assert_int_eq(remote_fetch(good, 0, "a.txt", 0, 5, buf), 5);
+	ck_assert_mem_eq(buf, hello, 5);
+	ck_assert_int_eq(remote_fetch(bad, 0, "a.txt", 0, 5, buf), -EACCES);
+	ck_assert(!remote_node_up(bad, 0));
+	ck_assert_int_eq(remote_fetch(bad, 0, "a.txt", 0, 5, buf), -EHOSTDOWN);
+	ck_assert_int_eq(remote_fetch(none, 0, "a.txt", 0, 5, buf), -EACCES);
+	ck_assert(remote_node_up(good, 0));
+	remote_client_destroy(good);
+	remote_client_destroy(bad);
+	remote_client_destroy(none);
+	remote_peers_destroy(p);
+	strbuf_fini(&r);
+	remote_server_stop(s);
+}
+END_TEST
+
+START_TEST(traversal_refused)
+{
+	unsigned port;
+	struct remote_server *s = start_server(NULL, &port);
+	struct strbuf r, longurl;
+	static const char *targets[] = {
+	    "/v1/files/../etc/passwd",
+	    "/v1/files/../../../../etc/passwd",
+	    "/v1/files/%2e%2e%2fetc%2fpasswd",
+	    "/v1/files/%2E%2E/%2E%2E/etc/passwd",
+	    "/v1/files/dir/%2e%2e/%2e%2e/etc/passwd",
+	    "/v1/files/dir/../../etc/passwd",
+	    "/v1/files//etc/passwd",
+	    "/v1/files/%2fetc%2fpasswd",
+	    "/v1/files/a.txt%00.jpg",
+	    "/v1/files/%00",
+	    "/v1/files/dir/./big.bin",
+	    "/v1/files/dir//big.bin",
+	    "/v1/files/dir/",
+	    "/v1/files/",
+	    "/v1/files/%",
+	    "/v1/files/%zz",
+	    "/v1/files/a%0d%0aX-Injected:%201",
+	    "/v1/files/..",
+	    "/v1/files/%2e%2e",
+	    "/v1/files/.%2e/.%2e/etc/passwd",
+	    "/../../etc/passwd",
+	    "/etc/passwd",
+	    "../v1/files/a.txt",
+	};
+
+	strbuf_init(&r);
+	for (size_t i = 0; i < sizeof(targets) / sizeof(targets[0]); i++) {
+		int st = http_raw(port, "GET", targets[i], NULL, &r);
+
+		ck_assert_msg(st >= 400 && st < 500, "%s answered %d", targets[i], st);
+	}
+	/* Overlong: a long URL, and one overlong component. */
+	strbuf_init(&longurl);
+	strbuf_puts(&longurl, "/v1/files/");
+	for (int i = 0; i < 20000; i++)
+		strbuf_puts(&longurl, "a");
+	int st = http_raw(port, "GET", longurl.buf, NULL, &r);
+
+	ck_assert_msg(st >= 400 && st < 500, "20000-byte URL answered %d", st);
+	strbuf_reset(&longurl);
+	strbuf_puts(&longurl, "/v1/files/dir/");
+	for (int i = 0; i < 300; i++)
+		strbuf_puts(&longurl, "%41");
+	st = http_raw(port, "GET", longurl.buf, NULL, &r);
+	ck_assert_msg(st >= 400 && st < 500, "300-byte component answered %d", st);
+	strbuf_reset(&longurl);
+	strbuf_puts(&longurl, "/v1/files/");
+	for (int i = 0; i < 2100; i++)
+		strbuf_puts(&longurl, "ab/");
+	strbuf_puts(&longurl, "c");
+	st = http_raw(port, "GET", longurl.buf, NULL, &r);
+	ck_assert_msg(st >= 400 && st < 500, "6 KiB path answered %d", st);
+	strbuf_fini(&longurl);
+
+	/* What resolve received stayed inside the dataset. */
+	for (unsigned i = 0; i < stub.nseen; i++)
+		ck_assert_msg(path_is_contained(stub.seen[i]), "resolve saw '%s'", stub.seen[i]);
+	/* The server still serves. */
+	ck_assert_int_eq(http_raw(port, "GET", "/v1/files/dir/big.bin", "Range: bytes=0-9\r\n", &r),
+			 206);
+	strbuf_fini(&r);
+	remote_server_stop(s);
+}
+END_TEST
+
+START_TEST(caps_headers_and_connections)
+{
+	unsigned port;
+	struct remote_server *s = start_server(NULL, &port);
+	struct strbuf r, hdr;
+	int fds[REMOTE_SERVER_MAX_PER_IP + 1];
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+
+	/* Headers beyond the per-connection memory cap are refused. */
+	strbuf_init(&r);
+	strbuf_init(&hdr);
+	for (int i = 0; i < 2000; i++)
+		strbuf_printf(&hdr, "X-Filler-%d: %060d\r\n", i, i);
+	int st = http_raw(port, "GET", "/v1/files/a.txt", hdr.buf, &r);
+
+	ck_assert_msg(st >= 400 && st < 500, "%zu bytes of headers answered %d", hdr.len, st);
+	strbuf_fini(&hdr);
+
+	/* One connection more than the per-IP cap is closed at once, while
+	 * the others stay usable. */
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	for (int i = 0; i <= REMOTE_SERVER_MAX_PER_IP; i++) {
+		fds[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		ck_assert_int_ge(fds[i], 0);
+		ck_assert_int_eq(connect(fds[i], (struct sockaddr *)&sa, sizeof(sa)), 0);
+	}
+	struct pollfd pf = {.fd = fds[REMOTE_SERVER_MAX_PER_IP], .events = POLLIN};
+	char c;
+
+	ck_assert_int_eq(poll(&pf, 1, 5000), 1);
+	ck_assert_int_le(recv(fds[REMOTE_SERVER_MAX_PER_IP], &c, 1, 0), 0);
+	static const char req[] = "GET /v1/files/a.txt HTTP/1.1\r\nHost: x\r\n\r\n";
+	char buf[512];
+
+	ck_assert_int_eq(send(fds[0], req, sizeof(req) - 1, MSG_NOSIGNAL),
+			 (ssize_t)sizeof(req) - 1);
+	struct timeval tv = {5, 0};
+
+	setsockopt(fds[0], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	ssize_t n = recv(fds[0], buf, sizeof(buf) - 1, 0);
+
+	ck_assert_int_gt(n, 12);
+	buf[n] = '\0';
+	ck_assert_msg(strncmp(buf, "HTTP/1.1 200", 12) == 0, "got: %.40s", buf);
+	for (int i = 0; i <= REMOTE_SERVER_MAX_PER_IP; i++)
+		close(fds[i]);
+	strbuf_fini(&r);
+	remote_server_stop(s);
+}
+END_TEST
+
+START_TEST(metrics_and_stats)
+{
+	unsigned port;
+	struct remote_server *s = start_server(NULL, &port);
+	struct remote_peers *p = peers_for_port(port);
+	struct remote_client *c = NULL;
+	struct strbuf r;
+	regex_t re;
+	char v[128];
+	char buf[4096];
+	size_t blen;
+
+	ck_assert_int_eq(remote_client_create(p, NULL, NULL, &c), 0);
+	stub.cli = c;
+	ck_assert_int_eq(remote_fetch(c, 0, "dir/big.bin", 10, 4000, buf), 4000);
+	ck_assert_int_eq(remote_fetch(c, 0, "a.txt", 0, 13, buf), 13);
+	/* served counts when MHD reports completion, just after the reply. */
+	struct remote_server_stats ss = {0};
+
+	for (int i = 0; i < 200; i++) {
+		remote_server_get_stats(s, &ss);
+		if (ss.served == 2)
+			break;
+		sleep_ms(10);
+	}
+	ck_assert_uint_eq(ss.served, 2);
+	ck_assert_uint_eq(ss.served_bytes, 4013);
+
+	strbuf_init(&r);
+	ck_assert_int_eq(http_raw(port, "GET", "/metrics", NULL, &r), 200);
+	ck_assert_ptr_nonnull(header_value(&r, "Content-Type", v, sizeof(v)));
+	ck_assert_msg(strncmp(v, "text/plain", 10) == 0 && strstr(v, "version=0.0.4"),
+		      "Content-Type: %s", v);
+	ck_assert_int_eq(regcomp(&re,
+				 "^coordfs_[a-zA-Z0-9_]+"
+				 "(\\{[a-zA-Z_][a-zA-Z0-9_]*=\"([^\"\\\\]|\\\\.)*\""
+				 "(,[a-zA-Z_][a-zA-Z0-9_]*=\"([^\"\\\\]|\\\\.)*\")*\\})?"
+				 " -?[0-9]+(\\.[0-9]+)?([eE][-+]?[0-9]+)?$",
+				 REG_EXTENDED | REG_NOSUB),
+			 0);
+	const char *body = body_of(&r, &blen);
+	char *text = strndup(body, blen);
+	unsigned samples = 0;
+	bool saw_served = false, saw_up = false;
+
+	ck_assert_uint_gt(blen, 0);
+	ck_assert_int_eq(text[blen - 1], '\n');
+	for (char *save = NULL, *line = strtok_r(text, "\n", &save); line;
+	     line = strtok_r(NULL, "\n", &save)) {
+		if (line[0] == '#') {
+			ck_assert_msg(strncmp(line, "# HELP coordfs_", 15) == 0 ||
+					  strncmp(line, "# TYPE coordfs_", 15) == 0,
+				      "bad comment line: %s", line);
+			continue;
+		}
+		ck_assert_msg(regexec(&re, line, 0, NULL, 0) == 0, "bad metric line: '%s'", line);
+		samples++;
+		if (strcmp(line, "coordfs_peer_served_bytes_total 4013") == 0)
+			saw_served = true;
+		if (strstr(line, "coordfs_peer_up{url=\"http://127.0.0.1:") && strstr(line, "} 1"))
+			saw_up = true;
+	}
+	ck_assert_uint_ge(samples, 8);
+	ck_assert(saw_served);
+	ck_assert(saw_up);
+	free(text);
+	regfree(&re);
+
+	ck_assert_int_eq(http_raw(port, "GET", "/v1/stats", NULL, &r), 200);
+	ck_assert_str_eq(header_value(&r, "Content-Type", v, sizeof(v)), "application/json");
+	body = body_of(&r, &blen);
+	text = strndup(body, blen);
+	ck_assert_msg(strstr(text, "\"fetches\": 2, \"bytes\": 4013, \"errors\": 0") != NULL, "%s",
+		      text);
+	ck_assert_msg(strstr(text, "\"served\": 2, \"served_bytes\": 4013") != NULL, "%s", text);
+	snprintf(v, sizeof(v), "\"nodes\": [{\"url\": \"http://127.0.0.1:%u\", \"up\": true}]",
+		 port);
+	ck_assert_msg(strstr(text, v) != NULL, "%s", text);
+	free(text);
+	strbuf_fini(&r);
+	remote_server_stop(s);
+	remote_client_destroy(c);
+	remote_peers_destroy(p);
+}
+END_TEST
+
+START_TEST(peers_json_lists_every_node)
+{
+	struct remote_peers *p = NULL;
+	struct remote_client *c = NULL;
+	struct strbuf sb;
+	char err[128];
+
+	ck_assert_int_eq(remote_peers_parse("http://a:1,http://b:2/", &p, err, sizeof(err)), 0);
+	ck_assert_int_eq(remote_client_create(p, NULL, NULL, &c), 0);
+	strbuf_init(&sb);
+	remote_peers_json(c, &sb);
+	ck_assert_str_eq(sb.buf, "[{\"url\": \"http://a:1\", \"up\": true}, "
+				 "{\"url\": \"http://b:2\", \"up\": true}]");
+	strbuf_reset(&sb);
+	remote_peers_json(NULL, &sb);
+	ck_assert_str_eq(sb.buf, "[]");
+	ck_assert_str_eq(remote_node_url(c, 1), "http://b:2");
+	ck_assert_ptr_null(remote_node_url(c, 2));
+	strbuf_fini(&sb);
+	remote_client_destroy(c);
+	remote_peers_destroy(p);
+}
+END_TEST
+
+START_TEST(backoff_then_reprobe)
+{
+	struct remote_client_config cfg = {.backoff_min_ms = 300, .backoff_max_ms = 1000};
+	struct remote_peers *p;
+	struct remote_client *c = NULL;
+	unsigned port;
+	char buf[16], err[128], hp[64];
+	int fd;
+
+	/* A port nobody listens on: bind to find one, then close it. */
+	ck_assert_int_eq(remote_listen("127.0.0.1:0", &fd, err, sizeof(err)), 0);
+	ck_assert_int_eq(remote_listen_port(fd, &port), 0);
+	close(fd);
+	p = peers_for_port(port);
+	ck_assert_int_eq(remote_client_create(p, NULL, &cfg, &c), 0);
+	ck_assert(remote_node_up(c, 0));
+	ck_assert_int_eq(remote_fetch(c, 0, "a.txt", 0, 5, buf), -ECONNREFUSED);
+	ck_assert(!remote_node_up(c, 0));
+	ck_assert_uint_eq(remote__node_backoff_ms(c, 0), 300);
+	/* In back-off: no request at all. */
+	ck_assert_int_eq(remote_fetch(c, 0, "a.txt", 0, 5, buf), -EHOSTDOWN);
+	struct remote_client_stats cs;
+
+	remote_client_get_stats(c, &cs);
+	ck_assert_uint_eq(cs.fetches, 1);
+	ck_assert_uint_eq(cs.skipped, 1);
+	/* Expired: one re-probe, which fails and doubles the period. */
+	sleep_ms(350);
+	ck_assert_int_eq(remote_fetch(c, 0, "a.txt", 0, 5, buf), -ECONNREFUSED);
+	ck_assert_uint_eq(remote__node_backoff_ms(c, 0), 600);
+	sleep_ms(650);
+	ck_assert_int_eq(remote_fetch(c, 0, "a.txt", 0, 5, buf), -ECONNREFUSED);
+	ck_assert_uint_eq(remote__node_backoff_ms(c, 0), 1000); /* capped */
+	/* Now the peer comes up; it is used again once the period ends. */
+	snprintf(hp, sizeof(hp), "127.0.0.1:%u", port);
+	unsigned port2;
+	struct remote_server *s = start_server_at(hp, NULL, &port2);
+
+	ck_assert_uint_eq(port2, port);
+	ck_assert_int_eq(remote_fetch(c, 0, "a.txt", 0, 5, buf), -EHOSTDOWN);
+	sleep_ms(1050);
+	ck_assert_int_eq(remote_fetch(c, 0, "a.txt", 0, 5, buf), 5);
+	ck_assert_mem_eq(buf, hello, 5);
+	ck_assert(remote_node_up(c, 0));
+	ck_assert_uint_eq(remote__node_backoff_ms(c, 0), 0);
+	/* Bad arguments never mark a node down. */
+	ck_assert_int_eq(remote_fetch(c, 0, "../etc/passwd", 0, 5, buf), -EINVAL);
+	ck_assert_int_eq(remote_fetch(c, 1, "a.txt", 0, 5, buf), -EINVAL);
+	ck_assert_int_eq(remote_fetch(c, 0, "a.txt", 0, 0, buf), 0);
+	ck_assert(remote_node_up(c, 0));
+	/* A 404 is an answer, not a failure of the node. */
+	ck_assert_int_eq(remote_fetch(c, 0, "missing", 0, 5, buf), -ENOENT);
+	ck_assert(remote_node_up(c, 0));
+	remote_server_stop(s);
+	remote_client_destroy(c);
+	remote_peers_destroy(p);
+}
+END_TEST
+
+struct worker {
+	struct remote_client *c;
+	unsigned seed;
+	int failures;
+};
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	unsigned char *buf = malloc(1u << 20);
+
+	for (int i = 0; i < 40 && buf; i++) {
+		w->seed = w->seed * 1103515245u + 12345u;
+		uint64_t off = w->seed % (BIG_SIZE - 1);
+		size_t len = 1 + (w->seed >> 8) % (1u << 20);
+
+		if (off + len > BIG_SIZE)
+			len = BIG_SIZE - off;
+		if (remote_fetch(w->c, 0, "dir/big.bin", off, len, buf) != (ssize_t)len ||
+		    memcmp(buf, big + off, len) != 0)
+			w->failures++;
+	}
+	free(buf);
+	return NULL;
+}
+
+START_TEST(concurrent_fetches)
+{
+	unsigned port;
+	struct remote_server *s = start_server(NULL, &port);
+	struct remote_peers *p = peers_for_port(port);
+	struct remote_client *c = NULL;
+	pthread_t t[4];
+	struct worker w[4];
+
+	ck_assert_int_eq(remote_client_create(p, NULL, NULL, &c), 0);
+	for (int i = 0; i < 4; i++) {
+		w[i] = (struct worker){.c = c, .seed = (unsigned)i * 7919u + 1};
+		ck_assert_int_eq(pthread_create(&t[i], NULL, worker_main, &w[i]), 0);
+	}
+	for (int i = 0; i < 4; i++) {
+		pthread_join(t[i], NULL);
+		ck_assert_int_eq(w[i].failures, 0);
+	}
+	struct remote_client_stats cs;
+
+	remote_client_get_stats(c, &cs);
+	ck_assert_uint_eq(cs.fetches, 160);
+	ck_assert_uint_eq(cs.errors, 0);
+	remote_client_destroy(c);
+	remote_peers_destroy(p);
+	remote_server_stop(s);
+}
+END_TEST
+
+/* ---- against a misbehaving peer ---------------------------------------------- */
+
+static const char *const fake_modes[] = {"ok",	 "short",   "wronglen", "shortlen", "500",
+					 "hang", "garbage", "norange",	"badrange", "trickle"};
+
+static pid_t spawn_fake(const char *mode, unsigned *port)
+{
+	const char *script = getenv("COORDFS_FAKE_PEER");
+	int pfd[2];
+	char line[32] = "";
+	size_t n = 0;
+	pid_t pid;
+
+	ck_assert_msg(script != NULL, "COORDFS_FAKE_PEER is not set (run through meson test)");
+	ck_assert_int_eq(pipe2(pfd, O_CLOEXEC), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		dup2(pfd[1], STDOUT_FILENO);
+		execl("/usr/bin/python3", "python3", script, mode, "0", (char *)NULL);
+		_exit(127);
+	}
+	close(pfd[1]);
+	while (n < sizeof(line) - 1 && !strchr(line, '\n')) {
+		struct pollfd pf = {.fd = pfd[0], .events = POLLIN};
+
+		ck_assert_msg(poll(&pf, 1, 10000) == 1, "fake peer (%s) did not start", mode);
+		ssize_t r = read(pfd[0], line + n, sizeof(line) - 1 - n);
+
+		ck_assert_msg(r > 0, "fake peer (%s) exited", mode);
+		n += (size_t)r;
+		line[n] = '\0';
+	}
+	close(pfd[0]);
+	*port = (unsigned)atoi(line);
+	ck_assert_uint_gt(*port, 0);
+	return pid;
+}
+
+START_TEST(fake_peer_modes)
+{
+	const char *mode = fake_modes[_i];
+	struct remote_client_config cfg = {.timeout_ms = 1500, .backoff_min_ms = 100};
+	const size_t off = 1000, len = 5000, guard = 64;
+	unsigned char *buf = malloc(len + guard);
+	struct remote_peers *p;
+	struct remote_client *c = NULL;
+	unsigned port;
+	pid_t pid = spawn_fake(mode, &port);
+
+	p = peers_for_port(port);
+	ck_assert_int_eq(remote_client_create(p, NULL, &cfg, &c), 0);
+	for (int round = 0; round < 2; round++) {
+		memset(buf, 0xA5, len + guard);
+		int64_t t0 = mono_ms();
+		ssize_t got = remote_fetch(c, 0, "some/file.bin", off + (size_t)round, len, buf);
+		int64_t dt = mono_ms() - t0;
+
+		ck_assert_msg(dt < 1500 + 1000, "mode %s took %lld ms", mode, (long long)dt);
+		for (size_t i = len; i < len + guard; i++)
+			ck_assert_msg(buf[i] == 0xA5, "mode %s wrote past the buffer", mode);
+		if (strcmp(mode, "ok") == 0) {
+			ck_assert_int_eq(got, (ssize_t)len);
+			for (size_t i = 0; i < len; i++)
+				ck_assert_uint_eq(buf[i], pattern_byte(off + (size_t)round + i));
+			ck_assert(remote_node_up(c, 0));
+		} else {
+			ck_assert_msg(got < 0, "mode %s: fetch returned %zd", mode, got);
+			ck_assert(!remote_node_up(c, 0));
+			sleep_ms(120); /* let the back-off expire: the next one re-probes */
+		}
+	}
+	remote_client_destroy(c);
+	remote_peers_destroy(p);
+	kill(pid, SIGTERM);
+	waitpid(pid, NULL, 0);
+	free(buf);
+}
+END_TEST
+
+struct probe_arg {
+	struct remote_client *c;
+	ssize_t rc;
+};
+
+static void *probe_main(void *arg)
+{
+	struct probe_arg *pa = arg;
+	char buf[100];
+
+	pa->rc = remote_fetch(pa->c, 0, "x", 0, sizeof(buf), buf);
+	return NULL;
+}
+
+START_TEST(single_probe_at_a_time)
+{
+	struct remote_client_config cfg = {.timeout_ms = 1000, .backoff_min_ms = 100};
+	struct remote_peers *p;
+	struct remote_client *c = NULL;
+	struct probe_arg pa;
+	pthread_t t;
+	unsigned port;
+	char buf[100];
+	pid_t pid = spawn_fake("hang", &port);
+
+	p = peers_for_port(port);
+	ck_assert_int_eq(remote_client_create(p, NULL, &cfg, &c), 0);
+	int64_t t0 = mono_ms();
+
+	ck_assert_int_eq(remote_fetch(c, 0, "x", 0, sizeof(buf), buf), -ETIMEDOUT);
+	ck_assert_int_ge(mono_ms() - t0, 900);
+	ck_assert_uint_eq(remote__node_backoff_ms(c, 0), 100);
+	sleep_ms(150);
+	/* The period is over: one thread probes (and hangs), the others
+	 * keep getting -EHOSTDOWN at once instead of piling up behind it. */
+	pa.c = c;
+	ck_assert_int_eq(pthread_create(&t, NULL, probe_main, &pa), 0);
+	sleep_ms(300);
+	t0 = mono_ms();
+	ck_assert_int_eq(remote_fetch(c, 0, "x", 0, sizeof(buf), buf), -EHOSTDOWN);
+	ck_assert_int_lt(mono_ms() - t0, 100);
+	pthread_join(t, NULL);
+	ck_assert_int_eq(pa.rc, -ETIMEDOUT);
+	ck_assert_uint_eq(remote__node_backoff_ms(c, 0), 200);
+	remote_client_destroy(c);
+	remote_peers_destroy(p);
+	kill(pid, SIGTERM);
+	waitpid(pid, NULL, 0);
+}
+END_TEST
+
+START_TEST(server_start_failure_closes_socket)
+{
+	static const struct remote_server_ops no_read = {.resolve = stub_resolve};
+	char err[256] = "";
+	int fd;
+
+	ck_assert_int_eq(remote_listen("127.0.0.1:0", &fd, err, sizeof(err)), 0);
+	ck_assert_ptr_null(remote_server_start(fd, NULL, &no_read, NULL, err, sizeof(err)));
+	ck_assert_str_ne(err, "");
+	ck_assert_int_eq(fcntl(fd, F_GETFD), -1);
+	ck_assert_int_eq(errno, EBADF);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("remote");
+	TCase *tc = tcase_create("core");
+	TCase *net = tcase_create("http");
+
+	signal(SIGPIPE, SIG_IGN);
+	if (remote_global_init() != 0)
+		return 1;
+	tcase_add_test(tc, peers_parse_and_normalize);
+	tcase_add_test(tc, owner_same_on_every_node);
+	tcase_add_test(tc, owner_balance_and_minimal_disruption);
+	tcase_add_test(tc, pct_and_relpath);
+	tcase_add_test(tc, range_header);
+	tcase_add_test(tc, parsers_random_inputs);
+	tcase_add_test(tc, secret_file);
+	tcase_add_test(tc, listen_rejects_bad_hostport);
+	tcase_add_test(tc, peers_json_lists_every_node);
+	suite_add_tcase(s, tc);
+
+	tcase_add_checked_fixture(net, stub_setup, stub_teardown);
+	tcase_set_timeout(net, 60);
+	tcase_add_test(net, fetch_full_and_ranged);
+	tcase_add_test(net, raw_ranges_and_statuses);
+	tcase_add_test(net, auth_bearer);
+	tcase_add_test(net, traversal_refused);
+	tcase_add_test(net, caps_headers_and_connections);
+	tcase_add_test(net, metrics_and_stats);
+	tcase_add_test(net, backoff_then_reprobe);
+	tcase_add_test(net, concurrent_fetches);
+	tcase_add_test(net, single_probe_at_a_time);
+	tcase_add_test(net, server_start_failure_closes_socket);
+	tcase_add_loop_test(net, fake_peer_modes, 0,
+			    (int)(sizeof(fake_modes) / sizeof(fake_modes[0])));
+	suite_add_tcase(s, net);
+
+	SRunner *sr = srunner_create(s);
+
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+
+	srunner_free(sr);
+	remote_global_cleanup();
+	return failed ? 1 : 0;
+}
