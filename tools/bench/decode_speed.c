@@ -5,6 +5,9 @@
  * It shows what region-of-interest decoding and DCT-domain downscaling buy
  * for a recipe (default rrc224), as a 2x2 ablation plus baselines:
  *
+ *   entropy_only    libjpeg Huffman-decodes every row but builds only the
+ *                   last one (jpeg_skip_scanlines): the floor of any
+ *                   baseline-JPEG decoder, which cannot skip entropy data
  *   libjpeg_full    libjpeg, whole image, RGB, ISLOW, fancy upsampling
  *                   (the settings PIL decodes with); decode only
  *   tj_full         tjDecompress2, whole image, RGB, accurate DCT; decode only
@@ -58,6 +61,7 @@
 #define SLACK 64 /* readable bytes after every pixel buffer (SIMD resampler loads) */
 
 enum mode {
+	M_ENTROPY,
 	M_LIBJPEG,
 	M_TJ_FULL,
 	M_TJ_FULL_RS,
@@ -73,7 +77,7 @@ enum mode {
 };
 
 static const char *const mode_name[NMODES] = {
-	"libjpeg_full", "tj_full",     "tj_full+rs",      "tj_dct+rs", "prep_roi",
+	"entropy_only", "libjpeg_full", "tj_full",     "tj_full+rs",      "tj_dct+rs", "prep_roi",
 	"prep_render",  "prep_pow2",   "proto_roi_pow2",  "proto_roi_pow2_stop", "tj_pow2+rs",
 };
 
@@ -223,6 +227,40 @@ out:
 static unsigned pow2_scale(unsigned m)
 {
 	return m <= 1 ? 1 : m <= 2 ? 2 : m <= 4 ? 4 : 8;
+}
+
+/* Entropy decoding alone: skip every row but the last (skipping to the very
+ * end would decode nothing at all), then read that one. */
+static int entropy_only(struct ctx *c, const struct image *im)
+{
+	struct jpeg_decompress_struct ci;
+	struct jerr err;
+	volatile int rc = 0;
+
+	memset(&ci, 0, sizeof(ci));
+	ci.err = jpeg_std_error(&err.pub);
+	err.pub.error_exit = jerr_exit;
+	if (setjmp(err.jb)) {
+		rc = -EIO;
+		goto out;
+	}
+	jpeg_create_decompress(&ci);
+	jpeg_mem_src(&ci, im->data, (unsigned long)im->len);
+	jpeg_read_header(&ci, TRUE);
+	ci.out_color_space = JCS_RGB;
+	jpeg_start_decompress(&ci);
+	if (grow_full(c, (size_t)ci.output_width * 3) < 0) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	if (ci.output_height > 1)
+		jpeg_skip_scanlines(&ci, ci.output_height - 1);
+	JSAMPROW row = c->full;
+	jpeg_read_scanlines(&ci, &row, 1);
+	jpeg_finish_decompress(&ci);
+out:
+	jpeg_destroy_decompress(&ci);
+	return rc;
 }
 
 /* ---- TurboJPEG decodes, optionally resampled with prep's resampler ---- */
@@ -449,6 +487,8 @@ static int run_one(struct ctx *c, enum mode mode, const struct image *im, uint32
 	int rc;
 
 	switch (mode) {
+	case M_ENTROPY:
+		return entropy_only(c, im);
 	case M_LIBJPEG:
 		return libjpeg_full(c, im);
 	case M_TJ_FULL:
