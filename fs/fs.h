@@ -10,6 +10,7 @@
 #ifndef COORDFS_FS_FS_H
 #define COORDFS_FS_FS_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -64,6 +65,7 @@ struct fs_ctx {
 	uint64_t cache_bytes;
 	uint64_t chunk_bytes;
 	struct fs_counters ctr;
+	bool no_open; /* the kernel sends no opens (FUSE_CAP_NO_OPEN_SUPPORT) */
 	struct timespec started;
 	/* peers (NULL when single node) */
 	struct remote_peers *peers;
@@ -96,11 +98,27 @@ extern const struct fuse_lowlevel_ops fs_ops;
 ssize_t fs_read_file(struct fs_ctx *fs, uint32_t node, int fd, uint64_t off, size_t len, void *buf);
 
 /*
+ * The last unit fetched from a peer for one open file: a reader of a file
+ * another node owns gets it in one request, not one per FUSE read.
+ * Concurrent reads of one handle are safe (the lock guards the swap only).
+ */
+struct fs_peer_buf {
+	pthread_mutex_t lock;
+	uint8_t *data; /* NULL: empty */
+	uint32_t unit;
+	size_t len;
+};
+
+void fs_peer_buf_init(struct fs_peer_buf *pb);
+void fs_peer_buf_fini(struct fs_peer_buf *pb);
+
+/*
  * Like fs_read_file, but when the range lies in one held unit, returns a
  * pointer into the cache instead of copying (*direct set, buf untouched).
+ * pb (may be NULL) keeps whole units fetched from peers for this handle.
  */
-ssize_t fs_read_file_ref(struct fs_ctx *fs, uint32_t node, int fd, uint64_t off, size_t len,
-			 void *buf, const void **direct);
+ssize_t fs_read_file_ref(struct fs_ctx *fs, uint32_t node, int fd, struct fs_peer_buf *pb,
+			 uint64_t off, size_t len, void *buf, const void **direct);
 
 /* The same for a peer's request: never forwarded to another node. */
 ssize_t fs_read_file_local(struct fs_ctx *fs, uint32_t node, uint64_t off, size_t len, void *buf,

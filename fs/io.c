@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/openat2.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -115,7 +116,56 @@ struct fill_ctx {
 	int fd; /* -1 until opened here */
 	bool own_fd;
 	bool allow_peer; /* false when serving a peer: never forward */
+	struct fs_peer_buf *pb;
 };
+
+void fs_peer_buf_init(struct fs_peer_buf *pb)
+{
+	pthread_mutex_init(&pb->lock, NULL);
+	pb->data = NULL;
+	pb->unit = 0;
+	pb->len = 0;
+}
+
+void fs_peer_buf_fini(struct fs_peer_buf *pb)
+{
+	pthread_mutex_destroy(&pb->lock);
+	free(pb->data);
+}
+
+/* [uoff, uoff+len) of unit k from its owner: from the handle's last fetched
+ * unit, else by fetching the whole unit once. 0 or -errno. */
+static int peer_read(struct fill_ctx *fc, uint32_t k, uint64_t uoff, size_t len, void *buf)
+{
+	struct fs_peer_buf *pb = fc->pb;
+	size_t unit_len = (size_t)ns_unit_len(&fc->fs->ns, fc->node, k);
+
+	if (!pb)
+		return fs_peer_fetch(fc->fs, fc->node, k, uoff, len, buf);
+	pthread_mutex_lock(&pb->lock);
+	if (pb->data && pb->unit == k) {
+		memcpy(buf, pb->data + uoff, len);
+		pthread_mutex_unlock(&pb->lock);
+		return 0;
+	}
+	pthread_mutex_unlock(&pb->lock);
+	uint8_t *whole = malloc(unit_len);
+	if (!whole)
+		return fs_peer_fetch(fc->fs, fc->node, k, uoff, len, buf);
+	int rc = fs_peer_fetch(fc->fs, fc->node, k, 0, unit_len, whole);
+	if (rc < 0) {
+		free(whole);
+		return rc;
+	}
+	memcpy(buf, whole + uoff, len);
+	pthread_mutex_lock(&pb->lock);
+	free(pb->data);
+	pb->data = whole;
+	pb->unit = k;
+	pb->len = unit_len;
+	pthread_mutex_unlock(&pb->lock);
+	return 0;
+}
 
 static int fill_ctx_fd(struct fill_ctx *fc)
 {
@@ -165,7 +215,7 @@ static int read_unit(struct fill_ctx *fc, uint32_t k, uint64_t uoff, size_t len,
 	if (rc != -ENOSPC)
 		return rc;
 	*direct = NULL;
-	if (!mine && fc->allow_peer && fs_peer_fetch(fs, fc->node, k, uoff, len, buf) == 0)
+	if (!mine && fc->allow_peer && peer_read(fc, k, uoff, len, buf) == 0)
 		return 0;
 	int fd = fill_ctx_fd(fc);
 	if (fd < 0)
@@ -173,11 +223,11 @@ static int read_unit(struct fill_ctx *fc, uint32_t k, uint64_t uoff, size_t len,
 	return source_pread(fs, fc->node, fd, (uint64_t)k * fs->ns.chunk_size + uoff, len, buf);
 }
 
-static ssize_t read_file(struct fs_ctx *fs, uint32_t node, int fd, uint64_t off, size_t len,
-			 void *buf, const void **direct, bool allow_peer)
+static ssize_t read_file(struct fs_ctx *fs, uint32_t node, int fd, struct fs_peer_buf *pb,
+			 uint64_t off, size_t len, void *buf, const void **direct, bool allow_peer)
 {
 	const struct ns_node *n = &fs->ns.nodes[node];
-	struct fill_ctx fc = { fs, node, fd, false, allow_peer };
+	struct fill_ctx fc = { fs, node, fd, false, allow_peer, pb };
 	size_t done = 0;
 	ssize_t ret;
 
@@ -215,22 +265,22 @@ out:
 	return ret;
 }
 
-ssize_t fs_read_file_ref(struct fs_ctx *fs, uint32_t node, int fd, uint64_t off, size_t len,
-			 void *buf, const void **direct)
+ssize_t fs_read_file_ref(struct fs_ctx *fs, uint32_t node, int fd, struct fs_peer_buf *pb,
+			 uint64_t off, size_t len, void *buf, const void **direct)
 {
-	return read_file(fs, node, fd, off, len, buf, direct, true);
+	return read_file(fs, node, fd, pb, off, len, buf, direct, true);
 }
 
 ssize_t fs_read_file_local(struct fs_ctx *fs, uint32_t node, uint64_t off, size_t len, void *buf,
 			   const void **direct)
 {
-	return read_file(fs, node, -1, off, len, buf, direct, false);
+	return read_file(fs, node, -1, NULL, off, len, buf, direct, false);
 }
 
 ssize_t fs_read_file(struct fs_ctx *fs, uint32_t node, int fd, uint64_t off, size_t len, void *buf)
 {
 	const void *direct;
-	ssize_t n = fs_read_file_ref(fs, node, fd, off, len, buf, &direct);
+	ssize_t n = fs_read_file_ref(fs, node, fd, NULL, off, len, buf, &direct);
 
 	if (n > 0 && direct)
 		memcpy(buf, direct, (size_t)n);

@@ -74,7 +74,8 @@ static const char usage[] =
 	"  --prep-mem=SIZE          memory for prepared samples (1G)\n"
 	"  --seed=N                 seed of the prepared view (random, logged)\n"
 	"  --log-file=FILE          log here instead of syslog once detached\n"
-	"  --kernel-cache           let the kernel keep file pages between opens\n"
+	"  --kernel-cache           let the kernel keep file pages and skip opens (faster\n"
+	"                           warm reads; page-cache memory is outside the budget)\n"
 	"  -o OPT[,OPT...]          the same as key=value (cache_size=8G), and FUSE mount options\n"
 	"  -V, --version, -h, --help\n";
 

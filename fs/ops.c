@@ -72,6 +72,15 @@ static void fill_entry(struct fs_ctx *fs, uint32_t node, struct fuse_entry_param
 
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
+	struct fs_ctx *fs = userdata;
+
+	/* With --kernel-cache and no prepared view (whose samples change at every
+	 * open), opens need no round trip: the kernel keeps pages and serves
+	 * them; the daemon sees only reads of what the kernel lacks. */
+	fs->no_open = fs->opt.kernel_cache && !fs->opt.prepared &&
+		      (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT);
+	if (fs->no_open)
+		conn->want |= FUSE_CAP_NO_OPEN_SUPPORT;
 	/* Pages of an immutable tree never need invalidating on mtime changes. */
 	conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
 	if (conn->capable & FUSE_CAP_CACHE_SYMLINKS)
@@ -264,7 +273,18 @@ static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 struct fs_handle {
 	uint32_t node;
 	int fd; /* SOURCE fd, or -1 when the whole file was cached at open */
+	struct fs_peer_buf peer; /* used only with --peers */
 };
+
+static void handle_free(struct fs_handle *h)
+{
+	if (!h)
+		return;
+	if (h->fd >= 0)
+		close(h->fd);
+	fs_peer_buf_fini(&h->peer);
+	free(h);
+}
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
@@ -292,6 +312,10 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
+	if (fs->no_open) {
+		fuse_reply_err(req, ENOSYS); /* the kernel stops sending opens */
+		return;
+	}
 	struct fs_handle *h = malloc(sizeof(*h));
 	if (!h) {
 		fuse_reply_err(req, ENOMEM);
@@ -299,11 +323,12 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	h->node = node;
 	h->fd = -1;
+	fs_peer_buf_init(&h->peer);
 	/* A file wholly in memory needs no SOURCE fd; otherwise open and check it now. */
 	if (!fs_file_cached(fs, node)) {
 		int fd = fs_open_source(fs, node);
 		if (fd < 0) {
-			free(h);
+			handle_free(h);
 			fuse_reply_err(req, -fd);
 			return;
 		}
@@ -312,12 +337,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fi->fh = (uint64_t)(uintptr_t)h;
 	fi->keep_cache = fs->opt.kernel_cache;
 	fi->noflush = 1;
-	if (fuse_reply_open(req, fi) == -ENOENT) {
-		/* The opener was interrupted: nobody will release this handle. */
-		if (h->fd >= 0)
-			close(h->fd);
-		free(h);
-	}
+	if (fuse_reply_open(req, fi) == -ENOENT)
+		handle_free(h); /* the opener was interrupted: no release will come */
 }
 
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -331,14 +352,22 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		return;
 	}
 	struct fs_handle *h = (struct fs_handle *)(uintptr_t)fi->fh;
-	char *buf = malloc(size ? size : 1);
+	uint32_t node;
 	const void *direct;
 
+	/* Without an open (--kernel-cache) there is no handle: use the inode. */
+	if (!h && (!node_of(fs, ino, &node) || !ns_is_reg(&fs->ns, node))) {
+		fuse_reply_err(req, EBADF);
+		return;
+	}
+	char *buf = malloc(size ? size : 1);
 	if (!buf) {
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	ssize_t n = fs_read_file_ref(fs, h->node, h->fd, (uint64_t)off, size, buf, &direct);
+	ssize_t n = h ? fs_read_file_ref(fs, h->node, h->fd, fs->peers ? &h->peer : NULL,
+					 (uint64_t)off, size, buf, &direct)
+		      : fs_read_file_ref(fs, node, -1, NULL, (uint64_t)off, size, buf, &direct);
 	if (n < 0) {
 		fuse_reply_err(req, (int)-n);
 	} else {
@@ -355,10 +384,7 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	if (fs_prep_owns(fs, ino)) {
 		fs_prep_release(fs, fi);
 	} else {
-		struct fs_handle *h = (struct fs_handle *)(uintptr_t)fi->fh;
-		if (h && h->fd >= 0)
-			close(h->fd);
-		free(h);
+		handle_free((struct fs_handle *)(uintptr_t)fi->fh);
 	}
 	fuse_reply_err(req, 0);
 }

@@ -12,6 +12,7 @@ pkgs=(
 	check valgrind clang
 	python3-torch python3-torchvision python3-pil python3-numpy
 	e2fsprogs util-linux attr curl
+	nginx
 )
 
 missing=()

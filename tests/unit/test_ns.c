@@ -121,6 +121,44 @@ START_TEST(scan_lookup_resolve)
 }
 END_TEST
 
+/* A directory large enough to be stat'ed by several threads. */
+START_TEST(large_directory_scanned_in_parallel)
+{
+	struct ns ns;
+	char err[256] = "";
+	uint32_t d, n;
+	char name[64];
+	enum { N = 1000 };
+
+	strcpy(root, "/tmp/coordfs-ns-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(root));
+	mkd("big");
+	for (int i = 0; i < N; i++) {
+		snprintf(name, sizeof(name), "big/f%04d.jpg", (i * 7919) % N);
+		mkfile(name, (size_t)i);
+	}
+	int fd = open(root, O_RDONLY | O_DIRECTORY);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ns_scan(&ns, fd, 4096, err, sizeof(err)), 0);
+	close(fd);
+	ck_assert_uint_eq(ns.nfiles, N);
+	ck_assert_int_eq(ns_resolve(&ns, "big", &d), 0);
+	ck_assert_uint_eq(ns.nodes[d].count, N);
+	for (int i = 0; i < N; i++) {
+		snprintf(name, sizeof(name), "f%04d.jpg", i);
+		ck_assert_str_eq(ns_name(&ns, ns.nodes[d].first + (uint32_t)i), name);
+		ck_assert_int_eq(ns_lookup(&ns, d, name, strlen(name), &n), 0);
+		/* file f(i*7919 % N) was made with size i */
+	}
+	uint64_t total = 0;
+	for (uint32_t i = 0; i < N; i++)
+		total += ns.nodes[ns.nodes[d].first + i].size;
+	ck_assert_uint_eq(total, (uint64_t)N * (N - 1) / 2);
+	ns_fini(&ns);
+	rm_rf();
+}
+END_TEST
+
 START_TEST(node_is_compact)
 {
 	/* The per-file budget of the namespace (1.3M files) depends on this. */
@@ -134,6 +172,7 @@ int main(void)
 	TCase *tc = tcase_create("core");
 
 	tcase_add_test(tc, scan_lookup_resolve);
+	tcase_add_test(tc, large_directory_scanned_in_parallel);
 	tcase_add_test(tc, node_is_compact);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);

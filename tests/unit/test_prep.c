@@ -940,6 +940,11 @@ struct src {
 	size_t len[16];
 	_Atomic unsigned reads;
 	unsigned delay_ms;
+	/* When set, a read first waits (up to 20 s) for this many openers to
+	 * have started, so single-flight tests do not depend on timing (they
+	 * also run under valgrind). */
+	unsigned wait_openers;
+	_Atomic unsigned *openers;
 };
 
 static int src_read(void *arg, uint32_t i, uint8_t **data, size_t *len)
@@ -947,6 +952,8 @@ static int src_read(void *arg, uint32_t i, uint8_t **data, size_t *len)
 	struct src *s = arg;
 
 	atomic_fetch_add(&s->reads, 1);
+	for (int t = 0; s->wait_openers && t < 2000 && atomic_load(s->openers) < s->wait_openers; t++)
+		usleep(10000);
 	if (s->delay_ms)
 		usleep(s->delay_ms * 1000);
 	if (i >= 16 || !s->data[i])
@@ -977,6 +984,7 @@ static void src_free(struct src *s)
 static const struct prep_source_ops src_ops = {.read_file = src_read};
 
 struct opener {
+	_Atomic unsigned *started;
 	struct prep_view *v;
 	const char *job;
 	struct prep_recipe r;
@@ -988,6 +996,8 @@ static void *open_thread(void *arg)
 {
 	struct opener *o = arg;
 
+	if (o->started)
+		atomic_fetch_add(o->started, 1);
 	o->rc = prep_view_open_job(o->v, o->job, 0, 1000, &o->r, &o->s);
 	return NULL;
 }
@@ -1002,12 +1012,16 @@ START_TEST(view_single_flight)
 	pthread_t t[N];
 	struct prep_stats st;
 
+	_Atomic unsigned started = 0;
+
 	src_fill(&s, 1);
-	s.delay_ms = 200;
+	s.delay_ms = 300; /* after the last opener started: time to register */
+	s.wait_openers = N;
+	s.openers = &started;
 	struct prep_view *v = prep_view_create(&cfg, &src_ops, &s);
 	ck_assert_ptr_nonnull(v);
 	for (int i = 0; i < N; i++) {
-		o[i] = (struct opener){.v = v, .job = jobs[i]};
+		o[i] = (struct opener){.started = &started, .v = v, .job = jobs[i]};
 		prep_recipe_parse("rrc64", &o[i].r);
 		pthread_create(&t[i], NULL, open_thread, &o[i]);
 	}
