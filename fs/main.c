@@ -24,6 +24,7 @@
 #include "fs/fs.h"
 #include "fs/peer.h"
 #include "fs/prepview.h"
+#include "remote/remote.h"
 
 enum { KEY_HELP, KEY_VERSION, KEY_FOREGROUND, KEY_DEBUG };
 
@@ -468,6 +469,11 @@ out:
 		fuse_remove_signal_handlers(se);
 		fuse_session_destroy(se);
 	}
+	/* The peer server's /v1/stats reads fs->prep: stop it before the view
+	 * goes (fs_peer_stop then skips it). The client stays until the
+	 * view's decode threads, which fetch from peers, are joined. */
+	remote_server_stop(fs->server);
+	fs->server = NULL;
 	fs_prep_stop(fs);
 	fs_peer_stop(fs);
 	cache_destroy(fs->cache);
