@@ -140,7 +140,8 @@ static int peer_read(struct fill_ctx *fc, uint32_t k, uint64_t uoff, size_t len,
 	struct fs_peer_buf *pb = fc->pb;
 	size_t unit_len = (size_t)ns_unit_len(&fc->fs->ns, fc->node, k);
 
-	if (!pb)
+	/* Whole units up to 16 MiB per handle; larger chunks are fetched as read. */
+	if (!pb || unit_len > ((size_t)16 << 20))
 		return fs_peer_fetch(fc->fs, fc->node, k, uoff, len, buf);
 	pthread_mutex_lock(&pb->lock);
 	if (pb->data && pb->unit == k) {

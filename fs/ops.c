@@ -337,8 +337,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fi->fh = (uint64_t)(uintptr_t)h;
 	fi->keep_cache = fs->opt.kernel_cache;
 	fi->noflush = 1;
-	if (fuse_reply_open(req, fi) == -ENOENT)
-		handle_free(h); /* the opener was interrupted: no release will come */
+	if (fuse_reply_open(req, fi) != 0)
+		handle_free(h); /* interrupted or disconnected: no release will come */
 }
 
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,

@@ -96,7 +96,13 @@ int fs_peer_fetch(struct fs_ctx *fs, uint32_t node, uint32_t k, uint64_t uoff, s
 	if (n == (ssize_t)len)
 		return 0;
 	fs_count(&fs->ctr.peer_fallbacks, 1);
-	if (n != -EHOSTDOWN)
+	/* A failure that marks the peer down is logged once: later reads skip it
+	 * (-EHOSTDOWN) until it is probed again. A 404 (mismatched datasets)
+	 * leaves it up and would repeat for every read: debug only. */
+	if (n == -ENOENT)
+		log_debug("%s: peer %s does not have it; reading SOURCE instead", path,
+			  remote_node_url(fs->client, owner));
+	else if (n != -EHOSTDOWN)
 		log_warn("%s: fetch from peer %s failed (%s); reading SOURCE instead", path,
 			 remote_node_url(fs->client, owner), strerror(n < 0 ? (int)-n : EPROTO));
 	return n < 0 ? (int)n : -EPROTO;

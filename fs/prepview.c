@@ -352,8 +352,8 @@ void fs_prep_open(fuse_req_t req, struct fs_ctx *fs, fuse_ino_t ino, struct fuse
 	fi->direct_io = 1;
 	fi->keep_cache = 0;
 	fi->noflush = 1;
-	if (fuse_reply_open(req, fi) == -ENOENT)
-		handle_put(fs, h);
+	if (fuse_reply_open(req, fi) != 0)
+		handle_put(fs, h); /* interrupted or disconnected: no release */
 }
 
 void fs_prep_read(fuse_req_t req, struct fs_ctx *fs, struct fuse_file_info *fi, size_t size,
