@@ -824,6 +824,43 @@ START_TEST(render_is_deterministic)
 }
 END_TEST
 
+/* The rows below the crop are skipped only when the data ends in EOI: a
+ * file whose EOI is replaced (same length) fails for every crop, trailing
+ * bytes after EOI change nothing, whether the EOI is in the last 64 bytes
+ * (rows below the crop skipped) or not (decoded to the end). */
+START_TEST(eoi_decides_the_tail)
+{
+	struct jopts o = {.kind = J_RGB, .hsamp = 2, .quality = 90};
+	size_t jl;
+	uint8_t *jpg = make_jpeg(200, 150, photo_pixel, &o, &jl);
+	struct prep_recipe rrc;
+	uint8_t *a, *b;
+	size_t al, bl;
+
+	ck_assert(jl > 2 && jpg[jl - 2] == 0xff && jpg[jl - 1] == 0xd9);
+	prep_recipe_parse("rrc32", &rrc);
+	uint8_t *tail = calloc(1, jl + 200);
+	ck_assert_ptr_nonnull(tail);
+	memcpy(tail, jpg, jl);
+	for (uint32_t v = 0; v < 8; v++) {
+		ck_assert_int_eq(prep_render(&rrc, jpg, jl, 1, 2, v, &a, &al), 0);
+		size_t extra[] = {10, 62, 63, 200};
+		for (unsigned k = 0; k < 4; k++) {
+			ck_assert_int_eq(prep_render(&rrc, tail, jl + extra[k], 1, 2, v, &b, &bl), 0);
+			ck_assert(al == bl && memcmp(a, b, al) == 0);
+			free(b);
+		}
+		free(a);
+	}
+	memcpy(tail, jpg, jl);
+	tail[jl - 2] = tail[jl - 1] = 0;
+	for (uint32_t v = 0; v < 8; v++)
+		ck_assert_int_eq(prep_render(&rrc, tail, jl, 1, 2, v, &a, &al), -EIO);
+	free(tail);
+	free(jpg);
+}
+END_TEST
+
 /* ---- bad input ---- */
 
 START_TEST(truncated_and_corrupt_fail)
@@ -1394,6 +1431,7 @@ int main(void)
 	tcase_add_test(tc, rrc_fallback);
 	tcase_add_test(tc, render_is_deterministic);
 	tcase_add_test(tc, truncated_and_corrupt_fail);
+	tcase_add_test(tc, eoi_decides_the_tail);
 	tcase_add_test(tc, corpus_replay);
 	tcase_add_test(tc, view_single_flight);
 	tcase_add_test(tc, view_versions_and_release);
