@@ -330,6 +330,23 @@ static void jprogress(j_common_ptr ci)
 	}
 }
 
+/* Does an EOI marker (FF D9) start within the last PREP__EOI_WINDOW bytes?
+ * Entropy-coded data cannot contain FF D9 (an FF there is stuffed as
+ * FF 00), so in a file cut inside its scan data these bytes never form one. */
+static bool jpeg_has_eoi(const uint8_t *data, size_t len)
+{
+	if (len < 2)
+		return false;
+	size_t stop = len > PREP__EOI_WINDOW ? len - PREP__EOI_WINDOW : 0;
+
+	for (size_t i = len - 2;; i--) {
+		if (data[i] == 0xff && data[i + 1] == 0xd9)
+			return true;
+		if (i == stop)
+			return false;
+	}
+}
+
 static int decode_jpeg(const uint8_t *data, size_t len, struct dctx *d)
 {
 	struct jpeg_decompress_struct ci;
@@ -411,10 +428,15 @@ static int decode_jpeg(const uint8_t *data, size_t len, struct dctx *d)
 		row_push(d);
 	}
 	rows_flush(d);
-	/* Consume the rest so that a truncated or corrupt file fails whatever
-	 * the crop: skipped rows are entropy-decoded only. Skipping to the very
-	 * bottom would decode nothing (libjpeg-turbo just declares EOI), so the
-	 * last row is read for real. */
+	/* A truncated file must fail whatever the crop. When the data ends in
+	 * an EOI marker (a cut file does not) the rows below the region are not
+	 * decoded: jpeg_destroy_decompress aborts the decode. Otherwise the
+	 * rest is consumed: skipped rows are entropy-decoded only. Skipping to
+	 * the very bottom would decode nothing (libjpeg-turbo just declares
+	 * EOI), so the last row is read for real. Progressive and multi-scan
+	 * files have been read whole by jpeg_start_decompress already. */
+	if (ci.output_scanline < sh && jpeg_has_eoi(data, len))
+		goto out;
 	if (ci.output_scanline < sh) {
 		if (ci.output_scanline < sh - 1)
 			jpeg_skip_scanlines(&ci, sh - 1 - ci.output_scanline);

@@ -100,7 +100,8 @@ int prep_render(const struct prep_recipe *r, const void *data, size_t len, uint6
 
 struct prep_source_ops {
 	/* Read the whole source file file_index into a malloc'd buffer that the
-	 * engine frees. 0 / -errno. Called from decode threads concurrently. */
+	 * engine frees. 0 / -errno. Called concurrently from decode threads and
+	 * from threads in prep_view_open (which decode inline). */
 	int (*read_file)(void *arg, uint32_t file_index, uint8_t **data, size_t *len);
 	/* Optional: read at most max bytes from the start of the file (for the
 	 * header of resize recipes' stat). NULL: read_file is used instead. */
@@ -112,7 +113,8 @@ struct prep_source_ops {
 struct prep_config {
 	uint64_t seed;	     /* randomness of every random recipe */
 	uint64_t mem_budget; /* bytes of staged + cached samples (--prep-mem) */
-	unsigned threads;    /* decode threads; 0 = number of online CPUs */
+	unsigned threads;    /* decode threads, and the bound on concurrent
+			      * decodes (pool + inline); 0 = online CPUs */
 	uint32_t nfiles;     /* file indexes are 0..nfiles-1 */
 	double job_idle_s;   /* a job without a request for this long is inactive;
 			      * <= 0 means 30 s */
@@ -134,8 +136,9 @@ void prep_view_destroy(struct prep_view *v);
  * One open of a prepared file: identify the job of pid (prep_job_of_pid,
  * cached per pid for a few seconds), take that job's next version of
  * file_index (its k-th open gets version k; deterministic recipes always use
- * version 0) and get the sample, decoding it on the pool unless an identical
- * one is staged or in flight. Blocks until the sample is ready (only on its
+ * version 0) and get the sample, decoding it (on the calling thread when a
+ * decode slot is free, else on the pool) unless an identical one is staged
+ * or in flight. Blocks until the sample is ready (only on its
  * own sample, never on another job). On success *out holds a reference that
  * the caller must give back with prep_sample_put. Errors: the decode errors
  * above (the failure is counted in stats.errors and logged), the source's

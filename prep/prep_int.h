@@ -15,6 +15,7 @@
 
 #define PREP__JPEG_MAX_SCANS 1000	  /* progressive "scan bombs" */
 #define PREP__JPEG_MAX_MEM (768ull << 20) /* libjpeg's own allocations */
+#define PREP__EOI_WINDOW 64 /* a JPEG whose EOI starts in its last 64 bytes is complete */
 #define PREP__PAD 16 /* slack after pixel buffers: SIMD loads read past the last pixel */
 
 /* ---- randomness: splitmix64 over a key of (seed, file_key, version) ---- */

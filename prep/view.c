@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The staging engine behind the prepared view: a pool of decode threads, a
+ * The staging engine behind the prepared view: decodes on the opening
+ * thread or, when cfg.threads decodes already run, a pool of decode threads, a
  * table of samples keyed by (file, recipe, version) that makes concurrent
  * requests share one decode, per-job version counters, and the memory policy
  * (random samples kept until no active job still needs them, dropped oldest
@@ -74,8 +75,9 @@ struct prep_view {
 	void *arg;
 
 	pthread_mutex_t lock;
-	pthread_cond_t work; /* queue not empty, or stop */
+	pthread_cond_t work; /* queue not empty and a decode slot free, or stop */
 	bool stop;
+	unsigned active; /* decodes running, pool and inline: <= cfg.threads */
 	struct prep_sample **buckets;
 	size_t nbuckets, count;
 	struct prep_sample *fifo_head, *fifo_tail;
@@ -266,6 +268,8 @@ static void admit(struct prep_view *v, struct prep_sample *s)
 
 /* ---- decode threads ---- */
 
+/* Decode s and publish the result. The caller holds one of the
+ * cfg.threads decode slots (v->active) and gives it back here. */
 static void decode_one(struct prep_view *v, struct prep_sample *s)
 {
 	uint8_t *src = NULL, *ppm = NULL;
@@ -298,8 +302,10 @@ static void decode_one(struct prep_view *v, struct prep_sample *s)
 	s->state = rc < 0 ? SAMPLE_FAILED : SAMPLE_READY;
 	admit(v, s);
 	pthread_cond_broadcast(&s->done);
+	v->active--;
+	if (v->q_head)
+		pthread_cond_signal(&v->work);
 	pthread_mutex_unlock(&v->lock);
-	sample_unref(s); /* the queue's reference */
 }
 
 static void *worker_main(void *arg)
@@ -308,7 +314,7 @@ static void *worker_main(void *arg)
 
 	pthread_mutex_lock(&v->lock);
 	for (;;) {
-		while (!v->q_head && !v->stop)
+		while ((!v->q_head || v->active >= v->cfg.threads) && !v->stop)
 			pthread_cond_wait(&v->work, &v->lock);
 		if (v->stop)
 			break;
@@ -317,8 +323,10 @@ static void *worker_main(void *arg)
 		if (!v->q_head)
 			v->q_tail = NULL;
 		s->qnext = NULL;
+		v->active++;
 		pthread_mutex_unlock(&v->lock);
 		decode_one(v, s);
+		sample_unref(s); /* the queue's reference */
 		pthread_mutex_lock(&v->lock);
 	}
 	pthread_mutex_unlock(&v->lock);
@@ -517,12 +525,18 @@ int prep_view_open_job(struct prep_view *v, const char *job, uint32_t file_index
 		atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed);
 		stat_add(&v->st_shared, 1);
 	} else {
+		/* Neither staged nor in flight: the calling thread, which would
+		 * only wait, decodes it itself when a decode slot is free (no
+		 * hand-off to the pool, no extra wake-up); else the pool does. */
+		bool inline_decode = v->active < v->cfg.threads;
+
 		s = calloc(1, sizeof(*s));
 		if (!s) {
 			pthread_mutex_unlock(&v->lock);
 			return -ENOMEM;
 		}
-		atomic_init(&s->refs, 3); /* table, queue, caller */
+		/* table, caller, and the queue's unless decoded inline */
+		atomic_init(&s->refs, inline_decode ? 2 : 3);
 		s->file_index = file_index;
 		s->version = version;
 		s->recipe = rr;
@@ -531,12 +545,19 @@ int prep_view_open_job(struct prep_view *v, const char *job, uint32_t file_index
 		s->state = SAMPLE_PENDING;
 		pthread_cond_init(&s->done, NULL);
 		table_insert(v, s);
-		if (v->q_tail)
-			v->q_tail->qnext = s;
-		else
-			v->q_head = s;
-		v->q_tail = s;
-		pthread_cond_signal(&v->work);
+		if (inline_decode) {
+			v->active++;
+			pthread_mutex_unlock(&v->lock);
+			decode_one(v, s);
+			pthread_mutex_lock(&v->lock);
+		} else {
+			if (v->q_tail)
+				v->q_tail->qnext = s;
+			else
+				v->q_head = s;
+			v->q_tail = s;
+			pthread_cond_signal(&v->work);
+		}
 	}
 	while (s->state == SAMPLE_PENDING)
 		pthread_cond_wait(&s->done, &v->lock);

@@ -824,6 +824,43 @@ START_TEST(render_is_deterministic)
 }
 END_TEST
 
+/* The rows below the crop are skipped only when the data ends in EOI: a
+ * file whose EOI is replaced (same length) fails for every crop, trailing
+ * bytes after EOI change nothing, whether the EOI is in the last 64 bytes
+ * (rows below the crop skipped) or not (decoded to the end). */
+START_TEST(eoi_decides_the_tail)
+{
+	struct jopts o = {.kind = J_RGB, .hsamp = 2, .quality = 90};
+	size_t jl;
+	uint8_t *jpg = make_jpeg(200, 150, photo_pixel, &o, &jl);
+	struct prep_recipe rrc;
+	uint8_t *a, *b;
+	size_t al, bl;
+
+	ck_assert(jl > 2 && jpg[jl - 2] == 0xff && jpg[jl - 1] == 0xd9);
+	prep_recipe_parse("rrc32", &rrc);
+	uint8_t *tail = calloc(1, jl + 200);
+	ck_assert_ptr_nonnull(tail);
+	memcpy(tail, jpg, jl);
+	for (uint32_t v = 0; v < 8; v++) {
+		ck_assert_int_eq(prep_render(&rrc, jpg, jl, 1, 2, v, &a, &al), 0);
+		size_t extra[] = {10, 62, 63, 200};
+		for (unsigned k = 0; k < 4; k++) {
+			ck_assert_int_eq(prep_render(&rrc, tail, jl + extra[k], 1, 2, v, &b, &bl), 0);
+			ck_assert(al == bl && memcmp(a, b, al) == 0);
+			free(b);
+		}
+		free(a);
+	}
+	memcpy(tail, jpg, jl);
+	tail[jl - 2] = tail[jl - 1] = 0;
+	for (uint32_t v = 0; v < 8; v++)
+		ck_assert_int_eq(prep_render(&rrc, tail, jl, 1, 2, v, &a, &al), -EIO);
+	free(tail);
+	free(jpg);
+}
+END_TEST
+
 /* ---- bad input ---- */
 
 START_TEST(truncated_and_corrupt_fail)
@@ -946,6 +983,8 @@ struct src {
 	 * also run under valgrind). */
 	unsigned wait_openers;
 	_Atomic unsigned *openers;
+	/* reads in progress, and the most seen at once */
+	_Atomic unsigned inflight, max_inflight;
 };
 
 static int src_read(void *arg, uint32_t i, uint8_t **data, size_t *len)
@@ -953,10 +992,15 @@ static int src_read(void *arg, uint32_t i, uint8_t **data, size_t *len)
 	struct src *s = arg;
 
 	atomic_fetch_add(&s->reads, 1);
+	unsigned now = atomic_fetch_add(&s->inflight, 1) + 1;
+	for (unsigned m = atomic_load(&s->max_inflight);
+	     now > m && !atomic_compare_exchange_weak(&s->max_inflight, &m, now);)
+		;
 	for (int t = 0; s->wait_openers && t < 2000 && atomic_load(s->openers) < s->wait_openers; t++)
 		usleep(10000);
 	if (s->delay_ms)
 		usleep(s->delay_ms * 1000);
+	atomic_fetch_sub(&s->inflight, 1);
 	if (i >= 16 || !s->data[i])
 		return -ENOENT;
 	*data = malloc(s->len[i] ? s->len[i] : 1);
@@ -991,6 +1035,7 @@ struct opener {
 	struct prep_recipe r;
 	struct prep_sample *s;
 	int rc;
+	uint32_t file;
 };
 
 static void *open_thread(void *arg)
@@ -999,7 +1044,7 @@ static void *open_thread(void *arg)
 
 	if (o->started)
 		atomic_fetch_add(o->started, 1);
-	o->rc = prep_view_open_job(o->v, o->job, 0, 1000, &o->r, &o->s);
+	o->rc = prep_view_open_job(o->v, o->job, o->file, 1000 + o->file, &o->r, &o->s);
 	return NULL;
 }
 
@@ -1045,6 +1090,55 @@ START_TEST(view_single_flight)
 	for (int i = 0; i < N; i++)
 		prep_sample_put(v, o[i].s);
 	free(ref);
+	prep_view_destroy(v);
+	src_free(&s);
+}
+END_TEST
+
+/* Openers decode on their own thread or hand off to the pool, but never
+ * more than cfg.threads decodes run at once, and every sample is made. */
+START_TEST(view_decode_bound)
+{
+	struct src s;
+	enum { N = 6 };
+	struct prep_config cfg = {.seed = 5, .mem_budget = 64 << 20, .threads = 2, .nfiles = N};
+	struct opener o[N];
+	pthread_t t[N];
+	struct prep_stats st;
+	_Atomic unsigned started = 0;
+
+	src_fill(&s, N);
+	s.delay_ms = 100;
+	s.wait_openers = N;
+	s.openers = &started;
+	struct prep_view *v = prep_view_create(&cfg, &src_ops, &s);
+	ck_assert_ptr_nonnull(v);
+	for (int i = 0; i < N; i++) {
+		o[i] = (struct opener){.started = &started, .v = v, .job = "a", .file = i};
+		prep_recipe_parse("rrc32", &o[i].r);
+		pthread_create(&t[i], NULL, open_thread, &o[i]);
+	}
+	for (int i = 0; i < N; i++)
+		pthread_join(t[i], NULL);
+	prep_view_stats(v, &st);
+	ck_assert_uint_eq(st.decodes, N);
+	ck_assert_uint_eq(st.shared, 0);
+	ck_assert_uint_eq(atomic_load(&s.reads), N);
+	ck_assert_uint_ge(atomic_load(&s.max_inflight), 1);
+	ck_assert_uint_le(atomic_load(&s.max_inflight), cfg.threads);
+	for (int i = 0; i < N; i++) {
+		uint8_t *ref;
+		size_t rlen, len;
+
+		ck_assert_int_eq(o[i].rc, 0);
+		ck_assert_int_eq(prep_render(&o[i].r, s.data[i], s.len[i], 5, 1000 + i, 0, &ref,
+					     &rlen),
+				 0);
+		const uint8_t *p = prep_sample_data(o[i].s, &len);
+		ck_assert(len == rlen && memcmp(p, ref, len) == 0);
+		free(ref);
+		prep_sample_put(v, o[i].s);
+	}
 	prep_view_destroy(v);
 	src_free(&s);
 }
@@ -1394,8 +1488,10 @@ int main(void)
 	tcase_add_test(tc, rrc_fallback);
 	tcase_add_test(tc, render_is_deterministic);
 	tcase_add_test(tc, truncated_and_corrupt_fail);
+	tcase_add_test(tc, eoi_decides_the_tail);
 	tcase_add_test(tc, corpus_replay);
 	tcase_add_test(tc, view_single_flight);
+	tcase_add_test(tc, view_decode_bound);
 	tcase_add_test(tc, view_versions_and_release);
 	tcase_add_test(tc, view_budget_and_redecode);
 	tcase_add_test(tc, view_deterministic_cached);
