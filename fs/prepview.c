@@ -10,14 +10,10 @@
  * skip its opens; deterministic samples are cached by prep/ itself.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <stdatomic.h>
-#include <stdio.h>
-#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "common/hash.h"
 #include "common/log.h"
@@ -67,25 +63,10 @@ static int parse_ino(struct fs_ctx *fs, fuse_ino_t ino, bool *is_top, struct pre
 	return 0;
 }
 
-/* torchvision's IMG_EXTENSIONS: what ImageFolder lists. */
-static bool is_image_name(const char *name)
-{
-	static const char *const ext[] = { ".jpg", ".jpeg", ".png", ".ppm", ".bmp",
-					   ".pgm", ".tif", ".tiff", ".webp" };
-	size_t len = strlen(name);
-
-	for (size_t i = 0; i < sizeof(ext) / sizeof(ext[0]); i++) {
-		size_t el = strlen(ext[i]);
-		if (len > el && !strcasecmp(name + len - el, ext[i]))
-			return true;
-	}
-	return false;
-}
-
 static bool mirrored(struct fs_ctx *fs, uint32_t node)
 {
 	return ns_is_dir(&fs->ns, node) ||
-	       (ns_is_reg(&fs->ns, node) && is_image_name(ns_name(&fs->ns, node)));
+	       (ns_is_reg(&fs->ns, node) && prep_is_image_name(ns_name(&fs->ns, node)));
 }
 
 static void top_attr(struct fs_ctx *fs, struct stat *st)
@@ -290,27 +271,6 @@ static void handle_put(struct fs_ctx *fs, struct prep_handle *h)
 	}
 }
 
-/* FUSE names the calling thread; jobs are made of processes. */
-static pid_t process_of(pid_t tid)
-{
-	char path[64], buf[512];
-	pid_t tgid = tid;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)tid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return tid;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return tid;
-	buf[n] = '\0';
-	const char *t = strstr(buf, "\nTgid:");
-	if (t && sscanf(t + 6, "%d", &tgid) != 1)
-		tgid = tid;
-	return tgid > 0 ? tgid : tid;
-}
-
 void fs_prep_open(fuse_req_t req, struct fs_ctx *fs, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct prep_recipe r;
@@ -339,8 +299,7 @@ void fs_prep_open(fuse_req_t req, struct fs_ctx *fs, fuse_ino_t ino, struct fuse
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	int rc = prep_view_open(fs->prep, process_of(fuse_req_ctx(req)->pid), node, key, &r,
-				&sample);
+	int rc = prep_view_open(fs->prep, fuse_req_ctx(req)->pid, node, key, &r, &sample);
 	if (rc < 0) {
 		free(h);
 		fuse_reply_err(req, rc == -ENOMEM ? ENOMEM : EIO);

@@ -145,6 +145,28 @@ static int read_exe(pid_t pid, char *buf, size_t buflen)
 	return 0;
 }
 
+/* FUSE names the calling thread; jobs are made of processes. The thread
+ * group id of tid, or tid itself when /proc does not say. */
+static pid_t process_of(pid_t tid)
+{
+	char path[64], buf[512];
+	int tgid = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)tid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return tid;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return tid;
+	buf[n] = '\0';
+	const char *t = strstr(buf, "\nTgid:");
+	if (!t || sscanf(t + 6, "%d", &tgid) != 1 || tgid <= 0)
+		return tid;
+	return (pid_t)tgid;
+}
+
 int prep_job_of_pid(pid_t pid, char *out, size_t outlen)
 {
 	char exe[PATH_MAX], pexe[PATH_MAX];
@@ -154,6 +176,7 @@ int prep_job_of_pid(pid_t pid, char *out, size_t outlen)
 
 	if (!out || outlen < 2 || pid <= 0)
 		return -EINVAL;
+	pid = process_of(pid);
 	rc = job_from_environ(pid, out, outlen);
 	if (rc == 0)
 		return 0;

@@ -200,6 +200,8 @@ void prep_view_stats(struct prep_view *v, struct prep_stats *out);
  * against pid reuse). So PyTorch DataLoader workers (forked from the
  * training process) land in their trainer's job. 0, -ESRCH (no such
  * process), -EINVAL (outlen too small), other -errno from /proc.
+ * pid may be a thread id (FUSE reports the calling thread): it is mapped to
+ * its process (Tgid in /proc/PID/status) first, so threads share a job.
  * Blocks on /proc reads only; thread-safe.
  */
 int prep_job_of_pid(pid_t pid, char *out, size_t outlen);
