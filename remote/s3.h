@@ -1,0 +1,111 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The S3 client behind the object-store source (`s3://BUCKET[/PREFIX]`):
+ * ListObjectsV2 of a whole prefix, many listings at once; ranged GETs
+ * checked against the listed snapshot of each object; the AWS credential
+ * chain with refresh; SigV4 by libcurl (CURLOPT_AWS_SIGV4); XML by libexpat.
+ * It knows nothing of FUSE, the namespace or the cache.
+ *
+ * Conventions: 0 or -errno, results through out-parameters, one line of
+ * error text (naming the bucket, key or option, never a secret) through
+ * err/errlen where given.
+ *
+ * Thread-safety: after remote_s3_create every call may run concurrently.
+ * Requests go through the shared connection pool (remote/http.h).
+ */
+#ifndef COORDFS_REMOTE_S3_H
+#define COORDFS_REMOTE_S3_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct remote_http;
+struct strbuf;
+
+#define REMOTE_S3_MAX_KEY 1024	/* bytes of a key (S3's own limit) */
+#define REMOTE_S3_MAX_ETAG 128	/* bytes of an ETag, quotes included */
+
+enum remote_s3_addressing {
+	REMOTE_S3_ADDR_AUTO = 0, /* virtual on AWS, path with an explicit endpoint */
+	REMOTE_S3_ADDR_PATH,
+	REMOTE_S3_ADDR_VIRTUAL,
+};
+
+/* Zero/NULL fields take the defaults in brackets. Strings are copied. */
+struct remote_s3_config {
+	const char *bucket;   /* required */
+	const char *prefix;   /* key prefix without leading '/', [""]; a
+				 trailing '/' is added when missing */
+	const char *endpoint; /* http(s)://host[:port] [AWS from region] */
+	const char *region;   /* [AWS_REGION, AWS_DEFAULT_REGION, profile, us-east-1] */
+	const char *profile;  /* [AWS_PROFILE, "default"] */
+	bool no_sign;	      /* anonymous requests */
+	enum remote_s3_addressing addressing;
+	unsigned connect_timeout_ms; /* [3000] */
+	unsigned timeout_ms;	     /* [30000] one request, first byte to last */
+	unsigned max_retries;	     /* [6] after the first attempt */
+	unsigned backoff_base_ms;    /* [100] */
+	unsigned backoff_cap_ms;     /* [5000] */
+};
+
+struct remote_s3;
+
+/*
+ * Resolve the configuration and credentials (environment, shared files,
+ * container or instance-role endpoint; see remote/README.md). Makes no
+ * request to the bucket itself. 0 and *out, or -EINVAL / -EACCES / -ENOMEM
+ * with one line in err. pool must outlive the client.
+ */
+int remote_s3_create(const struct remote_s3_config *cfg, struct remote_http *pool,
+		     struct remote_s3 **out, char *err, size_t errlen);
+void remote_s3_destroy(struct remote_s3 *s); /* NULL ok */
+
+/* One listed object. key is relative to the prefix and NUL-terminated;
+ * everything is valid during the callback only. */
+struct remote_s3_object {
+	const char *key;
+	size_t key_len;
+	uint64_t size;
+	const char *etag; /* as listed, quotes included, NUL-terminated */
+	int64_t mtime_ns; /* LastModified */
+};
+
+/* Called once per object, serialized (never concurrently), in no
+ * particular order. Return 0 to go on, -errno to stop the listing. */
+typedef int (*remote_s3_list_fn)(void *arg, const struct remote_s3_object *obj);
+
+/*
+ * List every object under the prefix (ListObjectsV2, every page), with up
+ * to `parallel` requests in flight (splitting by common prefixes). 0, or
+ * -errno with one line in err naming the cause (-EACCES: credentials or
+ * signature refused; -ENOENT: no such bucket; -EIO / -ETIMEDOUT: the
+ * endpoint failed after the retries).
+ */
+int remote_s3_list(struct remote_s3 *s, unsigned parallel, remote_s3_list_fn fn, void *arg,
+		   char *err, size_t errlen);
+
+/*
+ * Read bytes [off, off+len) of key (relative to the prefix) into buf: one
+ * signed GET with `Range` and `If-Match: etag`; the answer's ETag and
+ * Content-Range total must equal etag and size too. Throttling (503),
+ * other 5xx, timeouts and dropped connections are retried with backoff.
+ * Returns len exactly, or -EIO (403, 404, 412, any mismatch, or retries
+ * exhausted; one log line naming the key), -ETIMEDOUT, -EINVAL.
+ * Blocks up to the retries' total time.
+ */
+ssize_t remote_s3_get(struct remote_s3 *s, const char *key, const char *etag, uint64_t size,
+		      uint64_t off, size_t len, void *buf);
+
+struct remote_s3_stats {
+	uint64_t requests;	 /* HTTP requests sent, retries included */
+	uint64_t retries;	 /* of those, repeats after a retryable failure */
+	uint64_t errors;	 /* calls that returned an error */
+	uint64_t bytes;		 /* body bytes of successful GETs */
+	double latency_p50_ms;	 /* time to first byte of GETs, recent window */
+	double latency_p99_ms;
+};
+void remote_s3_get_stats(struct remote_s3 *s, struct remote_s3_stats *out);
+
+#endif
