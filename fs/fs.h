@@ -17,6 +17,7 @@
 #include <sys/types.h>
 #include <time.h>
 
+#include "common/budget.h"
 #include "fs/ns.h"
 
 struct cache;
@@ -64,6 +65,11 @@ struct fs_ctx {
 	struct cache *cache;
 	uint64_t cache_bytes;
 	uint64_t chunk_bytes;
+	/* Transient memory outside the cache arena (prepared samples, decodes,
+	 * peer buffers, server responses): --prep-mem when the prepared view
+	 * is on, plus FS_IO_MEM for I/O buffers. */
+	struct budget mem;
+	bool mem_ready;
 	struct fs_counters ctr;
 	bool no_open; /* the kernel sends no opens (FUSE_CAP_NO_OPEN_SUPPORT) */
 	struct timespec started;
@@ -79,6 +85,9 @@ struct fs_ctx {
 	uint64_t prep_mem;
 	uint64_t seed;
 };
+
+/* The budget's allowance for I/O buffers (peer units, server responses). */
+#define FS_IO_MEM (64ULL << 20)
 
 static inline void fs_count(_Atomic uint64_t *c, uint64_t n)
 {

@@ -397,6 +397,8 @@ int main(int argc, char *argv[])
 			   (unsigned long long)fs->cache_bytes, strerror(-rc));
 		goto out;
 	}
+	budget_init(&fs->mem, (fs->opt.prepared ? fs->prep_mem : 0) + FS_IO_MEM);
+	fs->mem_ready = true;
 
 	/* FUSE mount options: read-only, kernel permission checks, named after SOURCE. */
 	char fsname[PATH_MAX + 32];
@@ -477,6 +479,8 @@ out:
 	fs_prep_stop(fs);
 	fs_peer_stop(fs);
 	cache_destroy(fs->cache);
+	if (fs->mem_ready)
+		budget_fini(&fs->mem);
 	ns_fini(&fs->ns);
 	if (fs->source_fd >= 0)
 		close(fs->source_fd);
