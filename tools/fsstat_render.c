@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The fsstat table: turns one statistics document (and, in watch mode, the
+ * The fsstat table and the statistics document it reads: turns one statistics document (and, in watch mode, the
  * previous one) into the text a person reads, in the spirit of iostat and
  * `juicefs stats`. Strings from the document are printed with control
  * characters masked, so a hostile daemon cannot drive the terminal.
@@ -17,20 +17,65 @@
 #define LABEL "%-9s"
 #define MAX_SHOWN_STRING 200
 
+int fsstat_parse(const char *text, size_t len, json_t **out, char *errbuf, size_t errlen)
+{
+	json_error_t jerr;
+	json_t *doc;
+
+	*out = NULL;
+	if (len > FSSTAT_MAX_JSON) {
+		if (errbuf)
+			snprintf(errbuf, errlen, "%zu bytes, more than the %u accepted", len, FSSTAT_MAX_JSON);
+		return -E2BIG;
+	}
+	doc = json_loadb(text, len, JSON_DECODE_INT_AS_REAL, &jerr);
+	if (!doc) {
+		if (errbuf)
+			snprintf(errbuf, errlen, "malformed statistics JSON at byte %d: %s", jerr.position, jerr.text);
+		return -EINVAL;
+	}
+	if (!json_is_object(doc)) {
+		if (errbuf)
+			snprintf(errbuf, errlen, "statistics JSON is not an object");
+		json_decref(doc);
+		return -EINVAL;
+	}
+	*out = doc;
+	return 0;
+}
+
+json_t *fsstat_field(const json_t *stats, const char *path)
+{
+	json_t *v = (json_t *)stats;
+
+	if (!path || !*path)
+		return NULL;
+	for (const char *p = path;;) {
+		size_t n = strcspn(p, ".");
+
+		if (n == 0 || !json_is_object(v))
+			return NULL;
+		v = json_object_getn(v, p, n);
+		if (!v || p[n] == '\0')
+			return v;
+		p += n + 1;
+	}
+}
+
 /* A counter read from the document; ok is false when missing or ill-typed. */
 struct counter {
 	bool ok;
 	double v;
 };
 
-static struct counter get_counter(const struct json_value *stats, const char *path)
+static struct counter get_counter(const json_t *stats, const char *path)
 {
 	struct counter c = { false, 0 };
-	const struct json_value *f = json_get(stats, path);
+	const json_t *f = fsstat_field(stats, path);
 
-	if (f && f->type == JSON_NUMBER && f->u.number.value >= 0) {
+	if (json_is_number(f) && json_number_value(f) >= 0) {
 		c.ok = true;
-		c.v = f->u.number.is_uint ? (double)f->u.number.uint_value : f->u.number.value;
+		c.v = json_number_value(f);
 	}
 	return c;
 }
@@ -137,7 +182,7 @@ char *fsstat_bar(double used, double capacity, char *buf, size_t buflen)
 	return buf;
 }
 
-static void render_cache(FILE *out, const struct json_value *s)
+static void render_cache(FILE *out, const json_t *s)
 {
 	struct counter cap = get_counter(s, "cache.capacity_bytes");
 	struct counter used = get_counter(s, "cache.used_bytes");
@@ -158,7 +203,7 @@ static void render_cache(FILE *out, const struct json_value *s)
 		fmt_ratio(hit_b, sum2(hit_b, miss_b), d, sizeof(d)));
 }
 
-static void render_origin(FILE *out, const struct json_value *s)
+static void render_origin(FILE *out, const json_t *s)
 {
 	struct counter from_cache = get_counter(s, "cache.hit_bytes");
 	struct counter from_source = get_counter(s, "source.bytes");
@@ -178,9 +223,9 @@ static void render_origin(FILE *out, const struct json_value *s)
 		fmt_size(from_peers, c, sizeof(c)), fmt_ratio(from_peers, total, pc, sizeof(pc)));
 }
 
-static void render_peers(FILE *out, const struct json_value *s)
+static void render_peers(FILE *out, const json_t *s)
 {
-	const struct json_value *nodes = json_get(s, "peers.nodes");
+	const json_t *nodes = fsstat_field(s, "peers.nodes");
 	char a[32], b[32], c[32], d[32], e[32];
 
 	fprintf(out, LABEL "fetches %s  bytes %s  errors %s  served %s (%s)\n", "peers",
@@ -189,29 +234,27 @@ static void render_peers(FILE *out, const struct json_value *s)
 		fmt_count(get_counter(s, "peers.errors"), c, sizeof(c)),
 		fmt_count(get_counter(s, "peers.served"), d, sizeof(d)),
 		fmt_size(get_counter(s, "peers.served_bytes"), e, sizeof(e)));
-	if (!nodes || nodes->type != JSON_ARRAY) {
+	if (!json_is_array(nodes)) {
 		fprintf(out, LABEL "nodes -\n", "");
 		return;
 	}
-	if (nodes->u.array.count == 0) {
+	if (json_array_size(nodes) == 0) {
 		fprintf(out, LABEL "single node (no peers)\n", "");
 		return;
 	}
-	for (size_t i = 0; i < nodes->u.array.count; i++) {
-		const struct json_value *n = &nodes->u.array.items[i];
-		const char *url = NULL, *state = "-";
+	for (size_t i = 0; i < json_array_size(nodes); i++) {
+		const json_t *n = json_array_get(nodes, i);
+		const json_t *up = json_is_object(n) ? json_object_get(n, "up") : NULL;
+		const char *url = json_is_object(n) ? json_string_value(json_object_get(n, "url")) : NULL;
+		const char *state = json_is_boolean(up) ? (json_is_true(up) ? "up" : "DOWN") : "-";
 		char shown_url[MAX_SHOWN_STRING + 1];
-		bool up;
 
-		json_get_string(n, "url", &url);
-		if (json_get_bool(n, "up", &up) == 0)
-			state = up ? "up" : "DOWN";
 		fprintf(out, LABEL "node %zu  %-4s  %s\n", "", i, state,
 			shown(url, shown_url, sizeof(shown_url)));
 	}
 }
 
-static void render_rates(FILE *out, const struct json_value *cur, const struct json_value *prev,
+static void render_rates(FILE *out, const json_t *cur, const json_t *prev,
 			 double interval_s)
 {
 	static const char *const paths[] = { "fuse.reads", "fuse.opens", "fuse.read_bytes", "cache.hit_bytes",
@@ -255,11 +298,11 @@ static void render_rates(FILE *out, const struct json_value *cur, const struct j
 		r[PEER_BYTES], fmt_ratio(delta[HITS], sum2(delta[HITS], delta[MISSES]), ratio, sizeof(ratio)));
 }
 
-int fsstat_render(FILE *out, const struct json_value *stats, const struct fsstat_view *view)
+int fsstat_render(FILE *out, const json_t *stats, const struct fsstat_view *view)
 {
 	char a[32], b[32], c[32], d[32], mp[MAX_SHOWN_STRING + 1];
 
-	if (!stats || stats->type != JSON_OBJECT)
+	if (!json_is_object(stats))
 		return -EINVAL;
 	fprintf(out, LABEL "%s  uptime %s  version %s\n", "coordfs",
 		view && view->mountpoint ? shown(view->mountpoint, mp, sizeof(mp)) : "-",
