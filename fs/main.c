@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
+#include <libmount.h>
 #include <limits.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -161,38 +162,20 @@ static int fail(const char *fmt, ...)
 	return 1;
 }
 
-/* Whether path is a mount point, by /proc/self/mountinfo (field 5, octal escapes). */
+/* Whether path is a mount point, by the kernel's mount table read with libmount. */
 static bool is_mounted(const char *path)
 {
-	char real[PATH_MAX], line[8192];
-	FILE *f;
-	bool found = false;
+	char real[PATH_MAX];
+	struct libmnt_table *tb;
+	bool found;
 
 	if (!realpath(path, real))
 		return false;
-	f = fopen("/proc/self/mountinfo", "re");
-	if (!f)
+	tb = mnt_new_table_from_file("/proc/self/mountinfo");
+	if (!tb)
 		return false;
-	while (!found && fgets(line, sizeof(line), f)) {
-		char *save, *tok = strtok_r(line, " ", &save);
-		for (int i = 1; tok && i < 5; i++)
-			tok = strtok_r(NULL, " ", &save);
-		if (!tok)
-			continue;
-		char mp[PATH_MAX];
-		size_t j = 0;
-		for (char *p = tok; *p && j + 1 < sizeof(mp); p++) {
-			if (p[0] == '\\' && p[1] >= '0' && p[1] <= '3' && p[2] && p[3]) {
-				mp[j++] = (char)((p[1] - '0') * 64 + (p[2] - '0') * 8 + (p[3] - '0'));
-				p += 3;
-			} else {
-				mp[j++] = *p;
-			}
-		}
-		mp[j] = '\0';
-		found = !strcmp(mp, real);
-	}
-	fclose(f);
+	found = mnt_table_find_target(tb, real, MNT_ITER_BACKWARD) != NULL;
+	mnt_unref_table(tb);
 	return found;
 }
 

@@ -198,39 +198,22 @@ class Checker:
 
 # ---------------------------------------------------------------- mounts
 
-def _unescape_mountinfo(field):
-	"""Undo the octal escapes (\\040 etc.) of /proc/self/mountinfo."""
-	out = bytearray()
-	raw = field.encode('utf-8', 'surrogateescape')
-	i = 0
-	while i < len(raw):
-		if raw[i:i + 1] == b'\\' and i + 3 < len(raw) + 0 and \
-		   raw[i + 1:i + 4].isdigit():
-			out.append(int(raw[i + 1:i + 4], 8))
-			i += 4
-		else:
-			out.append(raw[i])
-			i += 1
-	return out.decode('utf-8', 'surrogateescape')
-
-
 def mounts():
-	"""List of dicts (mountpoint, fstype, source, options, dev)."""
+	"""List of dicts (mountpoint, fstype, source, options, dev), from the
+	kernel's mount table as util-linux's findmnt (libmount) reads it."""
+	out = subprocess.run(
+		['findmnt', '--kernel', '--json', '--list',
+		 '-o', 'TARGET,FSTYPE,SOURCE,VFS-OPTIONS,MAJ:MIN'],
+		check=True, stdout=subprocess.PIPE).stdout
 	result = []
-	with open('/proc/self/mountinfo', encoding='utf-8',
-		  errors='surrogateescape') as f:
-		for line in f:
-			left, _, right = line.rstrip('\n').partition(' - ')
-			lf = left.split(' ')
-			rf = right.split(' ')
-			result.append({
-				'dev': lf[2],
-				'mountpoint': _unescape_mountinfo(lf[4]),
-				'options': lf[5],
-				'fstype': rf[0] if rf else '',
-				'source': _unescape_mountinfo(rf[1])
-				if len(rf) > 1 else '',
-			})
+	for fs in json.loads(out.decode('utf-8', 'surrogateescape'))['filesystems']:
+		result.append({
+			'dev': fs.get('maj:min') or '',
+			'mountpoint': fs.get('target') or '',
+			'options': fs.get('vfs-options') or '',
+			'fstype': fs.get('fstype') or '',
+			'source': fs.get('source') or '',
+		})
 	return result
 
 
