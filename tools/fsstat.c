@@ -4,7 +4,8 @@
  * JSON document from the mount point's "user.coordfs.stats" extended
  * attribute, so it needs nothing but the mount; it never links the daemon.
  * Default: a human table; --json: the document as the daemon wrote it;
- * --watch[=S]: refresh every S seconds with per-second rates until SIGINT.
+ * --watch[=S]: refresh every S seconds with per-second rates, prefill
+ * progress and bytes from storage per pass over the dataset, until SIGINT.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -40,7 +41,8 @@ static void usage(FILE *out)
 		     "Print the statistics of the coordfs file system mounted at MOUNTPOINT.\n"
 		     "  --json             print the raw statistics JSON\n"
 		     "  --watch[=SECONDS]  refresh every SECONDS (default 1, decimals allowed)\n"
-		     "                     with per-second rates, until interrupted\n"
+		     "                     with per-second rates and bytes from storage per\n"
+		     "                     pass over the dataset, until interrupted\n"
 		     "  -h, --help         show this help\n"
 		     "  --version          show the version\n");
 }
@@ -228,11 +230,13 @@ static int run_once(const char *mountpoint, bool json)
 static int run_watch(const char *mountpoint, bool json, double interval)
 {
 	json_t *prev = NULL;
+	struct fsstat_passes passes;
 	double prev_t = 0, next = now_s();
 	bool tty = isatty(STDOUT_FILENO);
 	struct sigaction sa;
 	int status = 0;
 
+	fsstat_passes_init(&passes);
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_signal; /* no SA_RESTART: the sleep must end */
 	sigemptyset(&sa.sa_mask);
@@ -261,8 +265,10 @@ static int run_watch(const char *mountpoint, bool json, double interval)
 				.rates = true,
 				.prev = prev,
 				.interval_s = t - prev_t,
+				.passes = &passes,
 			};
 
+			fsstat_passes_update(&passes, cur);
 			strftime(stamp, sizeof(stamp), "%Y-%m-%d %H:%M:%S", localtime_r(&wall, &tm));
 			if (tty)
 				fputs("\033[H\033[2J", stdout);

@@ -254,6 +254,196 @@ static void render_peers(FILE *out, const json_t *s)
 	}
 }
 
+void fsstat_passes_init(struct fsstat_passes *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->count = 1; /* boundary 0: at mount nothing was read */
+}
+
+static void passes_push(struct fsstat_passes *p, unsigned long long pass, double source_bytes)
+{
+	if (p->count == FSSTAT_PASSES_KEPT) {
+		memmove(&p->known[0], &p->known[1], (FSSTAT_PASSES_KEPT - 1) * sizeof(p->known[0]));
+		p->count--;
+	}
+	p->known[p->count].pass = pass;
+	p->known[p->count].source_bytes = source_bytes;
+	p->count++;
+}
+
+void fsstat_passes_update(struct fsstat_passes *p, const json_t *stats)
+{
+	struct counter ds = get_counter(stats, "dataset_bytes"), rd = get_counter(stats, "fuse.read_bytes");
+	struct counter src = get_counter(stats, "source.bytes"), up = get_counter(stats, "uptime_s");
+	unsigned long long k0, k1, k;
+
+	if (!ds.ok || ds.v <= 0 || !rd.ok || !src.ok || rd.v / ds.v > 1e15)
+		return;
+	/* A restarted daemon counts from zero again. */
+	if (p->have_sample && ((up.ok && up.v < p->last_uptime) || rd.v < p->last_read || src.v < p->last_source))
+		fsstat_passes_init(p);
+	if (p->have_sample && rd.v > p->last_read) {
+		k0 = (unsigned long long)(p->last_read / ds.v);
+		k1 = (unsigned long long)(rd.v / ds.v);
+		/* Only the last boundaries are kept anyway. */
+		k = k1 - k0 > FSSTAT_PASSES_KEPT ? k1 - FSSTAT_PASSES_KEPT : k0;
+		for (k++; k <= k1; k++) {
+			double frac = ((double)k * ds.v - p->last_read) / (rd.v - p->last_read);
+
+			passes_push(p, k, p->last_source + frac * (src.v - p->last_source));
+		}
+	}
+	p->have_sample = true;
+	p->last_uptime = up.ok ? up.v : 0;
+	p->last_read = rd.v;
+	p->last_source = src.v;
+}
+
+/*
+ * Passes over the dataset: how much of it has been read through the mount,
+ * and how many bytes each pass took from SOURCE against the MinIO optimum
+ * (the whole dataset in the first pass, then what is not cached: dataset -
+ * cache).
+ * The optimum is shown for a single node only: with peers a node's share
+ * depends on what the others read.
+ */
+static void render_passes(FILE *out, const json_t *s, const struct fsstat_passes *p)
+{
+	struct counter ds = get_counter(s, "dataset_bytes"), files = get_counter(s, "files");
+	struct counter rd = get_counter(s, "fuse.read_bytes"), src = get_counter(s, "source.bytes");
+	struct counter cap = get_counter(s, "cache.capacity_bytes");
+	const json_t *nodes = fsstat_field(s, "peers.nodes");
+	bool single = !json_is_array(nodes) || json_array_size(nodes) == 0;
+	struct counter optimum = { false, 0 };
+	char a[32], b[32], c[32], d[32];
+	size_t first;
+
+	if (!ds.ok || ds.v <= 0)
+		return;
+	if (cap.ok && single) {
+		optimum.ok = true;
+		optimum.v = ds.v > cap.v ? ds.v - cap.v : 0;
+	}
+	fprintf(out, LABEL "dataset %s files, %s  read %s passes  optimum per pass %s\n", "passes",
+		fmt_count(files, a, sizeof(a)), fmt_size(ds, b, sizeof(b)),
+		rd.ok ? (snprintf(c, sizeof(c), "%.2f", rd.v / ds.v), c) : "-", fmt_size(optimum, d, sizeof(d)));
+	if (!p || !p->have_sample) {
+		/* One look: the totals since mount. */
+		struct counter per = { src.ok && rd.ok && rd.v > 0, 0 };
+
+		if (per.ok)
+			per.v = src.v / (rd.v / ds.v);
+		fprintf(out, LABEL "from source %s in all, %s per pass on average\n", "", fmt_size(src, a, sizeof(a)),
+			fmt_size(per, b, sizeof(b)));
+		return;
+	}
+	first = p->count > FSSTAT_PASSES_SHOWN + 1 ? p->count - FSSTAT_PASSES_SHOWN - 1 : 0;
+	for (size_t i = first; i + 1 < p->count; i++) {
+		const struct fsstat_boundary *from = &p->known[i], *to = &p->known[i + 1];
+		unsigned long long n = to->pass - from->pass;
+		struct counter per = { true, (to->source_bytes - from->source_bytes) / (double)n };
+		char label[64], vs[48] = "";
+
+		if (per.v < 0)
+			per.v = 0;
+		if (n == 1)
+			snprintf(label, sizeof(label), "pass %llu", to->pass);
+		else
+			snprintf(label, sizeof(label), "passes %llu-%llu", from->pass + 1, to->pass);
+		/* The first pass reads everything, whatever the cache. */
+		double best = optimum.v * (double)n + (from->pass == 0 ? ds.v - optimum.v : 0);
+
+		if (optimum.ok && best > 0)
+			snprintf(vs, sizeof(vs), "  %.2fx optimum", per.v * (double)n / best);
+		fprintf(out, LABEL "%-12s from source %s%s%s\n", "", label, fmt_size(per, a, sizeof(a)),
+			n == 1 ? "" : " per pass", vs);
+	}
+	/* The pass under way, when its start is known. */
+	if (rd.ok && src.ok && p->known[p->count - 1].pass == (unsigned long long)(rd.v / ds.v)) {
+		const struct fsstat_boundary *from = &p->known[p->count - 1];
+		struct counter so_far = { true, src.v - from->source_bytes };
+		char label[64];
+
+		if (so_far.v < 0)
+			so_far.v = 0;
+		snprintf(label, sizeof(label), "pass %llu", from->pass + 1);
+		fprintf(out, LABEL "%-12s from source %s so far, %.0f%% read\n", "", label,
+			fmt_size(so_far, a, sizeof(a)), 100.0 * (rd.v / ds.v - (double)from->pass));
+	}
+}
+
+static const char *fmt_ms(const json_t *s, const char *path, char *buf, size_t len)
+{
+	struct counter c = get_counter(s, path);
+
+	if (!c.ok)
+		return "-";
+	snprintf(buf, len, "%.1f ms", c.v);
+	return buf;
+}
+
+/* Object-store counters, only when the daemon reports them. */
+static void render_source_requests(FILE *out, const json_t *s)
+{
+	char a[32], b[32], c[32], d[32];
+
+	if (!fsstat_field(s, "source.requests") && !fsstat_field(s, "source.retries") &&
+	    !fsstat_field(s, "source.latency_ms"))
+		return;
+	fprintf(out, LABEL "requests %s  retries %s  latency p50 %s  p99 %s\n", "",
+		fmt_count(get_counter(s, "source.requests"), a, sizeof(a)),
+		fmt_count(get_counter(s, "source.retries"), b, sizeof(b)),
+		fmt_ms(s, "source.latency_ms.p50", c, sizeof(c)), fmt_ms(s, "source.latency_ms.p99", d, sizeof(d)));
+}
+
+static const char *fmt_duration(double s, char *buf, size_t len)
+{
+	struct counter c = { s >= 0 && s < 1e12, s };
+
+	return fmt_uptime(c, buf, len);
+}
+
+/*
+ * Prefill progress, only when the daemon reports it. With a previous
+ * sample (watch mode) also its rate and the time left at that rate.
+ */
+static void render_prefill(FILE *out, const json_t *s, const struct fsstat_view *view)
+{
+	const json_t *pf = fsstat_field(s, "prefill");
+	struct counter target = get_counter(s, "prefill.target_bytes");
+	struct counter done = get_counter(s, "prefill.done_bytes");
+	const json_t *running = fsstat_field(s, "prefill.running");
+	char bar[FSSTAT_BAR_WIDTH + 3], a[32], b[32], c[32], d[48];
+	const char *state = "-";
+
+	if (!json_is_object(pf))
+		return;
+	if (json_is_boolean(running))
+		state = json_is_true(running) ? "running" : "stopped";
+	if (json_is_false(running) && target.ok && done.ok && done.v >= target.v)
+		state = "done";
+	fsstat_bar(done.ok ? done.v : 0, target.ok ? target.v : 0, bar, sizeof(bar));
+	fprintf(out, LABEL "%s %6s  %s / %s  %s\n", "prefill", bar, fmt_ratio(done, target, a, sizeof(a)),
+		fmt_size(done, b, sizeof(b)), fmt_size(target, c, sizeof(c)), state);
+	if (view && view->rates && view->prev && json_is_true(running)) {
+		struct counter before = get_counter(view->prev, "prefill.done_bytes");
+		struct counter up_now = get_counter(s, "uptime_s"), up_prev = get_counter(view->prev, "uptime_s");
+		double dt = view->interval_s;
+
+		if (up_now.ok && up_prev.ok && up_now.v > up_prev.v)
+			dt = up_now.v - up_prev.v;
+		if (before.ok && done.ok && done.v >= before.v && dt > 0) {
+			double rate = (done.v - before.v) / dt;
+
+			if (rate > 0 && target.ok && target.v > done.v)
+				fmt_duration((target.v - done.v) / rate, d, sizeof(d));
+			else
+				snprintf(d, sizeof(d), "-");
+			fprintf(out, LABEL "%.1f MB/s  ETA %s\n", "", rate / 1e6, d);
+		}
+	}
+}
+
 static void render_rates(FILE *out, const json_t *cur, const json_t *prev,
 			 double interval_s)
 {
@@ -314,6 +504,8 @@ int fsstat_render(FILE *out, const json_t *stats, const struct fsstat_view *view
 		fmt_count(get_counter(stats, "source.reads"), a, sizeof(a)),
 		fmt_size(get_counter(stats, "source.bytes"), b, sizeof(b)),
 		fmt_count(get_counter(stats, "source.errors"), c, sizeof(c)));
+	render_source_requests(out, stats);
+	render_prefill(out, stats, view);
 	render_peers(out, stats);
 	fprintf(out, LABEL "decodes %s  shared %s  errors %s  staged %s\n", "prep",
 		fmt_count(get_counter(stats, "prep.decodes"), a, sizeof(a)),
@@ -324,6 +516,7 @@ int fsstat_render(FILE *out, const json_t *stats, const struct fsstat_view *view
 		fmt_count(get_counter(stats, "fuse.opens"), a, sizeof(a)),
 		fmt_count(get_counter(stats, "fuse.reads"), b, sizeof(b)),
 		fmt_size(get_counter(stats, "fuse.read_bytes"), c, sizeof(c)));
+	render_passes(out, stats, view ? view->passes : NULL);
 	if (view && view->rates)
 		render_rates(out, stats, view->prev, view->interval_s);
 	return ferror(out) ? -EIO : 0;

@@ -406,6 +406,163 @@ START_TEST(watch_rates_fallbacks)
 }
 END_TEST
 
+/* ---- passes over the dataset, prefill, object-store counters ---- */
+
+/* A sample of a 1000-byte dataset in 4 files with a 600-byte cache. */
+static json_t *pass_sample(double uptime, double read, double source, bool peers)
+{
+	char text[512];
+
+	snprintf(text, sizeof(text),
+		 "{\"uptime_s\": %g, \"files\": 4, \"dataset_bytes\": 1000,"
+		 " \"cache\": {\"capacity_bytes\": 600}, \"source\": {\"bytes\": %g},"
+		 " \"fuse\": {\"read_bytes\": %g}, \"peers\": {\"nodes\": %s}}",
+		 uptime, source, read, peers ? "[{\"url\": \"http://a:1\", \"up\": true}]" : "[]");
+	return parse_ok(text);
+}
+
+/* Feed a sample to the tracker and render it with the passes section. */
+static char *feed(struct fsstat_passes *p, double uptime, double read, double source)
+{
+	json_t *v = pass_sample(uptime, read, source, false);
+	struct fsstat_view view = { .passes = p };
+	char *out;
+	int rc;
+
+	fsstat_passes_update(p, v);
+	out = render(v, &view, &rc);
+	ck_assert_int_eq(rc, 0);
+	json_decref(v);
+	return out;
+}
+
+START_TEST(passes_from_mount)
+{
+	struct fsstat_passes p;
+	char *out;
+
+	fsstat_passes_init(&p);
+	free(feed(&p, 1, 0, 0));
+	out = feed(&p, 2, 500, 500);
+	/* optimum: 1000 - 600 */
+	assert_contains(out, "dataset 4 files, 1000 B  read 0.50 passes  optimum per pass 400 B");
+	assert_contains(out, "pass 1       from source 500 B so far, 50% read");
+	free(out);
+	/* Pass 1 ends at 1000 bytes read, half way between the samples:
+	 * 500 + 0.5 * 700 = 850 bytes from source. */
+	out = feed(&p, 3, 1500, 1200);
+	/* optimum of a first pass: the whole dataset */
+	assert_contains(out, "pass 1       from source 850 B  0.85x optimum\n");
+	assert_contains(out, "pass 2       from source 350 B so far, 50% read");
+	free(out);
+	out = feed(&p, 4, 2000, 1400);
+	assert_contains(out, "pass 1       from source 850 B  0.85x optimum\n");
+	/* 1400 - 850 = 550 = 1.375 x 400 */
+	assert_contains(out, "pass 2       from source 550 B  1.38x optimum");
+	assert_contains(out, "pass 3       from source 0 B so far, 0% read");
+	free(out);
+	/* Three passes between two samples: each gets its interpolated share
+	 * (400 source bytes per 1000 read). */
+	out = feed(&p, 5, 5000, 2600);
+	assert_contains(out, "pass 3       from source 400 B  1.00x optimum");
+	assert_contains(out, "pass 5       from source 400 B  1.00x optimum");
+	assert_contains(out, "pass 1       from source 850 B");
+	free(out);
+	/* Only the last FSSTAT_PASSES_SHOWN (5) complete passes are listed. */
+	out = feed(&p, 6, 7000, 3400);
+	assert_lacks(out, "pass 1 ");
+	assert_lacks(out, "pass 2 ");
+	assert_contains(out, "pass 3       from source 400 B");
+	assert_contains(out, "pass 7       from source 400 B  1.00x optimum");
+	free(out);
+	/* The daemon restarted: from mount again. */
+	out = feed(&p, 1, 300, 300);
+	assert_contains(out, "read 0.30 passes");
+	assert_lacks(out, "pass 2");
+	assert_contains(out, "pass 1       from source 300 B so far, 30% read");
+	free(out);
+}
+END_TEST
+
+START_TEST(passes_seen_from_the_middle)
+{
+	struct fsstat_passes p;
+	char *out;
+
+	fsstat_passes_init(&p);
+	/* fsstat started during pass 3: passes 1-3 are known only together. */
+	out = feed(&p, 10, 2500, 1600);
+	assert_lacks(out, "so far");
+	free(out);
+	out = feed(&p, 11, 3500, 2000);
+	/* pass 3 ends at 3000 read: 1600 + 0.5 * 400 = 1800, 600 per pass;
+	 * the optimum of passes 1-3 is 1000 + 400 + 400 */
+	assert_contains(out, "passes 1-3   from source 600 B per pass  1.00x optimum");
+	assert_contains(out, "pass 4       from source 200 B so far, 50% read");
+	free(out);
+}
+END_TEST
+
+START_TEST(passes_without_tracker_or_dataset)
+{
+	json_t *v = pass_sample(5, 2500, 1600, false);
+	char *out;
+	int rc;
+
+	/* One look: averages since mount, 1600 / 2.5 passes = 640 B. */
+	out = render(v, NULL, &rc);
+	assert_contains(out, "read 2.50 passes  optimum per pass 400 B");
+	assert_contains(out, "from source 1.6 KiB in all, 640 B per pass on average");
+	free(out);
+	json_decref(v);
+
+	/* With peers the optimum is not one node's to say. */
+	v = pass_sample(5, 2500, 1600, true);
+	out = render(v, NULL, &rc);
+	assert_contains(out, "optimum per pass -");
+	free(out);
+	json_decref(v);
+
+	/* No dataset size: no passes section, and the tracker ignores it. */
+	out = render_text(known_stats, NULL);
+	assert_lacks(out, "passes");
+	free(out);
+}
+END_TEST
+
+START_TEST(prefill_and_requests_only_when_reported)
+{
+	json_t *prev = parse_ok("{\"uptime_s\": 10, \"prefill\": {\"target_bytes\": 1000000, \"done_bytes\": 50000,"
+				" \"running\": true}}");
+	struct fsstat_view view = { .rates = true, .prev = prev, .interval_s = 1 };
+	const char *cur = "{\"uptime_s\": 12, \"prefill\": {\"target_bytes\": 1000000, \"done_bytes\": 250000,"
+			  " \"running\": true}, \"source\": {\"reads\": 3, \"requests\": 10, \"retries\": 2,"
+			  " \"latency_ms\": {\"p50\": 12.5, \"p99\": 80}}}";
+	char *out = render_text(cur, &view), line[512];
+
+	line_starting(out, "prefill", line, sizeof(line));
+	assert_contains(line, " 25.0%  244.1 KiB / 976.6 KiB  running");
+	/* round(0.25 * 30) = 8 marks */
+	assert_contains(line, "[########......................]");
+	/* 200000 bytes in 2 s: 0.1 MB/s, 750000 bytes left: 7.5 s */
+	assert_contains(out, "0.1 MB/s  ETA 7.5s");
+	assert_contains(out, "requests 10  retries 2  latency p50 12.5 ms  p99 80.0 ms");
+	free(out);
+
+	out = render_text("{\"prefill\": {\"target_bytes\": 100, \"done_bytes\": 100, \"running\": false}}", NULL);
+	assert_contains(out, "100.0%  100 B / 100 B  done");
+	assert_lacks(out, "ETA");
+	free(out);
+
+	out = render_text(known_stats, &view);
+	assert_lacks(out, "prefill");
+	assert_lacks(out, "requests");
+	assert_lacks(out, "latency");
+	free(out);
+	json_decref(prev);
+}
+END_TEST
+
 /* ---- the fsstat command ---- */
 
 struct run_result {
@@ -694,6 +851,10 @@ int main(void)
 	tcase_add_test(table, bar_fill);
 	tcase_add_test(table, watch_rates_from_two_samples);
 	tcase_add_test(table, watch_rates_fallbacks);
+	tcase_add_test(table, passes_from_mount);
+	tcase_add_test(table, passes_seen_from_the_middle);
+	tcase_add_test(table, passes_without_tracker_or_dataset);
+	tcase_add_test(table, prefill_and_requests_only_when_reported);
 	tcase_add_test(cli, cli_table_and_json);
 	tcase_add_test(cli, cli_errors);
 	tcase_add_test(cli, cli_watch_prints_rates_until_sigint);
