@@ -10,7 +10,7 @@ pkgs=(
 	libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev
 	libcurl4-openssl-dev libmicrohttpd-dev
 	libjansson-dev libmount-dev
-	check valgrind clang
+	check valgrind clang groff-base man-db
 	python3-torch python3-torchvision python3-pil python3-numpy
 	e2fsprogs util-linux attr curl
 	nginx
