@@ -8,7 +8,7 @@ pkgs=(
 	build-essential meson ninja-build pkg-config
 	fuse3 libfuse3-dev
 	libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev
-	libcurl4-openssl-dev libmicrohttpd-dev
+	libcurl4-openssl-dev libmicrohttpd-dev libjansson-dev
 	check valgrind clang
 	python3-torch python3-torchvision python3-pil python3-numpy
 	e2fsprogs util-linux attr curl
