@@ -90,6 +90,8 @@ static json_t *stats_tree(struct fs_ctx *fs)
 	     put(cache, "miss_bytes", num(s.cache.miss_bytes)) &&
 	     put(cache, "admitted", num(s.cache.admitted)) &&
 	     put(cache, "refused", num(s.cache.refused)) &&
+	     put(cache, "fill_errors", num(s.cache.fill_errors)) &&
+	     put(cache, "failed_units", num(s.cache.failed_units)) &&
 	     put(cache, "chunk_bytes", num(fs->ns.chunk_size));
 	ok = ok && put(source, "reads", num(s.source_reads)) &&
 	     put(source, "bytes", num(s.source_bytes)) &&
