@@ -4,8 +4,10 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/hash.h"
+#include "common/log.h"
 #include "common/size.h"
 #include "common/strbuf.h"
 #include "common/utf8.h"
@@ -95,6 +97,26 @@ START_TEST(utf8_replaces_ill_formed_bytes)
 }
 END_TEST
 
+START_TEST(log_escapes_control_characters)
+{
+	int p[2], saved = dup(STDERR_FILENO);
+	char got[512];
+
+	ck_assert_int_eq(pipe(p), 0);
+	ck_assert_int_eq(dup2(p[1], STDERR_FILENO), STDERR_FILENO);
+	/* A file name that tries to forge a second log line. */
+	log_write(LOG_ERR, "%s: read failed", "a\ncoordfs: error: forged\x1b[0m\x7f");
+	dup2(saved, STDERR_FILENO);
+	close(p[1]);
+	ssize_t n = read(p[0], got, sizeof(got) - 1);
+	close(p[0]);
+	close(saved);
+	ck_assert_int_gt(n, 0);
+	got[n] = '\0';
+	ck_assert_str_eq(got, "coordfs: error: a\\x0acoordfs: error: forged\\x1b[0m\\x7f: read failed\n");
+}
+END_TEST
+
 START_TEST(strbuf_json_escapes)
 {
 	struct strbuf sb;
@@ -122,6 +144,7 @@ int main(void)
 	tcase_add_test(tc, hash_is_stable_and_spreads);
 	tcase_add_test(tc, strbuf_json_escapes);
 	tcase_add_test(tc, utf8_replaces_ill_formed_bytes);
+	tcase_add_test(tc, log_escapes_control_characters);
 	suite_add_tcase(s, tc);
 	return check_run(s);
 }
