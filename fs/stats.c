@@ -71,10 +71,12 @@ static json_t *stats_tree(struct fs_ctx *fs)
 	struct fs_stats s;
 	json_t *root = json_object(), *cache = json_object(), *source = json_object();
 	json_t *peers = json_object(), *prep = json_object(), *fuse = json_object();
+	json_t *names = json_object();
+	const struct ns *ns = &fs->ns;
 	bool ok;
 
 	fs_stats_collect(fs, &s);
-	ok = root && cache && source && peers && prep && fuse;
+	ok = root && cache && source && peers && prep && fuse && names;
 	ok = ok && put(root, "version", json_integer(1)) &&
 	     /* milliseconds, printed without binary-fraction noise */
 	     put(root, "uptime_s", json_real(round(s.uptime_s * 1000.0) / 1000.0)) &&
@@ -107,15 +109,24 @@ static json_t *stats_tree(struct fs_ctx *fs)
 	     put(prep, "staged_bytes", num(s.prep_staged_bytes));
 	ok = ok && put(fuse, "opens", num(s.opens)) && put(fuse, "reads", num(s.reads)) &&
 	     put(fuse, "read_bytes", num(s.read_bytes));
+	/* What the scan at mount indexed, and what it left out (logged then). */
+	ok = ok && put(names, "files", num(ns->nfiles)) && put(names, "dirs", num(ns->ndirs)) &&
+	     put(names, "skipped",
+		 num(ns->skipped_special + ns->skipped_long + ns->skipped_unreadable)) &&
+	     put(names, "skipped_special", num(ns->skipped_special)) &&
+	     put(names, "skipped_long_paths", num(ns->skipped_long)) &&
+	     put(names, "skipped_unreadable", num(ns->skipped_unreadable));
 	/* The sub-objects go in last so that a failure above frees them too. */
 	ok = ok && put(root, "cache", json_incref(cache)) &&
 	     put(root, "source", json_incref(source)) && put(root, "peers", json_incref(peers)) &&
-	     put(root, "prep", json_incref(prep)) && put(root, "fuse", json_incref(fuse));
+	     put(root, "prep", json_incref(prep)) && put(root, "fuse", json_incref(fuse)) &&
+	     put(root, "namespace", json_incref(names));
 	json_decref(cache);
 	json_decref(source);
 	json_decref(peers);
 	json_decref(prep);
 	json_decref(fuse);
+	json_decref(names);
 	if (!ok) {
 		json_decref(root);
 		return NULL;
