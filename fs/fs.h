@@ -72,6 +72,7 @@ struct fs_ctx {
 	bool mem_ready;
 	struct fs_counters ctr;
 	bool no_open; /* the kernel sends no opens (FUSE_CAP_NO_OPEN_SUPPORT) */
+	int report_fd; /* main.c: pipe to the waiting parent until ready, else -1 */
 	struct timespec started;
 	/* peers (NULL when single node) */
 	struct remote_peers *peers;
