@@ -538,6 +538,10 @@ int main(int argc, char *argv[])
 		ret = fail("cannot scan source '%s': %s: %s", fs->opt.source, err, strerror(-rc));
 		goto out;
 	}
+	if (fs_io_init(fs) < 0) {
+		ret = fail("out of memory");
+		goto out;
+	}
 	if (fs->opt.prepared) {
 		uint32_t child;
 		const char *pn = fs->opt.prepared_name;
@@ -638,6 +642,7 @@ out:
 	cache_destroy(fs->cache);
 	if (fs->mem_ready)
 		budget_fini(&fs->mem);
+	fs_io_fini(fs);
 	ns_fini(&fs->ns);
 	if (fs->source_fd >= 0)
 		close(fs->source_fd);
