@@ -72,6 +72,12 @@ struct fs_ctx {
 	bool mem_ready;
 	struct fs_counters ctr;
 	bool no_open; /* the kernel sends no opens (FUSE_CAP_NO_OPEN_SUPPORT) */
+	int report_fd; /* main.c: pipe to the waiting parent until ready, else -1 */
+	/* io.c: SOURCE problems are logged once per file (bit per node), the
+	 * rest summed up in one line at most every FS_LOG_SUMMARY_S seconds. */
+	_Atomic uint64_t *src_logged;
+	_Atomic uint64_t src_unlogged;
+	_Atomic int64_t src_summary_at;
 	struct timespec started;
 	/* peers (NULL when single node) */
 	struct remote_peers *peers;
@@ -134,8 +140,15 @@ ssize_t fs_read_file_local(struct fs_ctx *fs, uint32_t node, uint64_t off, size_
 			   const void **direct);
 
 /* Open SOURCE's file for node, checking it still matches the snapshot.
- * Returns an fd or -errno (-EIO and a log line when it changed). */
+ * Returns an fd or -errno: -EIO when it changed or cannot be opened,
+ * -EMFILE when the daemon is out of descriptors (EMFILE or ENFILE). */
 int fs_open_source(struct fs_ctx *fs, uint32_t node);
+
+/* The read path's state, after ns_scan(): 0 or -ENOMEM. fini accepts an
+ * fs whose init failed or never ran. */
+#define FS_LOG_SUMMARY_S 60
+int fs_io_init(struct fs_ctx *fs);
+void fs_io_fini(struct fs_ctx *fs);
 
 /* The statistics JSON of SPEC §4 into sb (stats.c). */
 struct strbuf;

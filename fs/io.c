@@ -8,6 +8,9 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <time.h>
 #include <limits.h>
 #include <linux/openat2.h>
 #include <stdlib.h>
@@ -40,14 +43,65 @@ static bool matches_snapshot(const struct ns_node *n, const struct stat *st)
 	return S_ISREG(st->st_mode) && (uint64_t)st->st_size == n->size && mt == n->mtime_ns;
 }
 
+int fs_io_init(struct fs_ctx *fs)
+{
+	fs->src_logged = calloc(fs->ns.nnodes / 64 + 1, sizeof(*fs->src_logged));
+	return fs->src_logged ? 0 : -ENOMEM;
+}
+
+void fs_io_fini(struct fs_ctx *fs)
+{
+	free(fs->src_logged);
+	fs->src_logged = NULL;
+}
+
+/*
+ * Log a problem with node's SOURCE file: the first one per file in full,
+ * later ones only counted, and a summary of those at most every
+ * FS_LOG_SUMMARY_S seconds, so a file read in a loop (or a flood of
+ * EMFILE) cannot fill the log. source.errors counts them all when count.
+ */
+static void source_problem(struct fs_ctx *fs, uint32_t node, bool count, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static void source_problem(struct fs_ctx *fs, uint32_t node, bool count, const char *fmt, ...)
+{
+	uint64_t bit = 1ULL << (node % 64);
+	struct timespec now;
+
+	if (count)
+		fs_count(&fs->ctr.source_errors, 1);
+	if (!fs->src_logged ||
+	    !(atomic_fetch_or_explicit(&fs->src_logged[node / 64], bit, memory_order_relaxed) &
+	      bit)) {
+		char path[PATH_MAX], line[512];
+		va_list ap;
+
+		if (ns_path(&fs->ns, node, path, sizeof(path)) < 0)
+			strcpy(path, "(path too long)");
+		va_start(ap, fmt);
+		vsnprintf(line, sizeof(line), fmt, ap);
+		va_end(ap);
+		log_err("%s: %s (later problems with this file are counted, not logged)", path,
+			line);
+		return;
+	}
+	atomic_fetch_add_explicit(&fs->src_unlogged, 1, memory_order_relaxed);
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	int64_t due = atomic_load_explicit(&fs->src_summary_at, memory_order_relaxed);
+	if (now.tv_sec < due ||
+	    !atomic_compare_exchange_strong_explicit(&fs->src_summary_at, &due,
+						     now.tv_sec + FS_LOG_SUMMARY_S,
+						     memory_order_relaxed, memory_order_relaxed))
+		return;
+	uint64_t n = atomic_exchange_explicit(&fs->src_unlogged, 0, memory_order_relaxed);
+	if (n)
+		log_err("%llu more SOURCE read problems with files already logged",
+			(unsigned long long)n);
+}
+
 static void report_changed(struct fs_ctx *fs, uint32_t node, const char *why)
 {
-	char path[PATH_MAX];
-
-	if (ns_path(&fs->ns, node, path, sizeof(path)) < 0)
-		strcpy(path, "(path too long)");
-	fs_count(&fs->ctr.source_errors, 1);
-	log_err("%s: %s since mount; reads fail with EIO", path, why);
+	source_problem(fs, node, true, "%s since mount; reads fail with EIO", why);
 }
 
 int fs_open_source(struct fs_ctx *fs, uint32_t node)
@@ -60,8 +114,14 @@ int fs_open_source(struct fs_ctx *fs, uint32_t node)
 	int fd = open_beneath(fs->source_fd, path);
 	if (fd < 0) {
 		int e = errno;
-		fs_count(&fs->ctr.source_errors, 1);
-		log_err("%s: cannot open source file: %s", path, strerror(e));
+		/* Out of descriptors is the daemon's state, not the file's: the
+		 * reader gets EMFILE and may retry; nothing is marked failed. */
+		if (e == EMFILE || e == ENFILE) {
+			source_problem(fs, node, false, "cannot open source file: %s; EMFILE to the "
+				       "reader", strerror(e));
+			return -EMFILE;
+		}
+		source_problem(fs, node, true, "cannot open source file: %s", strerror(e));
 		return -EIO;
 	}
 	if (fstat(fd, &st) < 0 || !matches_snapshot(&fs->ns.nodes[node], &st)) {
@@ -84,12 +144,7 @@ static int source_pread(struct fs_ctx *fs, uint32_t node, int fd, uint64_t off, 
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {
-			int e = errno;
-			char path[PATH_MAX];
-			if (ns_path(&fs->ns, node, path, sizeof(path)) < 0)
-				strcpy(path, "(path too long)");
-			fs_count(&fs->ctr.source_errors, 1);
-			log_err("%s: read failed: %s", path, strerror(e));
+			source_problem(fs, node, true, "read failed: %s", strerror(errno));
 			return -EIO;
 		}
 		if (n == 0) {

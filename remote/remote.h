@@ -195,6 +195,14 @@ void remote_client_get_stats(const struct remote_client *c, struct remote_client
 
 /* ---- statistics output ----------------------------------------------------- */
 
+/* The same two values as jansson trees (new references; NULL when out of
+ * memory), for callers composing a larger document. Strings are made valid
+ * UTF-8 (U+FFFD for ill-formed bytes). */
+struct json_t;
+struct json_t *remote_peers_json_value(const struct remote_client *c);
+struct json_t *remote_stats_json_value(const struct remote_client *c,
+				       const struct remote_server *s);
+
 /* Append the §4 "nodes" array value: [{"url": "...", "up": true}, ...]. */
 void remote_peers_json(const struct remote_client *c, struct strbuf *out);
 /* Append the §4 "peers" object value: {"fetches": .., "bytes": ..,
