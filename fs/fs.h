@@ -25,6 +25,7 @@ struct remote_peers;
 struct remote_client;
 struct remote_server;
 struct prep_view;
+struct fs_source;
 
 /* Options from the command line / -o (SPEC §1). */
 struct fs_options {
@@ -61,7 +62,7 @@ struct fs_counters {
 struct fs_ctx {
 	struct fs_options opt;
 	struct ns ns;
-	int source_fd;
+	struct fs_source *src; /* SOURCE: a directory or a bucket (fs/source.h) */
 	struct cache *cache;
 	uint64_t cache_bytes;
 	uint64_t chunk_bytes;
@@ -100,8 +101,8 @@ extern const struct fuse_lowlevel_ops fs_ops;
 
 /*
  * Read [off, off+len) of regular file node into buf, through the cache,
- * the owning peer or SOURCE (io.c). fd is an open SOURCE fd for the file,
- * or -1 to open one when needed. Returns the bytes read (short only at EOF)
+ * the owning peer or SOURCE (io.c). fd is a SOURCE handle from
+ * fs_open_source, or -1 to open one when needed. Returns the bytes read (short only at EOF)
  * or -errno (-EIO when the source file changed since mount).
  */
 ssize_t fs_read_file(struct fs_ctx *fs, uint32_t node, int fd, uint64_t off, size_t len, void *buf);
@@ -133,9 +134,12 @@ ssize_t fs_read_file_ref(struct fs_ctx *fs, uint32_t node, int fd, struct fs_pee
 ssize_t fs_read_file_local(struct fs_ctx *fs, uint32_t node, uint64_t off, size_t len, void *buf,
 			   const void **direct);
 
-/* Open SOURCE's file for node, checking it still matches the snapshot.
- * Returns an fd or -errno (-EIO and a log line when it changed). */
-int fs_open_source(struct fs_ctx *fs, uint32_t node);
+/* Open SOURCE's file for node, checking it still matches the snapshot:
+ * 0 and *fh (a handle >= 0, or -1 for a source without handles), or -errno
+ * (-EIO and a log line when it changed). */
+int fs_open_source(struct fs_ctx *fs, uint32_t node, int *fh);
+/* Close a handle from fs_open_source (-1 ok). */
+void fs_close_source(struct fs_ctx *fs, int fh);
 
 /* The statistics JSON of SPEC §4 into sb (stats.c). */
 struct strbuf;

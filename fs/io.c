@@ -2,119 +2,55 @@
 /*
  * The read path below FUSE: a read of a dataset file is split into cache
  * units; each unit comes from the MinIO cache, from the peer that owns it,
- * or from SOURCE. SOURCE reads drop their pages from the kernel page cache
- * (POSIX_FADV_DONTNEED), so the daemon's memory is the only cache and its
- * budget is honest.
+ * or from SOURCE, through the source's operations (fs/source.h).
  */
 #include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
-#include <linux/openat2.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include "cache/cache.h"
 #include "common/log.h"
 #include "fs/fs.h"
 #include "fs/peer.h"
+#include "fs/source.h"
 
-static int open_beneath(int dirfd, const char *relpath)
+int fs_open_source(struct fs_ctx *fs, uint32_t node, int *fh)
 {
-	struct open_how how = {
-		.flags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, /* a FIFO must not block */
-		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
-	};
-	long fd = syscall(SYS_openat2, dirfd, relpath, &how, sizeof(how));
+	int rc = fs->src->ops->open(fs->src, &fs->ns, node, fh);
 
-	if (fd < 0 && errno == ENOSYS)
-		fd = openat(dirfd, relpath, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-	return (int)fd;
-}
-
-static bool matches_snapshot(const struct ns_node *n, const struct stat *st)
-{
-	int64_t mt = (int64_t)st->st_mtim.tv_sec * 1000000000LL + st->st_mtim.tv_nsec;
-	return S_ISREG(st->st_mode) && (uint64_t)st->st_size == n->size && mt == n->mtime_ns;
-}
-
-static void report_changed(struct fs_ctx *fs, uint32_t node, const char *why)
-{
-	char path[PATH_MAX];
-
-	if (ns_path(&fs->ns, node, path, sizeof(path)) < 0)
-		strcpy(path, "(path too long)");
-	fs_count(&fs->ctr.source_errors, 1);
-	log_err("%s: %s since mount; reads fail with EIO", path, why);
-}
-
-int fs_open_source(struct fs_ctx *fs, uint32_t node)
-{
-	char path[PATH_MAX];
-	struct stat st;
-
-	if (ns_path(&fs->ns, node, path, sizeof(path)) < 0)
-		return -ENAMETOOLONG;
-	int fd = open_beneath(fs->source_fd, path);
-	if (fd < 0) {
-		int e = errno;
+	if (rc < 0)
 		fs_count(&fs->ctr.source_errors, 1);
-		log_err("%s: cannot open source file: %s", path, strerror(e));
-		return -EIO;
-	}
-	if (fstat(fd, &st) < 0 || !matches_snapshot(&fs->ns.nodes[node], &st)) {
-		close(fd);
-		report_changed(fs, node, "changed (size, mtime or type)");
-		return -EIO;
-	}
-	return fd;
+	return rc;
 }
 
-/* pread exactly len bytes at off, then drop them from the page cache. A short
- * read means the file shrank: -EIO. */
-static int source_pread(struct fs_ctx *fs, uint32_t node, int fd, uint64_t off, size_t len,
-			void *buf)
+void fs_close_source(struct fs_ctx *fs, int fh)
 {
-	size_t done = 0;
+	if (fh >= 0)
+		fs->src->ops->close(fs->src, fh);
+}
 
-	while (done < len) {
-		ssize_t n = pread(fd, (char *)buf + done, len - done, (off_t)(off + done));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			int e = errno;
-			char path[PATH_MAX];
-			if (ns_path(&fs->ns, node, path, sizeof(path)) < 0)
-				strcpy(path, "(path too long)");
-			fs_count(&fs->ctr.source_errors, 1);
-			log_err("%s: read failed: %s", path, strerror(e));
-			return -EIO;
-		}
-		if (n == 0) {
-			report_changed(fs, node, "shrank");
-			return -EIO;
-		}
-		fs_count(&fs->ctr.source_reads, 1);
-		fs_count(&fs->ctr.source_bytes, (uint64_t)n);
-		done += (size_t)n;
+/* Exactly len bytes at off of file node from SOURCE (the source logs why
+ * it failed; the count is ours). */
+static int source_read(struct fs_ctx *fs, uint32_t node, int fh, uint64_t off, size_t len,
+		       void *buf)
+{
+	int rc = fs->src->ops->read(fs->src, &fs->ns, node, fh, off, len, buf);
+
+	if (rc < 0) {
+		fs_count(&fs->ctr.source_errors, 1);
+		return rc;
 	}
-	posix_fadvise(fd, (off_t)off, (off_t)len, POSIX_FADV_DONTNEED);
-	/* Catch a file rewritten in place while we read it: never mixed bytes. */
-	struct stat st;
-	if (fstat(fd, &st) < 0 || !matches_snapshot(&fs->ns.nodes[node], &st)) {
-		report_changed(fs, node, "changed while being read");
-		return -EIO;
-	}
+	fs_count(&fs->ctr.source_reads, 1);
+	fs_count(&fs->ctr.source_bytes, len);
 	return 0;
 }
 
 struct fill_ctx {
 	struct fs_ctx *fs;
 	uint32_t node;
-	int fd; /* -1 until opened here */
+	int fd; /* SOURCE handle, -1 until opened here (or none for this source) */
 	bool own_fd;
+	bool opened;
 	bool allow_peer; /* false when serving a peer: never forward */
 	struct fs_peer_buf *pb;
 };
@@ -168,16 +104,17 @@ static int peer_read(struct fill_ctx *fc, uint32_t k, uint64_t uoff, size_t len,
 	return 0;
 }
 
-static int fill_ctx_fd(struct fill_ctx *fc)
+/* The handle for fc's file, opened (and checked) once per read; 0 or -errno. */
+static int fill_ctx_open(struct fill_ctx *fc)
 {
-	if (fc->fd < 0) {
-		int fd = fs_open_source(fc->fs, fc->node);
-		if (fd < 0)
-			return fd;
-		fc->fd = fd;
-		fc->own_fd = true;
+	if (fc->fd < 0 && !fc->opened) {
+		int rc = fs_open_source(fc->fs, fc->node, &fc->fd);
+		if (rc < 0)
+			return rc;
+		fc->opened = true;
+		fc->own_fd = fc->fd >= 0;
 	}
-	return fc->fd;
+	return 0;
 }
 
 static int fill_unit(void *arg, uint64_t unit, void *dst, size_t len)
@@ -185,11 +122,11 @@ static int fill_unit(void *arg, uint64_t unit, void *dst, size_t len)
 	struct fill_ctx *fc = arg;
 	const struct ns_node *n = &fc->fs->ns.nodes[fc->node];
 	uint64_t k = unit - n->first;
-	int fd = fill_ctx_fd(fc);
+	int rc = fill_ctx_open(fc);
 
-	if (fd < 0)
-		return fd;
-	return source_pread(fc->fs, fc->node, fd, k * fc->fs->ns.chunk_size, len, dst);
+	if (rc < 0)
+		return rc;
+	return source_read(fc->fs, fc->node, fc->fd, k * fc->fs->ns.chunk_size, len, dst);
 }
 
 /*
@@ -218,17 +155,16 @@ static int read_unit(struct fill_ctx *fc, uint32_t k, uint64_t uoff, size_t len,
 	*direct = NULL;
 	if (!mine && fc->allow_peer && peer_read(fc, k, uoff, len, buf) == 0)
 		return 0;
-	int fd = fill_ctx_fd(fc);
-	if (fd < 0)
-		return fd;
-	return source_pread(fs, fc->node, fd, (uint64_t)k * fs->ns.chunk_size + uoff, len, buf);
+	if ((rc = fill_ctx_open(fc)) < 0)
+		return rc;
+	return source_read(fs, fc->node, fc->fd, (uint64_t)k * fs->ns.chunk_size + uoff, len, buf);
 }
 
 static ssize_t read_file(struct fs_ctx *fs, uint32_t node, int fd, struct fs_peer_buf *pb,
 			 uint64_t off, size_t len, void *buf, const void **direct, bool allow_peer)
 {
 	const struct ns_node *n = &fs->ns.nodes[node];
-	struct fill_ctx fc = { fs, node, fd, false, allow_peer, pb };
+	struct fill_ctx fc = { fs, node, fd, false, false, allow_peer, pb };
 	size_t done = 0;
 	ssize_t ret;
 
@@ -262,7 +198,7 @@ static ssize_t read_file(struct fs_ctx *fs, uint32_t node, int fd, struct fs_pee
 	ret = (ssize_t)len;
 out:
 	if (fc.own_fd)
-		close(fc.fd);
+		fs_close_source(fs, fc.fd);
 	return ret;
 }
 

@@ -24,6 +24,7 @@
 #include "fs/fs.h"
 #include "fs/peer.h"
 #include "fs/prepview.h"
+#include "fs/source.h"
 #include "remote/remote.h"
 
 enum { KEY_HELP, KEY_VERSION, KEY_FOREGROUND, KEY_DEBUG };
@@ -312,7 +313,6 @@ int main(int argc, char *argv[])
 
 	if (!fs)
 		return fail("out of memory");
-	fs->source_fd = -1;
 	fs->listen_fd = -1;
 	if (fuse_opt_parse(&args, &fs->opt, fs_opt_spec, opt_proc) < 0) {
 		ret = fail("cannot parse the command line (see --help)");
@@ -367,12 +367,12 @@ int main(int argc, char *argv[])
 			fs->opt.log_file = lf;
 		}
 	}
-	fs->source_fd = open(fs->opt.source, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fs->source_fd < 0) {
-		ret = fail("source '%s': %s", fs->opt.source, strerror(errno));
+	int rc = fs_source_local_create(fs->opt.source, &fs->src, err, sizeof(err));
+	if (rc < 0) {
+		ret = fail("%s", err);
 		goto out;
 	}
-	int rc = ns_scan(&fs->ns, fs->source_fd, fs->chunk_bytes, err, sizeof(err));
+	rc = fs->src->ops->build_ns(fs->src, &fs->ns, fs->chunk_bytes, err, sizeof(err));
 	if (rc < 0) {
 		ret = fail("cannot scan source '%s': %s: %s", fs->opt.source, err, strerror(-rc));
 		goto out;
@@ -445,6 +445,10 @@ int main(int argc, char *argv[])
 	log_msg(LOG_NOTICE, "serving %s at %s (%u files, seed %llu)", fs->opt.source,
 		fs->opt.mountpoint, fs->ns.nfiles, (unsigned long long)fs->seed);
 
+	if (fs->src->ops->start && (rc = fs->src->ops->start(fs->src)) < 0) {
+		log_err("cannot start reading source %s: %s", fs->opt.source, strerror(-rc));
+		goto out;
+	}
 	if ((rc = fs_peer_start(fs)) < 0) {
 		log_err("cannot start the peer service: %s", strerror(-rc));
 		goto out;
@@ -482,8 +486,7 @@ out:
 	if (fs->mem_ready)
 		budget_fini(&fs->mem);
 	ns_fini(&fs->ns);
-	if (fs->source_fd >= 0)
-		close(fs->source_fd);
+	fs_source_destroy(fs->src);
 	free(fs->opt.parse_error);
 	free_options(&fs->opt);
 	free(fs);
