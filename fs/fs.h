@@ -47,6 +47,13 @@ struct fs_options {
 	char *seed;
 	char *log_file;
 	bool kernel_cache;
+	bool prefill;
+	/* object-store SOURCE (s3://BUCKET[/PREFIX]) */
+	char *endpoint;
+	char *region;
+	char *profile;
+	bool no_sign_request;
+	char *s3_addressing;
 	bool show_help;
 	bool show_version;
 	int npos;          /* positional arguments seen while parsing */

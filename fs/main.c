@@ -47,6 +47,14 @@ static const struct fuse_opt fs_opt_spec[] = {
 	OPT2("--log-file=%s", "log_file=%s", log_file),
 	{"--kernel-cache", offsetof(struct fs_options, kernel_cache), 1},
 	{"kernel_cache", offsetof(struct fs_options, kernel_cache), 1},
+	{"--prefill", offsetof(struct fs_options, prefill), 1},
+	{"prefill", offsetof(struct fs_options, prefill), 1},
+	OPT2("--endpoint=%s", "endpoint=%s", endpoint),
+	OPT2("--region=%s", "region=%s", region),
+	OPT2("--profile=%s", "profile=%s", profile),
+	{"--no-sign-request", offsetof(struct fs_options, no_sign_request), 1},
+	{"no_sign_request", offsetof(struct fs_options, no_sign_request), 1},
+	OPT2("--s3-addressing=%s", "s3_addressing=%s", s3_addressing),
 	FUSE_OPT_KEY("-h", KEY_HELP),
 	FUSE_OPT_KEY("--help", KEY_HELP),
 	FUSE_OPT_KEY("-V", KEY_VERSION),
@@ -61,7 +69,8 @@ static const struct fuse_opt fs_opt_spec[] = {
 
 static const char usage[] =
 	"usage: coordfs [OPTIONS] SOURCE MOUNTPOINT\n"
-	"Mount SOURCE read-only at MOUNTPOINT through a MinIO memory cache.\n\n"
+	"Mount SOURCE read-only at MOUNTPOINT through a MinIO memory cache.\n"
+	"SOURCE is a directory or an S3 bucket, s3://BUCKET[/PREFIX].\n\n"
 	"  -f, --foreground         stay in the foreground, log to stderr\n"
 	"  -d, --debug              verbose logging (implies -f)\n"
 	"  --cache-size=SIZE        cache budget: bytes, K/M/G/T, or N% of RAM (25%)\n"
@@ -78,6 +87,16 @@ static const char usage[] =
 	"  --log-file=FILE          log here instead of syslog once detached\n"
 	"  --kernel-cache           let the kernel keep file pages and skip opens (faster\n"
 	"                           warm reads; page-cache memory is outside the budget)\n"
+	"  --prefill                after mounting, fill this node's share of the cache\n"
+	"                           from SOURCE in the background (readers go first)\n"
+	"S3 sources (credentials: AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, the shared\n"
+	"credentials and config files, or the container/instance role; never options):\n"
+	"  --endpoint=URL           S3-compatible endpoint, http(s)://host[:port] (AWS)\n"
+	"  --region=NAME            region (AWS_REGION, the profile's, else us-east-1)\n"
+	"  --profile=NAME           profile of the shared files (AWS_PROFILE, else default)\n"
+	"  --no-sign-request        anonymous requests (public buckets)\n"
+	"  --s3-addressing=path|virtual  bucket in the path or the host name (virtual on\n"
+	"                           AWS, path with --endpoint)\n"
 	"  -o OPT[,OPT...]          the same as key=value (cache_size=8G), and FUSE mount options\n"
 	"  -V, --version, -h, --help\n";
 
@@ -203,10 +222,13 @@ static int check_paths(struct fs_options *o)
 
 	if (!o->source || !o->mountpoint)
 		return fail("need SOURCE and MOUNTPOINT (see --help)");
-	if (stat(o->source, &st) < 0)
-		return fail("source '%s': %s", o->source, strerror(errno));
-	if (!S_ISDIR(st.st_mode))
-		return fail("source '%s' is not a directory", o->source);
+	/* An s3:// SOURCE is checked by listing it, still before the mount. */
+	if (!fs_source_is_s3(o->source)) {
+		if (stat(o->source, &st) < 0)
+			return fail("source '%s': %s", o->source, strerror(errno));
+		if (!S_ISDIR(st.st_mode))
+			return fail("source '%s' is not a directory", o->source);
+	}
 	if (stat(o->mountpoint, &st) < 0)
 		return fail("mount point '%s': %s", o->mountpoint, strerror(errno));
 	if (!S_ISDIR(st.st_mode))
@@ -261,6 +283,18 @@ static int parse_sizes(struct fs_ctx *fs)
 		return fail("--peers needs --node=K (this node's index in the list)");
 	if (!o->peers && o->node)
 		return fail("--node needs --peers");
+	if (o->s3_addressing && strcmp(o->s3_addressing, "path") && strcmp(o->s3_addressing, "virtual"))
+		return fail("bad --s3-addressing '%s': want path or virtual", o->s3_addressing);
+	if (!fs_source_is_s3(o->source)) {
+		const char *s3_only = o->endpoint	    ? "--endpoint"
+				      : o->region	    ? "--region"
+				      : o->profile	    ? "--profile"
+				      : o->no_sign_request ? "--no-sign-request"
+				      : o->s3_addressing   ? "--s3-addressing"
+							    : NULL;
+		if (s3_only)
+			return fail("%s applies only to an s3://BUCKET[/PREFIX] SOURCE", s3_only);
+	}
 	if (o->prepared_name && (!*o->prepared_name || strchr(o->prepared_name, '/') ||
 				 !strcmp(o->prepared_name, ".") || !strcmp(o->prepared_name, "..")))
 		return fail("bad --prepared-name '%s': want a plain file name", o->prepared_name);
@@ -300,6 +334,10 @@ static void free_options(struct fs_options *o)
 	free(o->prep_mem);
 	free(o->seed);
 	free(o->log_file);
+	free(o->endpoint);
+	free(o->region);
+	free(o->profile);
+	free(o->s3_addressing);
 }
 
 int main(int argc, char *argv[])
@@ -350,7 +388,7 @@ int main(int argc, char *argv[])
 		goto out;
 
 	/* The daemon changes to "/" when it detaches: keep absolute paths. */
-	char *abs = realpath(fs->opt.source, NULL);
+	char *abs = fs_source_is_s3(fs->opt.source) ? NULL : realpath(fs->opt.source, NULL);
 	if (abs) {
 		free(fs->opt.source);
 		fs->opt.source = abs;
@@ -367,12 +405,32 @@ int main(int argc, char *argv[])
 			fs->opt.log_file = lf;
 		}
 	}
-	int rc = fs_source_local_create(fs->opt.source, &fs->src, err, sizeof(err));
+	int rc;
+	if (fs_source_is_s3(fs->opt.source)) {
+		struct fs_source_s3_options so = {
+			.url = fs->opt.source,
+			.endpoint = fs->opt.endpoint,
+			.region = fs->opt.region,
+			.profile = fs->opt.profile,
+			.addressing = fs->opt.s3_addressing,
+			.no_sign = fs->opt.no_sign_request,
+			.uid = getuid(),
+			.gid = getgid(),
+		};
+		rc = fs_source_s3_create(&so, &fs->src, err, sizeof(err));
+	} else {
+		rc = fs_source_local_create(fs->opt.source, &fs->src, err, sizeof(err));
+	}
 	if (rc < 0) {
 		ret = fail("%s", err);
 		goto out;
 	}
+	/* Listing a bucket is where wrong credentials or a missing bucket show. */
 	rc = fs->src->ops->build_ns(fs->src, &fs->ns, fs->chunk_bytes, err, sizeof(err));
+	if (rc < 0 && fs_source_is_s3(fs->opt.source)) {
+		ret = fail("cannot list source '%s': %s", fs->opt.source, err);
+		goto out;
+	}
 	if (rc < 0) {
 		ret = fail("cannot scan source '%s': %s: %s", fs->opt.source, err, strerror(-rc));
 		goto out;
