@@ -26,6 +26,7 @@ struct remote_client;
 struct remote_server;
 struct prep_view;
 struct fs_source;
+struct fs_prefill;
 
 /* Options from the command line / -o (SPEC §1). */
 struct fs_options {
@@ -80,6 +81,10 @@ struct fs_ctx {
 	bool mem_ready;
 	struct fs_counters ctr;
 	bool no_open; /* the kernel sends no opens (FUSE_CAP_NO_OPEN_SUPPORT) */
+	/* Readers that missed the cache and wait on SOURCE or a peer: prefill
+	 * yields to them. */
+	_Atomic unsigned readers_missing;
+	struct fs_prefill *prefill; /* NULL without --prefill */
 	struct timespec started;
 	/* peers (NULL when single node) */
 	struct remote_peers *peers;
@@ -152,6 +157,10 @@ void fs_close_source(struct fs_ctx *fs, int fh);
 struct strbuf;
 void fs_stats_json(struct fs_ctx *fs, struct strbuf *sb);
 void fs_stats_metrics(struct fs_ctx *fs, struct strbuf *sb);
+
+/* Admit unit k of file node from SOURCE ahead of any read (io.c; see
+ * cache_prefill): 0, -EEXIST (held or being filled), -ENOSPC, -errno. */
+int fs_prefill_unit(struct fs_ctx *fs, uint32_t node, uint32_t k);
 
 /* Whether every unit of file node is held by the cache. */
 bool fs_file_cached(struct fs_ctx *fs, uint32_t node);

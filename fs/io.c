@@ -133,7 +133,7 @@ static int fill_unit(void *arg, uint64_t unit, void *dst, size_t len)
  * One unit's share of a read: [uoff, uoff+len) of unit k. Either *direct is
  * set to cached bytes, or buf receives them.
  */
-static int read_unit(struct fill_ctx *fc, uint32_t k, uint64_t uoff, size_t len, void *buf,
+static int read_unit_from(struct fill_ctx *fc, uint32_t k, uint64_t uoff, size_t len, void *buf,
 		     const void **direct)
 {
 	struct fs_ctx *fs = fc->fs;
@@ -158,6 +158,33 @@ static int read_unit(struct fill_ctx *fc, uint32_t k, uint64_t uoff, size_t len,
 	if ((rc = fill_ctx_open(fc)) < 0)
 		return rc;
 	return source_read(fs, fc->node, fc->fd, (uint64_t)k * fs->ns.chunk_size + uoff, len, buf);
+}
+
+/* read_unit_from, counting a reader that misses the cache while it waits:
+ * prefill (fs/prefill.c) yields to such readers. */
+static int read_unit(struct fill_ctx *fc, uint32_t k, uint64_t uoff, size_t len, void *buf,
+		     const void **direct)
+{
+	struct fs_ctx *fs = fc->fs;
+
+	if (cache_holds(fs->cache, (uint64_t)fs->ns.nodes[fc->node].first + k))
+		return read_unit_from(fc, k, uoff, len, buf, direct);
+	atomic_fetch_add_explicit(&fs->readers_missing, 1, memory_order_relaxed);
+	int rc = read_unit_from(fc, k, uoff, len, buf, direct);
+	atomic_fetch_sub_explicit(&fs->readers_missing, 1, memory_order_relaxed);
+	return rc;
+}
+
+int fs_prefill_unit(struct fs_ctx *fs, uint32_t node, uint32_t k)
+{
+	const struct ns_node *n = &fs->ns.nodes[node];
+	struct fill_ctx fc = { fs, node, -1, false, false, false, NULL };
+	int rc = cache_prefill(fs->cache, (uint64_t)n->first + k, ns_unit_len(&fs->ns, node, k),
+			       fill_unit, &fc);
+
+	if (fc.own_fd)
+		fs_close_source(fs, fc.fd);
+	return rc;
 }
 
 static ssize_t read_file(struct fs_ctx *fs, uint32_t node, int fd, struct fs_peer_buf *pb,

@@ -23,6 +23,7 @@
 #include "common/size.h"
 #include "fs/fs.h"
 #include "fs/peer.h"
+#include "fs/prefill.h"
 #include "fs/prepview.h"
 #include "fs/source.h"
 #include "remote/remote.h"
@@ -515,6 +516,10 @@ int main(int argc, char *argv[])
 		log_err("cannot start the prepared view: %s", strerror(-rc));
 		goto out;
 	}
+	if (fs->opt.prefill && (rc = fs_prefill_start(fs, fs->src->ops->prefill_parallel)) < 0) {
+		log_err("cannot start prefill: %s", strerror(-rc));
+		goto out;
+	}
 	struct fuse_loop_config *lc = fuse_loop_cfg_create();
 	if (!lc) {
 		log_err("out of memory");
@@ -538,6 +543,7 @@ out:
 	 * view's decode threads, which fetch from peers, are joined. */
 	remote_server_stop(fs->server);
 	fs->server = NULL;
+	fs_prefill_stop(fs);
 	fs_prep_stop(fs);
 	fs_peer_stop(fs);
 	cache_destroy(fs->cache);

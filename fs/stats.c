@@ -7,11 +7,31 @@
 #include "cache/cache.h"
 #include "common/strbuf.h"
 #include "fs/fs.h"
+#include "fs/prefill.h"
+#include "fs/source.h"
 #include "fs/stats.h"
 
 static uint64_t ld(_Atomic uint64_t *c)
 {
 	return atomic_load_explicit(c, memory_order_relaxed);
+}
+
+/* The source's own counters and prefill's progress. */
+static void fs_source_collect(struct fs_ctx *fs, struct fs_stats *s)
+{
+	struct fs_source_stats ss;
+	struct fs_prefill_stats ps;
+
+	fs->src->ops->get_stats(fs->src, &ss);
+	s->source_requests = ss.requests;
+	s->source_retries = ss.retries;
+	s->source_skipped_keys = ss.skipped_keys;
+	s->source_latency_p50_ms = ss.latency_p50_ms;
+	s->source_latency_p99_ms = ss.latency_p99_ms;
+	fs_prefill_get_stats(fs, &ps);
+	s->prefill_target_bytes = ps.target_bytes;
+	s->prefill_done_bytes = ps.done_bytes;
+	s->prefill_running = ps.running;
 }
 
 void fs_stats_collect(struct fs_ctx *fs, struct fs_stats *s)
@@ -26,6 +46,7 @@ void fs_stats_collect(struct fs_ctx *fs, struct fs_stats *s)
 	s->source_reads = ld(&fs->ctr.source_reads);
 	s->source_bytes = ld(&fs->ctr.source_bytes);
 	s->source_errors = ld(&fs->ctr.source_errors);
+	fs_source_collect(fs, s);
 	s->opens = ld(&fs->ctr.opens);
 	s->reads = ld(&fs->ctr.reads);
 	s->read_bytes = ld(&fs->ctr.read_bytes);
@@ -53,9 +74,18 @@ void fs_stats_json(struct fs_ctx *fs, struct strbuf *sb)
 		      (unsigned long long)s.cache.hit_bytes, (unsigned long long)s.cache.miss_bytes,
 		      (unsigned long long)s.cache.admitted, (unsigned long long)s.cache.refused,
 		      (unsigned long long)fs->ns.chunk_size);
-	strbuf_printf(sb, "\"source\":{\"reads\":%llu,\"bytes\":%llu,\"errors\":%llu},",
+	strbuf_printf(sb, "\"source\":{\"reads\":%llu,\"bytes\":%llu,\"errors\":%llu,",
 		      (unsigned long long)s.source_reads, (unsigned long long)s.source_bytes,
 		      (unsigned long long)s.source_errors);
+	strbuf_printf(sb,
+		      "\"requests\":%llu,\"retries\":%llu,\"latency_ms\":{\"p50\":%.3f,\"p99\":%.3f},"
+		      "\"skipped_keys\":%llu,\"kind\":\"%s\"},",
+		      (unsigned long long)s.source_requests, (unsigned long long)s.source_retries,
+		      s.source_latency_p50_ms, s.source_latency_p99_ms,
+		      (unsigned long long)s.source_skipped_keys, fs->src->ops->kind);
+	strbuf_printf(sb, "\"prefill\":{\"target_bytes\":%llu,\"done_bytes\":%llu,\"running\":%s},",
+		      (unsigned long long)s.prefill_target_bytes,
+		      (unsigned long long)s.prefill_done_bytes, s.prefill_running ? "true" : "false");
 	strbuf_printf(sb,
 		      "\"peers\":{\"fetches\":%llu,\"bytes\":%llu,\"errors\":%llu,\"served\":%llu,"
 		      "\"served_bytes\":%llu,\"node\":%d,\"nodes\":",
@@ -107,6 +137,21 @@ void fs_stats_metrics(struct fs_ctx *fs, struct strbuf *sb)
 	       (double)s.source_bytes);
 	metric(sb, "source_errors_total", "counter", "SOURCE files changed or unreadable.",
 	       (double)s.source_errors);
+	metric(sb, "source_requests_total", "counter", "Requests to SOURCE, retries included.",
+	       (double)s.source_requests);
+	metric(sb, "source_retries_total", "counter", "SOURCE requests repeated after a failure.",
+	       (double)s.source_retries);
+	metric(sb, "source_latency_p50_ms", "gauge", "Median SOURCE request latency.",
+	       s.source_latency_p50_ms);
+	metric(sb, "source_latency_p99_ms", "gauge", "99th percentile SOURCE request latency.",
+	       s.source_latency_p99_ms);
+	metric(sb, "source_skipped_keys", "gauge", "Listed objects that cannot be paths.",
+	       (double)s.source_skipped_keys);
+	metric(sb, "prefill_target_bytes", "gauge", "Bytes prefill means to fetch.",
+	       (double)s.prefill_target_bytes);
+	metric(sb, "prefill_done_bytes", "gauge", "Bytes prefill has admitted.",
+	       (double)s.prefill_done_bytes);
+	metric(sb, "prefill_running", "gauge", "1 while prefill runs.", s.prefill_running ? 1 : 0);
 	fs_peer_metrics(fs, sb);
 	metric(sb, "prep_decodes_total", "counter", "Images decoded.", (double)s.prep_decodes);
 	metric(sb, "prep_shared_total", "counter", "Prepared reads served by a shared decode.",
