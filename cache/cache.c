@@ -251,6 +251,37 @@ static uint64_t wait_fill(struct cache *c, uint64_t unit)
 	return st;
 }
 
+/* Fill unit (its state already FILLING, owned by the caller) and publish it. */
+static int fill_and_publish(struct cache *c, uint64_t unit, size_t unit_len, cache_fill_fn fill,
+		     void *arg, const void **data)
+{
+	uint64_t off;
+	if (!arena_alloc(c, unit_len, &off)) {
+		count(&c->refused, 1);
+		atomic_store_explicit(&c->state[unit], STATE_EMPTY, memory_order_release);
+		wake_waiters(c, unit);
+		return -ENOSPC;
+	}
+	int rc = fill(arg, unit, c->arena + off, unit_len);
+	if (rc < 0) {
+		bool transient = cache_fill_error_is_transient(rc);
+		count(&c->fill_errors, 1);
+		if (!transient)
+			count(&c->failed_units, 1);
+		arena_unalloc(c, off, unit_len);
+		atomic_store_explicit(&c->state[unit], transient ? STATE_EMPTY : STATE_FAILED,
+				      memory_order_release);
+		wake_waiters(c, unit);
+		return transient ? rc : -EIO;
+	}
+	count(&c->admitted, 1);
+	count(&c->items, 1);
+	atomic_store_explicit(&c->state[unit], (off << 2) | STATE_HELD, memory_order_release);
+	wake_waiters(c, unit);
+	*data = c->arena + off;
+	return 0;
+}
+
 int cache_get(struct cache *c, uint64_t unit, size_t unit_len, size_t want_bytes, bool admit,
 	      cache_fill_fn fill, void *arg, const void **data)
 {
@@ -288,31 +319,20 @@ int cache_get(struct cache *c, uint64_t unit, size_t unit_len, size_t want_bytes
 		st = expect;
 	}
 
-	uint64_t off;
-	if (!arena_alloc(c, unit_len, &off)) {
-		count(&c->refused, 1);
-		atomic_store_explicit(&c->state[unit], STATE_EMPTY, memory_order_release);
-		wake_waiters(c, unit);
-		return -ENOSPC;
-	}
-	int rc = fill(arg, unit, c->arena + off, unit_len);
-	if (rc < 0) {
-		bool transient = cache_fill_error_is_transient(rc);
-		count(&c->fill_errors, 1);
-		if (!transient)
-			count(&c->failed_units, 1);
-		arena_unalloc(c, off, unit_len);
-		atomic_store_explicit(&c->state[unit], transient ? STATE_EMPTY : STATE_FAILED,
-				      memory_order_release);
-		wake_waiters(c, unit);
-		return transient ? rc : -EIO;
-	}
-	count(&c->admitted, 1);
-	count(&c->items, 1);
-	atomic_store_explicit(&c->state[unit], (off << 2) | STATE_HELD, memory_order_release);
-	wake_waiters(c, unit);
-	*data = c->arena + off;
-	return 0;
+	return fill_and_publish(c, unit, unit_len, fill, arg, data);
+}
+
+int cache_prefill(struct cache *c, uint64_t unit, size_t unit_len, cache_fill_fn fill, void *arg)
+{
+	const void *data;
+	uint64_t expect = STATE_EMPTY;
+
+	if (unit >= c->nunits)
+		return -EINVAL;
+	if (!atomic_compare_exchange_strong_explicit(&c->state[unit], &expect, STATE_FILLING,
+						     memory_order_acq_rel, memory_order_acquire))
+		return -EEXIST; /* held, or being filled by someone else */
+	return fill_and_publish(c, unit, unit_len, fill, arg, &data);
 }
 
 bool cache_holds(const struct cache *c, uint64_t unit)

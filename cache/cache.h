@@ -74,6 +74,15 @@ void cache_destroy(struct cache *c);
 int cache_get(struct cache *c, uint64_t unit, size_t unit_len, size_t want_bytes, bool admit,
 	      cache_fill_fn fill, void *arg, const void **data);
 
+/*
+ * Admit unit ahead of any read (prefill): fill it through fill(arg, ...)
+ * unless it is held or being filled already. Hits and misses do not move.
+ * Returns 0 (filled by this call), -EEXIST (held or being filled), -ENOSPC
+ * (no room: fill was not called), or the fill's -errno. Blocks during the
+ * fill; concurrent cache_get callers of the unit wait for it.
+ */
+int cache_prefill(struct cache *c, uint64_t unit, size_t unit_len, cache_fill_fn fill, void *arg);
+
 /* Whether unit is held (a cheap load; no counters move). */
 bool cache_holds(const struct cache *c, uint64_t unit);
 

@@ -25,6 +25,8 @@ struct remote_peers;
 struct remote_client;
 struct remote_server;
 struct prep_view;
+struct fs_source;
+struct fs_prefill;
 
 /* Options from the command line / -o (SPEC §1). */
 struct fs_options {
@@ -46,6 +48,13 @@ struct fs_options {
 	char *seed;
 	char *log_file;
 	bool kernel_cache;
+	bool prefill;
+	/* object-store SOURCE (s3://BUCKET[/PREFIX]) */
+	char *endpoint;
+	char *region;
+	char *profile;
+	bool no_sign_request;
+	char *s3_addressing;
 	bool show_help;
 	bool show_version;
 	int npos;          /* positional arguments seen while parsing */
@@ -61,7 +70,7 @@ struct fs_counters {
 struct fs_ctx {
 	struct fs_options opt;
 	struct ns ns;
-	int source_fd;
+	struct fs_source *src; /* SOURCE: a directory or a bucket (fs/source.h) */
 	struct cache *cache;
 	uint64_t cache_bytes;
 	uint64_t chunk_bytes;
@@ -73,11 +82,10 @@ struct fs_ctx {
 	struct fs_counters ctr;
 	bool no_open; /* the kernel sends no opens (FUSE_CAP_NO_OPEN_SUPPORT) */
 	int report_fd; /* main.c: pipe to the waiting parent until ready, else -1 */
-	/* io.c: SOURCE problems are logged once per file (bit per node), the
-	 * rest summed up in one line at most every FS_LOG_SUMMARY_S seconds. */
-	_Atomic uint64_t *src_logged;
-	_Atomic uint64_t src_unlogged;
-	_Atomic int64_t src_summary_at;
+	/* Readers that missed the cache and wait on SOURCE or a peer: prefill
+	 * yields to them. */
+	_Atomic unsigned readers_missing;
+	struct fs_prefill *prefill; /* NULL without --prefill */
 	struct timespec started;
 	/* peers (NULL when single node) */
 	struct remote_peers *peers;
@@ -106,8 +114,8 @@ extern const struct fuse_lowlevel_ops fs_ops;
 
 /*
  * Read [off, off+len) of regular file node into buf, through the cache,
- * the owning peer or SOURCE (io.c). fd is an open SOURCE fd for the file,
- * or -1 to open one when needed. Returns the bytes read (short only at EOF)
+ * the owning peer or SOURCE (io.c). fd is a SOURCE handle from
+ * fs_open_source, or -1 to open one when needed. Returns the bytes read (short only at EOF)
  * or -errno (-EIO when the source file changed since mount).
  */
 ssize_t fs_read_file(struct fs_ctx *fs, uint32_t node, int fd, uint64_t off, size_t len, void *buf);
@@ -139,21 +147,22 @@ ssize_t fs_read_file_ref(struct fs_ctx *fs, uint32_t node, int fd, struct fs_pee
 ssize_t fs_read_file_local(struct fs_ctx *fs, uint32_t node, uint64_t off, size_t len, void *buf,
 			   const void **direct);
 
-/* Open SOURCE's file for node, checking it still matches the snapshot.
- * Returns an fd or -errno: -EIO when it changed or cannot be opened,
- * -EMFILE when the daemon is out of descriptors (EMFILE or ENFILE). */
-int fs_open_source(struct fs_ctx *fs, uint32_t node);
-
-/* The read path's state, after ns_scan(): 0 or -ENOMEM. fini accepts an
- * fs whose init failed or never ran. */
-#define FS_LOG_SUMMARY_S 60
-int fs_io_init(struct fs_ctx *fs);
-void fs_io_fini(struct fs_ctx *fs);
+/* Open SOURCE's file for node, checking it still matches the snapshot:
+ * 0 and *fh (a handle >= 0, or -1 for a source without handles), or -errno:
+ * -EIO (and a log line) when it changed or cannot be opened, -EMFILE when
+ * the daemon is out of descriptors (EMFILE or ENFILE). */
+int fs_open_source(struct fs_ctx *fs, uint32_t node, int *fh);
+/* Close a handle from fs_open_source (-1 ok). */
+void fs_close_source(struct fs_ctx *fs, int fh);
 
 /* The statistics JSON of SPEC §4 into sb (stats.c). */
 struct strbuf;
 void fs_stats_json(struct fs_ctx *fs, struct strbuf *sb);
 void fs_stats_metrics(struct fs_ctx *fs, struct strbuf *sb);
+
+/* Admit unit k of file node from SOURCE ahead of any read (io.c; see
+ * cache_prefill): 0, -EEXIST (held or being filled), -ENOSPC, -errno. */
+int fs_prefill_unit(struct fs_ctx *fs, uint32_t node, uint32_t k);
 
 /* Whether every unit of file node is held by the cache. */
 bool fs_file_cached(struct fs_ctx *fs, uint32_t node);

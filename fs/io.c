@@ -2,174 +2,57 @@
 /*
  * The read path below FUSE: a read of a dataset file is split into cache
  * units; each unit comes from the MinIO cache, from the peer that owns it,
- * or from SOURCE. SOURCE reads drop their pages from the kernel page cache
- * (POSIX_FADV_DONTNEED), so the daemon's memory is the only cache and its
- * budget is honest.
+ * or from SOURCE, through the source's operations (fs/source.h).
  */
 #include <errno.h>
-#include <fcntl.h>
-#include <stdarg.h>
-#include <stdio.h>
-#include <time.h>
-#include <limits.h>
-#include <linux/openat2.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include "cache/cache.h"
 #include "common/log.h"
 #include "fs/fs.h"
 #include "fs/peer.h"
+#include "fs/source.h"
 
-static int open_beneath(int dirfd, const char *relpath)
+int fs_open_source(struct fs_ctx *fs, uint32_t node, int *fh)
 {
-	struct open_how how = {
-		.flags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, /* a FIFO must not block */
-		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
-	};
-	long fd = syscall(SYS_openat2, dirfd, relpath, &how, sizeof(how));
+	int rc = fs->src->ops->open(fs->src, &fs->ns, node, fh);
 
-	if (fd < 0 && errno == ENOSYS)
-		fd = openat(dirfd, relpath, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-	return (int)fd;
-}
-
-static bool matches_snapshot(const struct ns_node *n, const struct stat *st)
-{
-	int64_t mt = (int64_t)st->st_mtim.tv_sec * 1000000000LL + st->st_mtim.tv_nsec;
-	return S_ISREG(st->st_mode) && (uint64_t)st->st_size == n->size && mt == n->mtime_ns;
-}
-
-int fs_io_init(struct fs_ctx *fs)
-{
-	fs->src_logged = calloc(fs->ns.nnodes / 64 + 1, sizeof(*fs->src_logged));
-	return fs->src_logged ? 0 : -ENOMEM;
-}
-
-void fs_io_fini(struct fs_ctx *fs)
-{
-	free(fs->src_logged);
-	fs->src_logged = NULL;
-}
-
-/*
- * Log a problem with node's SOURCE file: the first one per file in full,
- * later ones only counted, and a summary of those at most every
- * FS_LOG_SUMMARY_S seconds, so a file read in a loop (or a flood of
- * EMFILE) cannot fill the log. source.errors counts them all when count.
- */
-static void source_problem(struct fs_ctx *fs, uint32_t node, bool count, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-static void source_problem(struct fs_ctx *fs, uint32_t node, bool count, const char *fmt, ...)
-{
-	uint64_t bit = 1ULL << (node % 64);
-	struct timespec now;
-
-	if (count)
+	/* Out of descriptors is the daemon's state, not the file's: the reader
+	 * gets EMFILE and may retry; it is not a source error. */
+	if (rc < 0 && rc != -EMFILE)
 		fs_count(&fs->ctr.source_errors, 1);
-	if (!fs->src_logged ||
-	    !(atomic_fetch_or_explicit(&fs->src_logged[node / 64], bit, memory_order_relaxed) &
-	      bit)) {
-		char path[PATH_MAX], line[512];
-		va_list ap;
-
-		if (ns_path(&fs->ns, node, path, sizeof(path)) < 0)
-			strcpy(path, "(path too long)");
-		va_start(ap, fmt);
-		vsnprintf(line, sizeof(line), fmt, ap);
-		va_end(ap);
-		log_err("%s: %s (later problems with this file are counted, not logged)", path,
-			line);
-		return;
-	}
-	atomic_fetch_add_explicit(&fs->src_unlogged, 1, memory_order_relaxed);
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	int64_t due = atomic_load_explicit(&fs->src_summary_at, memory_order_relaxed);
-	if (now.tv_sec < due ||
-	    !atomic_compare_exchange_strong_explicit(&fs->src_summary_at, &due,
-						     now.tv_sec + FS_LOG_SUMMARY_S,
-						     memory_order_relaxed, memory_order_relaxed))
-		return;
-	uint64_t n = atomic_exchange_explicit(&fs->src_unlogged, 0, memory_order_relaxed);
-	if (n)
-		log_err("%llu more SOURCE read problems with files already logged",
-			(unsigned long long)n);
+	return rc;
 }
 
-static void report_changed(struct fs_ctx *fs, uint32_t node, const char *why)
+void fs_close_source(struct fs_ctx *fs, int fh)
 {
-	source_problem(fs, node, true, "%s since mount; reads fail with EIO", why);
+	if (fh >= 0)
+		fs->src->ops->close(fs->src, fh);
 }
 
-int fs_open_source(struct fs_ctx *fs, uint32_t node)
+/* Exactly len bytes at off of file node from SOURCE (the source logs why
+ * it failed; the count is ours). */
+static int source_read(struct fs_ctx *fs, uint32_t node, int fh, uint64_t off, size_t len,
+		       void *buf)
 {
-	char path[PATH_MAX];
-	struct stat st;
+	int rc = fs->src->ops->read(fs->src, &fs->ns, node, fh, off, len, buf);
 
-	if (ns_path(&fs->ns, node, path, sizeof(path)) < 0)
-		return -ENAMETOOLONG;
-	int fd = open_beneath(fs->source_fd, path);
-	if (fd < 0) {
-		int e = errno;
-		/* Out of descriptors is the daemon's state, not the file's: the
-		 * reader gets EMFILE and may retry; nothing is marked failed. */
-		if (e == EMFILE || e == ENFILE) {
-			source_problem(fs, node, false, "cannot open source file: %s; EMFILE to the "
-				       "reader", strerror(e));
-			return -EMFILE;
-		}
-		source_problem(fs, node, true, "cannot open source file: %s", strerror(e));
-		return -EIO;
+	if (rc < 0) {
+		fs_count(&fs->ctr.source_errors, 1);
+		return rc;
 	}
-	if (fstat(fd, &st) < 0 || !matches_snapshot(&fs->ns.nodes[node], &st)) {
-		close(fd);
-		report_changed(fs, node, "changed (size, mtime or type)");
-		return -EIO;
-	}
-	return fd;
-}
-
-/* pread exactly len bytes at off, then drop them from the page cache. A short
- * read means the file shrank: -EIO. */
-static int source_pread(struct fs_ctx *fs, uint32_t node, int fd, uint64_t off, size_t len,
-			void *buf)
-{
-	size_t done = 0;
-
-	while (done < len) {
-		ssize_t n = pread(fd, (char *)buf + done, len - done, (off_t)(off + done));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			source_problem(fs, node, true, "read failed: %s", strerror(errno));
-			return -EIO;
-		}
-		if (n == 0) {
-			report_changed(fs, node, "shrank");
-			return -EIO;
-		}
-		fs_count(&fs->ctr.source_reads, 1);
-		fs_count(&fs->ctr.source_bytes, (uint64_t)n);
-		done += (size_t)n;
-	}
-	posix_fadvise(fd, (off_t)off, (off_t)len, POSIX_FADV_DONTNEED);
-	/* Catch a file rewritten in place while we read it: never mixed bytes. */
-	struct stat st;
-	if (fstat(fd, &st) < 0 || !matches_snapshot(&fs->ns.nodes[node], &st)) {
-		report_changed(fs, node, "changed while being read");
-		return -EIO;
-	}
+	fs_count(&fs->ctr.source_reads, 1);
+	fs_count(&fs->ctr.source_bytes, len);
 	return 0;
 }
 
 struct fill_ctx {
 	struct fs_ctx *fs;
 	uint32_t node;
-	int fd; /* -1 until opened here */
+	int fd; /* SOURCE handle, -1 until opened here (or none for this source) */
 	bool own_fd;
+	bool opened;
 	bool allow_peer; /* false when serving a peer: never forward */
 	struct fs_peer_buf *pb;
 };
@@ -223,16 +106,17 @@ static int peer_read(struct fill_ctx *fc, uint32_t k, uint64_t uoff, size_t len,
 	return 0;
 }
 
-static int fill_ctx_fd(struct fill_ctx *fc)
+/* The handle for fc's file, opened (and checked) once per read; 0 or -errno. */
+static int fill_ctx_open(struct fill_ctx *fc)
 {
-	if (fc->fd < 0) {
-		int fd = fs_open_source(fc->fs, fc->node);
-		if (fd < 0)
-			return fd;
-		fc->fd = fd;
-		fc->own_fd = true;
+	if (fc->fd < 0 && !fc->opened) {
+		int rc = fs_open_source(fc->fs, fc->node, &fc->fd);
+		if (rc < 0)
+			return rc;
+		fc->opened = true;
+		fc->own_fd = fc->fd >= 0;
 	}
-	return fc->fd;
+	return 0;
 }
 
 static int fill_unit(void *arg, uint64_t unit, void *dst, size_t len)
@@ -240,18 +124,18 @@ static int fill_unit(void *arg, uint64_t unit, void *dst, size_t len)
 	struct fill_ctx *fc = arg;
 	const struct ns_node *n = &fc->fs->ns.nodes[fc->node];
 	uint64_t k = unit - n->first;
-	int fd = fill_ctx_fd(fc);
+	int rc = fill_ctx_open(fc);
 
-	if (fd < 0)
-		return fd;
-	return source_pread(fc->fs, fc->node, fd, k * fc->fs->ns.chunk_size, len, dst);
+	if (rc < 0)
+		return rc;
+	return source_read(fc->fs, fc->node, fc->fd, k * fc->fs->ns.chunk_size, len, dst);
 }
 
 /*
  * One unit's share of a read: [uoff, uoff+len) of unit k. Either *direct is
  * set to cached bytes, or buf receives them.
  */
-static int read_unit(struct fill_ctx *fc, uint32_t k, uint64_t uoff, size_t len, void *buf,
+static int read_unit_from(struct fill_ctx *fc, uint32_t k, uint64_t uoff, size_t len, void *buf,
 		     const void **direct)
 {
 	struct fs_ctx *fs = fc->fs;
@@ -273,17 +157,43 @@ static int read_unit(struct fill_ctx *fc, uint32_t k, uint64_t uoff, size_t len,
 	*direct = NULL;
 	if (!mine && fc->allow_peer && peer_read(fc, k, uoff, len, buf) == 0)
 		return 0;
-	int fd = fill_ctx_fd(fc);
-	if (fd < 0)
-		return fd;
-	return source_pread(fs, fc->node, fd, (uint64_t)k * fs->ns.chunk_size + uoff, len, buf);
+	if ((rc = fill_ctx_open(fc)) < 0)
+		return rc;
+	return source_read(fs, fc->node, fc->fd, (uint64_t)k * fs->ns.chunk_size + uoff, len, buf);
+}
+
+/* read_unit_from, counting a reader that misses the cache while it waits:
+ * prefill (fs/prefill.c) yields to such readers. */
+static int read_unit(struct fill_ctx *fc, uint32_t k, uint64_t uoff, size_t len, void *buf,
+		     const void **direct)
+{
+	struct fs_ctx *fs = fc->fs;
+
+	if (cache_holds(fs->cache, (uint64_t)fs->ns.nodes[fc->node].first + k))
+		return read_unit_from(fc, k, uoff, len, buf, direct);
+	atomic_fetch_add_explicit(&fs->readers_missing, 1, memory_order_relaxed);
+	int rc = read_unit_from(fc, k, uoff, len, buf, direct);
+	atomic_fetch_sub_explicit(&fs->readers_missing, 1, memory_order_relaxed);
+	return rc;
+}
+
+int fs_prefill_unit(struct fs_ctx *fs, uint32_t node, uint32_t k)
+{
+	const struct ns_node *n = &fs->ns.nodes[node];
+	struct fill_ctx fc = { fs, node, -1, false, false, false, NULL };
+	int rc = cache_prefill(fs->cache, (uint64_t)n->first + k, ns_unit_len(&fs->ns, node, k),
+			       fill_unit, &fc);
+
+	if (fc.own_fd)
+		fs_close_source(fs, fc.fd);
+	return rc;
 }
 
 static ssize_t read_file(struct fs_ctx *fs, uint32_t node, int fd, struct fs_peer_buf *pb,
 			 uint64_t off, size_t len, void *buf, const void **direct, bool allow_peer)
 {
 	const struct ns_node *n = &fs->ns.nodes[node];
-	struct fill_ctx fc = { fs, node, fd, false, allow_peer, pb };
+	struct fill_ctx fc = { fs, node, fd, false, false, allow_peer, pb };
 	size_t done = 0;
 	ssize_t ret;
 
@@ -317,7 +227,7 @@ static ssize_t read_file(struct fs_ctx *fs, uint32_t node, int fd, struct fs_pee
 	ret = (ssize_t)len;
 out:
 	if (fc.own_fd)
-		close(fc.fd);
+		fs_close_source(fs, fc.fd);
 	return ret;
 }
 

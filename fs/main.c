@@ -26,7 +26,9 @@
 #include "common/size.h"
 #include "fs/fs.h"
 #include "fs/peer.h"
+#include "fs/prefill.h"
 #include "fs/prepview.h"
+#include "fs/source.h"
 #include "remote/remote.h"
 
 enum { KEY_HELP, KEY_VERSION, KEY_FOREGROUND, KEY_DEBUG };
@@ -49,6 +51,14 @@ static const struct fuse_opt fs_opt_spec[] = {
 	OPT2("--log-file=%s", "log_file=%s", log_file),
 	{"--kernel-cache", offsetof(struct fs_options, kernel_cache), 1},
 	{"kernel_cache", offsetof(struct fs_options, kernel_cache), 1},
+	{"--prefill", offsetof(struct fs_options, prefill), 1},
+	{"prefill", offsetof(struct fs_options, prefill), 1},
+	OPT2("--endpoint=%s", "endpoint=%s", endpoint),
+	OPT2("--region=%s", "region=%s", region),
+	OPT2("--profile=%s", "profile=%s", profile),
+	{"--no-sign-request", offsetof(struct fs_options, no_sign_request), 1},
+	{"no_sign_request", offsetof(struct fs_options, no_sign_request), 1},
+	OPT2("--s3-addressing=%s", "s3_addressing=%s", s3_addressing),
 	FUSE_OPT_KEY("-h", KEY_HELP),
 	FUSE_OPT_KEY("--help", KEY_HELP),
 	FUSE_OPT_KEY("-V", KEY_VERSION),
@@ -63,7 +73,8 @@ static const struct fuse_opt fs_opt_spec[] = {
 
 static const char usage[] =
 	"usage: coordfs [OPTIONS] SOURCE MOUNTPOINT\n"
-	"Mount SOURCE read-only at MOUNTPOINT through a MinIO memory cache.\n\n"
+	"Mount SOURCE read-only at MOUNTPOINT through a MinIO memory cache.\n"
+	"SOURCE is a directory or an S3 bucket, s3://BUCKET[/PREFIX].\n\n"
 	"  -f, --foreground         stay in the foreground, log to stderr\n"
 	"  -d, --debug              verbose logging (implies -f)\n"
 	"  --cache-size=SIZE        cache budget: bytes, K/M/G/T, or N% of RAM (25%)\n"
@@ -80,6 +91,16 @@ static const char usage[] =
 	"  --log-file=FILE          log here instead of syslog once detached\n"
 	"  --kernel-cache           let the kernel keep file pages and skip opens (faster\n"
 	"                           warm reads; page-cache memory is outside the budget)\n"
+	"  --prefill                after mounting, fill this node's share of the cache\n"
+	"                           from SOURCE in the background (readers go first)\n"
+	"S3 sources (credentials: AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, the shared\n"
+	"credentials and config files, or the container/instance role; never options):\n"
+	"  --endpoint=URL           S3-compatible endpoint, http(s)://host[:port] (AWS)\n"
+	"  --region=NAME            region (AWS_REGION, the profile's, else us-east-1)\n"
+	"  --profile=NAME           profile of the shared files (AWS_PROFILE, else default)\n"
+	"  --no-sign-request        anonymous requests (public buckets)\n"
+	"  --s3-addressing=path|virtual  bucket in the path or the host name (virtual on\n"
+	"                           AWS, path with --endpoint)\n"
 	"  -o OPT[,OPT...]          the same as key=value (cache_size=8G), and FUSE mount options\n"
 	"  -V, --version, -h, --help\n";
 
@@ -187,10 +208,13 @@ static int check_paths(struct fs_options *o)
 
 	if (!o->source || !o->mountpoint)
 		return fail("need SOURCE and MOUNTPOINT (see --help)");
-	if (stat(o->source, &st) < 0)
-		return fail("source '%s': %s", o->source, strerror(errno));
-	if (!S_ISDIR(st.st_mode))
-		return fail("source '%s' is not a directory", o->source);
+	/* An s3:// SOURCE is checked by listing it, still before the mount. */
+	if (!fs_source_is_s3(o->source)) {
+		if (stat(o->source, &st) < 0)
+			return fail("source '%s': %s", o->source, strerror(errno));
+		if (!S_ISDIR(st.st_mode))
+			return fail("source '%s' is not a directory", o->source);
+	}
 	if (stat(o->mountpoint, &st) < 0)
 		return fail("mount point '%s': %s", o->mountpoint, strerror(errno));
 	if (!S_ISDIR(st.st_mode))
@@ -260,6 +284,18 @@ static int parse_sizes(struct fs_ctx *fs)
 		return fail("--secret-file needs --peers (it authenticates peer requests)");
 	if (!o->peers && o->listen)
 		return fail("--listen needs --peers");
+	if (o->s3_addressing && strcmp(o->s3_addressing, "path") && strcmp(o->s3_addressing, "virtual"))
+		return fail("bad --s3-addressing '%s': want path or virtual", o->s3_addressing);
+	if (!fs_source_is_s3(o->source)) {
+		const char *s3_only = o->endpoint	    ? "--endpoint"
+				      : o->region	    ? "--region"
+				      : o->profile	    ? "--profile"
+				      : o->no_sign_request ? "--no-sign-request"
+				      : o->s3_addressing   ? "--s3-addressing"
+							    : NULL;
+		if (s3_only)
+			return fail("%s applies only to an s3://BUCKET[/PREFIX] SOURCE", s3_only);
+	}
 	if (o->prepared_name && (!*o->prepared_name || strchr(o->prepared_name, '/') ||
 				 !strcmp(o->prepared_name, ".") || !strcmp(o->prepared_name, "..")))
 		return fail("bad --prepared-name '%s': want a plain file name", o->prepared_name);
@@ -438,6 +474,10 @@ static void free_options(struct fs_options *o)
 	free(o->prep_mem);
 	free(o->seed);
 	free(o->log_file);
+	free(o->endpoint);
+	free(o->region);
+	free(o->profile);
+	free(o->s3_addressing);
 }
 
 int main(int argc, char *argv[])
@@ -453,7 +493,6 @@ int main(int argc, char *argv[])
 	if (!fs)
 		return fail("out of memory");
 	raise_nofile_limit();
-	fs->source_fd = -1;
 	fs->listen_fd = -1;
 	fs->report_fd = -1;
 	if (fuse_opt_parse(&args, &fs->opt, fs_opt_spec, opt_proc) < 0) {
@@ -492,7 +531,7 @@ int main(int argc, char *argv[])
 		goto out;
 
 	/* The daemon changes to "/" when it detaches: keep absolute paths. */
-	char *abs = realpath(fs->opt.source, NULL);
+	char *abs = fs_source_is_s3(fs->opt.source) ? NULL : realpath(fs->opt.source, NULL);
 	if (abs) {
 		free(fs->opt.source);
 		fs->opt.source = abs;
@@ -511,17 +550,37 @@ int main(int argc, char *argv[])
 			goto out;
 		}
 	}
-	fs->source_fd = open(fs->opt.source, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fs->source_fd < 0) {
-		ret = fail("source '%s': %s", fs->opt.source, strerror(errno));
+	int rc;
+	if (fs_source_is_s3(fs->opt.source)) {
+		struct fs_source_s3_options so = {
+			.url = fs->opt.source,
+			.endpoint = fs->opt.endpoint,
+			.region = fs->opt.region,
+			.profile = fs->opt.profile,
+			.addressing = fs->opt.s3_addressing,
+			.no_sign = fs->opt.no_sign_request,
+			.uid = getuid(),
+			.gid = getgid(),
+		};
+		rc = fs_source_s3_create(&so, &fs->src, err, sizeof(err));
+	} else {
+		rc = fs_source_local_create(fs->opt.source, &fs->src, err, sizeof(err));
+	}
+	if (rc < 0) {
+		ret = fail("%s", err);
 		goto out;
 	}
-	int rc = ns_scan(&fs->ns, fs->source_fd, fs->chunk_bytes, err, sizeof(err));
+	/* Listing a bucket is where wrong credentials or a missing bucket show. */
+	rc = fs->src->ops->build_ns(fs->src, &fs->ns, fs->chunk_bytes, err, sizeof(err));
+	if (rc < 0 && fs_source_is_s3(fs->opt.source)) {
+		ret = fail("cannot list source '%s': %s", fs->opt.source, err);
+		goto out;
+	}
 	if (rc < 0) {
 		ret = fail("cannot scan source '%s': %s: %s", fs->opt.source, err, strerror(-rc));
 		goto out;
 	}
-	if (fs_io_init(fs) < 0) {
+	if (fs_source_log_init(fs->src, fs->ns.nnodes) < 0) {
 		ret = fail("out of memory");
 		goto out;
 	}
@@ -586,12 +645,21 @@ int main(int argc, char *argv[])
 	log_msg(LOG_NOTICE, "serving %s at %s (%u files, seed %llu)", fs->opt.source,
 		fs->opt.mountpoint, fs->ns.nfiles, (unsigned long long)fs->seed);
 
+	if (fs->src->ops->start && (rc = fs->src->ops->start(fs->src)) < 0) {
+		snprintf(why, sizeof(why), "cannot start reading source %s: %s", fs->opt.source,
+			 strerror(-rc));
+		goto out;
+	}
 	if ((rc = fs_peer_start(fs)) < 0) {
 		snprintf(why, sizeof(why), "cannot start the peer service: %s", strerror(-rc));
 		goto out;
 	}
 	if ((rc = fs_prep_start(fs)) < 0) {
 		snprintf(why, sizeof(why), "cannot start the prepared view: %s", strerror(-rc));
+		goto out;
+	}
+	if (fs->opt.prefill && (rc = fs_prefill_start(fs, fs->src->ops->prefill_parallel)) < 0) {
+		snprintf(why, sizeof(why), "cannot start prefill: %s", strerror(-rc));
 		goto out;
 	}
 	struct fuse_loop_config *lc = fuse_loop_cfg_create();
@@ -620,15 +688,14 @@ out:
 	 * view's decode threads, which fetch from peers, are joined. */
 	remote_server_stop(fs->server);
 	fs->server = NULL;
+	fs_prefill_stop(fs);
 	fs_prep_stop(fs);
 	fs_peer_stop(fs);
 	cache_destroy(fs->cache);
 	if (fs->mem_ready)
 		budget_fini(&fs->mem);
-	fs_io_fini(fs);
 	ns_fini(&fs->ns);
-	if (fs->source_fd >= 0)
-		close(fs->source_fd);
+	fs_source_destroy(fs->src);
 	if (why[0])
 		log_err("%s; unmounted", why);
 	/* Only now, with nothing mounted any more, does the parent exit. */

@@ -29,6 +29,7 @@ struct ns_node {
 	uint32_t first;
 	uint32_t count;    /* dir: number of children; file: number of units */
 	uint32_t uid, gid;
+	uint32_t etag_off; /* pool offset of an object's ETag (ns_etag), 0: none */
 	uint16_t mode;     /* st_mode as scanned (type and permission bits) */
 	uint16_t name_len;
 };
@@ -59,6 +60,37 @@ struct ns {
  */
 int ns_scan(struct ns *ns, int source_fd, uint64_t chunk_size, char *err, size_t errlen);
 void ns_fini(struct ns *ns);
+
+/*
+ * A namespace from a key listing (object stores): collect (key, size, ETag,
+ * mtime) records in any order with ns_listing_add, then ns_build sorts
+ * them, splits keys on '/', and builds the same arrays as ns_scan: files
+ * 0444, directories 0555 (mtime: their newest object's), all owned by
+ * uid:gid. Keys that cannot be paths are left out, each logged once with
+ * control characters escaped, and counted in *skipped: empty components
+ * (a leading, doubled or trailing '/'), "." or "..", a component over 255
+ * bytes, a NUL byte, an ETag over NS_MAX_ETAG bytes, a repeated key, and a
+ * key that is also a directory prefix of other keys (the file is dropped,
+ * the keys below it kept).
+ *
+ * A listing is used by one thread at a time. 0 or -ENOMEM / -EOVERFLOW.
+ */
+#define NS_MAX_ETAG 255
+struct ns_listing;
+int ns_listing_create(struct ns_listing **out);
+void ns_listing_destroy(struct ns_listing *l); /* NULL ok */
+int ns_listing_add(struct ns_listing *l, const char *key, size_t key_len, uint64_t size,
+		   const char *etag, int64_t mtime_ns);
+/* The number of records added. */
+size_t ns_listing_count(const struct ns_listing *l);
+/* Build ns from l (l may be destroyed afterwards). 0, or -errno with err
+ * naming the problem (-ENOMEM, -EOVERFLOW). */
+int ns_build(struct ns *ns, struct ns_listing *l, uint64_t chunk_size, uint32_t uid, uint32_t gid,
+	     uint64_t *skipped, char *err, size_t errlen);
+
+/* The ETag of object node i (quotes as listed) into buf: its length, or
+ * -ENOENT (none: not built from a listing), -ENAMETOOLONG. */
+int ns_etag(const struct ns *ns, uint32_t i, char *buf, size_t buflen);
 
 static inline const char *ns_name(const struct ns *ns, uint32_t i)
 {

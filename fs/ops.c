@@ -272,16 +272,15 @@ static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 
 struct fs_handle {
 	uint32_t node;
-	int fd; /* SOURCE fd, or -1 when the whole file was cached at open */
+	int fd; /* SOURCE handle, or -1 (cached at open, or a source without handles) */
 	struct fs_peer_buf peer; /* used only with --peers */
 };
 
-static void handle_free(struct fs_handle *h)
+static void handle_free(struct fs_ctx *fs, struct fs_handle *h)
 {
 	if (!h)
 		return;
-	if (h->fd >= 0)
-		close(h->fd);
+	fs_close_source(fs, h->fd);
 	fs_peer_buf_fini(&h->peer);
 	free(h);
 }
@@ -326,19 +325,18 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fs_peer_buf_init(&h->peer);
 	/* A file wholly in memory needs no SOURCE fd; otherwise open and check it now. */
 	if (!fs_file_cached(fs, node)) {
-		int fd = fs_open_source(fs, node);
-		if (fd < 0) {
-			handle_free(h);
-			fuse_reply_err(req, -fd);
+		int rc = fs_open_source(fs, node, &h->fd);
+		if (rc < 0) {
+			handle_free(fs, h);
+			fuse_reply_err(req, -rc);
 			return;
 		}
-		h->fd = fd;
 	}
 	fi->fh = (uint64_t)(uintptr_t)h;
 	fi->keep_cache = fs->opt.kernel_cache;
 	fi->noflush = 1;
 	if (fuse_reply_open(req, fi) != 0)
-		handle_free(h); /* interrupted or disconnected: no release will come */
+		handle_free(fs, h); /* interrupted or disconnected: no release will come */
 }
 
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -384,7 +382,7 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	if (fs_prep_owns(fs, ino)) {
 		fs_prep_release(fs, fi);
 	} else {
-		handle_free((struct fs_handle *)(uintptr_t)fi->fh);
+		handle_free(fs, (struct fs_handle *)(uintptr_t)fi->fh);
 	}
 	fuse_reply_err(req, 0);
 }

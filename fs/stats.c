@@ -13,6 +13,8 @@
 #include "cache/cache.h"
 #include "common/strbuf.h"
 #include "fs/fs.h"
+#include "fs/prefill.h"
+#include "fs/source.h"
 #include "fs/stats.h"
 #include "remote/remote.h"
 #include "common/utf8.h"
@@ -20,6 +22,24 @@
 static uint64_t ld(_Atomic uint64_t *c)
 {
 	return atomic_load_explicit(c, memory_order_relaxed);
+}
+
+/* The source's own counters and prefill's progress. */
+static void fs_source_collect(struct fs_ctx *fs, struct fs_stats *s)
+{
+	struct fs_source_stats ss;
+	struct fs_prefill_stats ps;
+
+	fs->src->ops->get_stats(fs->src, &ss);
+	s->source_requests = ss.requests;
+	s->source_retries = ss.retries;
+	s->source_skipped_keys = ss.skipped_keys;
+	s->source_latency_p50_ms = ss.latency_p50_ms;
+	s->source_latency_p99_ms = ss.latency_p99_ms;
+	fs_prefill_get_stats(fs, &ps);
+	s->prefill_target_bytes = ps.target_bytes;
+	s->prefill_done_bytes = ps.done_bytes;
+	s->prefill_running = ps.running;
 }
 
 void fs_stats_collect(struct fs_ctx *fs, struct fs_stats *s)
@@ -34,6 +54,7 @@ void fs_stats_collect(struct fs_ctx *fs, struct fs_stats *s)
 	s->source_reads = ld(&fs->ctr.source_reads);
 	s->source_bytes = ld(&fs->ctr.source_bytes);
 	s->source_errors = ld(&fs->ctr.source_errors);
+	fs_source_collect(fs, s);
 	s->opens = ld(&fs->ctr.opens);
 	s->reads = ld(&fs->ctr.reads);
 	s->read_bytes = ld(&fs->ctr.read_bytes);
@@ -71,12 +92,12 @@ static json_t *stats_tree(struct fs_ctx *fs)
 	struct fs_stats s;
 	json_t *root = json_object(), *cache = json_object(), *source = json_object();
 	json_t *peers = json_object(), *prep = json_object(), *fuse = json_object();
-	json_t *names = json_object();
+	json_t *names = json_object(), *prefill = json_object(), *latency = json_object();
 	const struct ns *ns = &fs->ns;
 	bool ok;
 
 	fs_stats_collect(fs, &s);
-	ok = root && cache && source && peers && prep && fuse && names;
+	ok = root && cache && source && peers && prep && fuse && names && prefill && latency;
 	ok = ok && put(root, "version", json_integer(1)) &&
 	     /* milliseconds, printed without binary-fraction noise */
 	     put(root, "uptime_s", json_real(round(s.uptime_s * 1000.0) / 1000.0)) &&
@@ -97,7 +118,17 @@ static json_t *stats_tree(struct fs_ctx *fs)
 	     put(cache, "chunk_bytes", num(fs->ns.chunk_size));
 	ok = ok && put(source, "reads", num(s.source_reads)) &&
 	     put(source, "bytes", num(s.source_bytes)) &&
-	     put(source, "errors", num(s.source_errors));
+	     put(source, "errors", num(s.source_errors)) &&
+	     put(source, "requests", num(s.source_requests)) &&
+	     put(source, "retries", num(s.source_retries)) &&
+	     put(latency, "p50", json_real(round(s.source_latency_p50_ms * 1000.0) / 1000.0)) &&
+	     put(latency, "p99", json_real(round(s.source_latency_p99_ms * 1000.0) / 1000.0)) &&
+	     put(source, "latency_ms", json_incref(latency)) &&
+	     put(source, "skipped_keys", num(s.source_skipped_keys)) &&
+	     put(source, "kind", json_string(fs->src->ops->kind));
+	ok = ok && put(prefill, "target_bytes", num(s.prefill_target_bytes)) &&
+	     put(prefill, "done_bytes", num(s.prefill_done_bytes)) &&
+	     put(prefill, "running", json_boolean(s.prefill_running));
 	ok = ok && put(peers, "fetches", num(s.peer_fetches)) &&
 	     put(peers, "bytes", num(s.peer_bytes)) && put(peers, "errors", num(s.peer_errors)) &&
 	     put(peers, "served", num(s.peer_served)) &&
@@ -118,7 +149,8 @@ static json_t *stats_tree(struct fs_ctx *fs)
 	     put(names, "skipped_unreadable", num(ns->skipped_unreadable));
 	/* The sub-objects go in last so that a failure above frees them too. */
 	ok = ok && put(root, "cache", json_incref(cache)) &&
-	     put(root, "source", json_incref(source)) && put(root, "peers", json_incref(peers)) &&
+	     put(root, "source", json_incref(source)) &&
+	     put(root, "prefill", json_incref(prefill)) && put(root, "peers", json_incref(peers)) &&
 	     put(root, "prep", json_incref(prep)) && put(root, "fuse", json_incref(fuse)) &&
 	     put(root, "namespace", json_incref(names));
 	json_decref(cache);
@@ -127,6 +159,8 @@ static json_t *stats_tree(struct fs_ctx *fs)
 	json_decref(prep);
 	json_decref(fuse);
 	json_decref(names);
+	json_decref(prefill);
+	json_decref(latency);
 	if (!ok) {
 		json_decref(root);
 		return NULL;
@@ -186,6 +220,21 @@ void fs_stats_metrics(struct fs_ctx *fs, struct strbuf *sb)
 	       (double)s.source_bytes);
 	metric(sb, "source_errors_total", "counter", "SOURCE files changed or unreadable.",
 	       (double)s.source_errors);
+	metric(sb, "source_requests_total", "counter", "Requests to SOURCE, retries included.",
+	       (double)s.source_requests);
+	metric(sb, "source_retries_total", "counter", "SOURCE requests repeated after a failure.",
+	       (double)s.source_retries);
+	metric(sb, "source_latency_p50_ms", "gauge", "Median SOURCE request latency.",
+	       s.source_latency_p50_ms);
+	metric(sb, "source_latency_p99_ms", "gauge", "99th percentile SOURCE request latency.",
+	       s.source_latency_p99_ms);
+	metric(sb, "source_skipped_keys", "gauge", "Listed objects that cannot be paths.",
+	       (double)s.source_skipped_keys);
+	metric(sb, "prefill_target_bytes", "gauge", "Bytes prefill means to fetch.",
+	       (double)s.prefill_target_bytes);
+	metric(sb, "prefill_done_bytes", "gauge", "Bytes prefill has admitted.",
+	       (double)s.prefill_done_bytes);
+	metric(sb, "prefill_running", "gauge", "1 while prefill runs.", s.prefill_running ? 1 : 0);
 	fs_peer_metrics(fs, sb);
 	metric(sb, "prep_decodes_total", "counter", "Images decoded.", (double)s.prep_decodes);
 	metric(sb, "prep_shared_total", "counter", "Prepared reads served by a shared decode.",

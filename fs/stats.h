@@ -3,6 +3,7 @@
 #ifndef COORDFS_FS_STATS_H
 #define COORDFS_FS_STATS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -15,6 +16,10 @@ struct fs_stats {
 	double uptime_s;
 	struct cache_stats cache;
 	uint64_t source_reads, source_bytes, source_errors;
+	uint64_t source_requests, source_retries, source_skipped_keys;
+	double source_latency_p50_ms, source_latency_p99_ms;
+	uint64_t prefill_target_bytes, prefill_done_bytes;
+	bool prefill_running;
 	uint64_t peer_fetches, peer_bytes, peer_errors, peer_served, peer_served_bytes;
 	uint64_t prep_decodes, prep_shared, prep_errors, prep_staged_bytes;
 	uint64_t opens, reads, read_bytes;

@@ -14,6 +14,8 @@ pkgs=(
 	python3-torch python3-torchvision python3-pil python3-numpy
 	e2fsprogs util-linux attr curl
 	nginx
+	libexpat1-dev libjansson-dev
+	radosgw ceph-mon ceph-osd python3-boto3 rclone s3fs
 )
 
 missing=()

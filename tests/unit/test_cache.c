@@ -458,6 +458,40 @@ START_TEST(concurrent_failing_fills_leak_no_budget)
 }
 END_TEST
 
+START_TEST(prefill_admits_without_counting_reads)
+{
+	struct cache *c;
+	struct filler f = { .fail_unit = 3 };
+	const void *d;
+	struct cache_stats st;
+
+	/* 1000-byte units (1024 aligned) into 3072 bytes: 3 fit. */
+	ck_assert_int_eq(cache_create(3072, 8, &c), 0);
+	ck_assert_int_eq(cache_prefill(c, 0, 1000, fill_pattern, &f), 0);
+	ck_assert_int_eq(cache_prefill(c, 0, 1000, fill_pattern, &f), -EEXIST);
+	ck_assert_int_eq(cache_prefill(c, 3, 1000, fill_pattern, &f), -EIO);
+	ck_assert(!cache_holds(c, 3));
+	ck_assert_int_eq(cache_prefill(c, 1, 1000, fill_pattern, &f), 0);
+	ck_assert_int_eq(cache_prefill(c, 2, 1000, fill_pattern, &f), 0);
+	unsigned calls = atomic_load(&f.calls);
+	ck_assert_int_eq(cache_prefill(c, 4, 1000, fill_pattern, &f), -ENOSPC);
+	ck_assert_uint_eq(atomic_load(&f.calls), calls); /* no room: never filled */
+	ck_assert_int_eq(cache_prefill(c, 99, 1000, fill_pattern, &f), -EINVAL);
+	cache_get_stats(c, &st);
+	ck_assert_uint_eq(st.hits, 0);
+	ck_assert_uint_eq(st.misses, 0);
+	ck_assert_uint_eq(st.items, 3);
+	ck_assert_uint_eq(st.used_bytes, 3072);
+	/* What prefill admitted is a hit for readers. */
+	ck_assert_int_eq(cache_get(c, 1, 1000, 1000, true, fill_pattern, &f, &d), 0);
+	check_pattern(d, 1, 1000);
+	cache_get_stats(c, &st);
+	ck_assert_uint_eq(st.hits, 1);
+	ck_assert_uint_eq(atomic_load(&f.per_unit[1]), 1);
+	cache_destroy(c);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("cache");
@@ -473,6 +507,7 @@ int main(void)
 	tcase_add_test(tc, no_admit_only_hits);
 	tcase_add_test(tc, concurrent_fills_stay_in_budget_and_fill_once);
 	tcase_add_test(tc, single_flight_one_fill_for_many_readers);
+	tcase_add_test(tc, prefill_admits_without_counting_reads);
 	suite_add_tcase(s, tc);
 	return check_run(s);
 }

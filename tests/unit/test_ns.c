@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Unit tests for the namespace (fs/ns.c): scan, lookup, resolve, paths, units. */
+/* Unit tests for the namespace (fs/ns.c, fs/ns_list.c): scan, listings, lookup, resolve,
+ * paths, units, ETags. */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -222,6 +223,227 @@ START_TEST(node_is_compact)
 }
 END_TEST
 
+
+/* ---- namespaces from object listings (ns_build) ---- */
+
+static void add(struct ns_listing *l, const char *key, uint64_t size, const char *etag,
+		int64_t mtime)
+{
+	ck_assert_int_eq(ns_listing_add(l, key, strlen(key), size, etag, mtime), 0);
+}
+
+START_TEST(listing_builds_tree)
+{
+	struct ns_listing *l;
+	struct ns ns;
+	char err[256] = "", path[256], etag[300];
+	uint64_t skipped = 99;
+	uint32_t n, d;
+	const char *md5 = "\"0123456789abcdef0123456789abcdef\"";
+	const char *multi = "\"0123456789abcdef0123456789abcdef-12\"";
+
+	ck_assert_int_eq(ns_listing_create(&l), 0);
+	/* out of order on purpose; "a-b" sorts between "a" and "a/..." bytewise */
+	add(l, "train/dog/2.jpg", 200, md5, 5000);
+	add(l, "train/cat/1.jpg", 100, multi, 3000);
+	add(l, "train/cat/0.jpg", 0, "W/\"weak\"", 1000);
+	add(l, "a-b", 7, md5, 10);
+	add(l, "train/dog/big.bin", 10000, md5, 7000);
+	add(l, "top", 1, md5, 20);
+	add(l, "ctl\x01" "char", 3, md5, 30);
+	add(l, "a/z", 9, NULL, 40);
+	ck_assert_uint_eq(ns_listing_count(l), 8);
+	ck_assert_int_eq(ns_build(&ns, l, 4096, 1234, 5678, &skipped, err, sizeof(err)), 0);
+	ns_listing_destroy(l);
+
+	ck_assert_uint_eq(skipped, 0);
+	/* root, a, train, cat, dog + 8 objects */
+	ck_assert_uint_eq(ns.nnodes, 1 + 4 + 8);
+	ck_assert_uint_eq(ns.nfiles, 8);
+	ck_assert_uint_eq(ns.total_bytes, 200 + 100 + 0 + 7 + 10000 + 1 + 3 + 9);
+	ck_assert_uint_eq(ns.nunits, 1 + 1 + 0 + 1 + 3 + 1 + 1 + 1);
+	/* root's children sorted bytewise as ns_lookup expects */
+	ck_assert_uint_eq(ns.nodes[0].count, 5);
+	ck_assert_str_eq(ns_name(&ns, ns.nodes[0].first), "a");
+	ck_assert_str_eq(ns_name(&ns, ns.nodes[0].first + 1), "a-b");
+	ck_assert_str_eq(ns_name(&ns, ns.nodes[0].first + 2), "ctl\x01" "char");
+	ck_assert_str_eq(ns_name(&ns, ns.nodes[0].first + 3), "top");
+	ck_assert_str_eq(ns_name(&ns, ns.nodes[0].first + 4), "train");
+
+	ck_assert_int_eq(ns_resolve(&ns, "train/cat", &d), 0);
+	ck_assert(ns_is_dir(&ns, d));
+	ck_assert_uint_eq(ns.nodes[d].mode, S_IFDIR | 0555);
+	ck_assert_uint_eq(ns.nodes[d].count, 2);
+	ck_assert_int_eq(ns.nodes[d].mtime_ns, 3000); /* its newest object */
+	ck_assert_int_eq(ns_resolve(&ns, "train", &d), 0);
+	ck_assert_int_eq(ns.nodes[d].mtime_ns, 7000);
+	ck_assert_int_eq(ns.nodes[0].mtime_ns, 7000);
+
+	ck_assert_int_eq(ns_resolve(&ns, "train/dog/big.bin", &n), 0);
+	ck_assert(ns_is_reg(&ns, n));
+	ck_assert_uint_eq(ns.nodes[n].mode, S_IFREG | 0444);
+	ck_assert_uint_eq(ns.nodes[n].uid, 1234);
+	ck_assert_uint_eq(ns.nodes[n].gid, 5678);
+	ck_assert_uint_eq(ns.nodes[n].size, 10000);
+	ck_assert_uint_eq(ns.nodes[n].count, 3);
+	ck_assert_uint_eq(ns_unit_len(&ns, n, 2), 10000 - 8192);
+	ck_assert_int_eq(ns.nodes[n].mtime_ns, 7000);
+	ck_assert_int_eq(ns_path(&ns, n, path, sizeof(path)), 17);
+	ck_assert_str_eq(path, "train/dog/big.bin");
+	ck_assert_int_eq(ns_etag(&ns, n, etag, sizeof(etag)), 34);
+	ck_assert_str_eq(etag, md5);
+	ck_assert_int_eq(ns_etag(&ns, n, etag, 34), -ENAMETOOLONG);
+
+	ck_assert_int_eq(ns_resolve(&ns, "train/cat/1.jpg", &n), 0);
+	ck_assert_int_eq(ns_etag(&ns, n, etag, sizeof(etag)), (int)strlen(multi));
+	ck_assert_str_eq(etag, multi);
+	ck_assert_int_eq(ns_resolve(&ns, "train/cat/0.jpg", &n), 0);
+	ck_assert_str_eq(ns_etag(&ns, n, etag, sizeof(etag)) > 0 ? etag : "", "W/\"weak\"");
+	ck_assert_uint_eq(ns.nodes[n].count, 0);
+	ck_assert_int_eq(ns_resolve(&ns, "a/z", &n), 0);
+	ck_assert_int_eq(ns_etag(&ns, n, etag, sizeof(etag)), -ENOENT);
+	ck_assert_int_eq(ns_etag(&ns, d, etag, sizeof(etag)), -ENOENT); /* a directory */
+	ck_assert_int_eq(ns_resolve(&ns, "ctl\x01" "char", &n), 0);
+	ck_assert_int_eq(ns_resolve(&ns, "a-b", &n), 0);
+	ck_assert_uint_eq(ns.nodes[n].size, 7);
+	ns_fini(&ns);
+}
+END_TEST
+
+START_TEST(listing_skips_bad_keys)
+{
+	struct ns_listing *l;
+	struct ns ns;
+	char err[256] = "", long_name[300], long_etag[300];
+	uint64_t skipped = 0;
+	uint32_t n;
+	static const char *const bad[] = {
+		"/lead", "a//b", "trail/", "./x", "x/.", "x/../y", "..", ".",
+	};
+
+	memset(long_name, 'n', 256);
+	strcpy(long_name + 256, "/f");
+	memset(long_etag, 'e', 256);
+	long_etag[256] = '\0';
+	ck_assert_int_eq(ns_listing_create(&l), 0);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		add(l, bad[i], 1, NULL, 0);
+	ck_assert_int_eq(ns_listing_add(l, "", 0, 1, NULL, 0), 0);       /* empty key */
+	ck_assert_int_eq(ns_listing_add(l, "nul\0x", 5, 1, NULL, 0), 0); /* NUL inside */
+	add(l, long_name, 1, NULL, 0);                                    /* component of 256 bytes */
+	long_name[255] = '\0';
+	add(l, long_name, 2, NULL, 0);                                    /* 255 bytes: fine */
+	add(l, "big-etag", 1, long_etag, 0);
+	add(l, "dup", 1, NULL, 0);
+	add(l, "dup", 2, NULL, 0);                                        /* one of the two kept */
+	add(l, "x", 1, NULL, 0);                                          /* also a directory: dropped */
+	add(l, "x/y", 3, NULL, 0);
+	add(l, "x-y", 4, NULL, 0);                                        /* sorts between bytewise */
+	add(l, "p", 5, NULL, 0);                                          /* only bad keys below: kept */
+	add(l, "p//q", 6, NULL, 0);
+	add(l, "good/ctl\x7f\x1b", 7, NULL, 0);                           /* control characters are fine */
+	ck_assert_int_eq(ns_build(&ns, l, 4096, 0, 0, &skipped, err, sizeof(err)), 0);
+	ns_listing_destroy(l);
+
+	/* 8 + empty + NUL + 256-byte + etag + one dup + "x" + "p//q" */
+	ck_assert_uint_eq(skipped, 8 + 1 + 1 + 1 + 1 + 1 + 1 + 1);
+	/* kept: the 255-byte name, dup, x/y, x-y, p, good/ctl.. */
+	ck_assert_uint_eq(ns.nfiles, 6);
+	ck_assert_int_eq(ns_resolve(&ns, long_name, &n), 0);
+	ck_assert_uint_eq(ns.nodes[n].size, 2);
+	ck_assert_int_eq(ns_resolve(&ns, "dup", &n), 0);
+	ck_assert(ns_is_reg(&ns, n));
+	ck_assert_int_eq(ns_resolve(&ns, "x", &n), 0);
+	ck_assert(ns_is_dir(&ns, n));
+	ck_assert_int_eq(ns_resolve(&ns, "x/y", &n), 0);
+	ck_assert_uint_eq(ns.nodes[n].size, 3);
+	ck_assert_int_eq(ns_resolve(&ns, "x-y", &n), 0);
+	ck_assert_uint_eq(ns.nodes[n].size, 4);
+	ck_assert_int_eq(ns_resolve(&ns, "p", &n), 0);
+	ck_assert(ns_is_reg(&ns, n));
+	ck_assert_int_eq(ns_resolve(&ns, "good/ctl\x7f\x1b", &n), 0);
+	ck_assert_int_eq(ns_resolve(&ns, "big-etag", &n), -ENOENT);
+	ck_assert_int_eq(ns_resolve(&ns, "trail", &n), -ENOENT);
+	ck_assert_int_eq(ns_resolve(&ns, "lead", &n), -ENOENT);
+	ck_assert_int_eq(ns_resolve(&ns, "a", &n), -ENOENT);
+	ns_fini(&ns);
+}
+END_TEST
+
+START_TEST(listing_empty)
+{
+	struct ns_listing *l;
+	struct ns ns;
+	char err[256] = "";
+	uint64_t skipped = 1;
+
+	ck_assert_int_eq(ns_listing_create(&l), 0);
+	ck_assert_int_eq(ns_build(&ns, l, 4096, 0, 0, &skipped, err, sizeof(err)), 0);
+	ns_listing_destroy(l);
+	ck_assert_uint_eq(skipped, 0);
+	ck_assert_uint_eq(ns.nnodes, 1);
+	ck_assert(ns_is_dir(&ns, 0));
+	ck_assert_uint_eq(ns.nodes[0].count, 0);
+	ns_fini(&ns);
+}
+END_TEST
+
+/* 150,000 objects in 1,000 directories of two levels, listed in a random
+ * order: every key resolves to its own size and ETag, and the namespace
+ * stays within its per-object memory budget. */
+START_TEST(listing_many_keys)
+{
+	enum { DIRS = 1000, PER = 150 };
+	struct ns_listing *l;
+	struct ns ns;
+	char err[256] = "", key[128], etag[64], got[64];
+	uint64_t skipped = 1;
+	uint32_t n;
+	uint32_t *perm = malloc(sizeof(uint32_t) * DIRS * PER);
+
+	ck_assert_ptr_nonnull(perm);
+	for (uint32_t i = 0; i < DIRS * PER; i++)
+		perm[i] = i;
+	srand(42);
+	for (uint32_t i = DIRS * PER - 1; i > 0; i--) {
+		uint32_t j = (uint32_t)rand() % (i + 1), t = perm[i];
+		perm[i] = perm[j];
+		perm[j] = t;
+	}
+	ck_assert_int_eq(ns_listing_create(&l), 0);
+	for (uint32_t i = 0; i < DIRS * PER; i++) {
+		uint32_t k = perm[i];
+		snprintf(key, sizeof(key), "train/n%05u/img_%06u.JPEG", k / PER,
+			 k);
+		snprintf(etag, sizeof(etag), "\"%032x\"", k * 2654435761u);
+		add(l, key, 1000 + k, etag, k);
+	}
+	ck_assert_int_eq(ns_build(&ns, l, 4u << 20, 0, 0, &skipped, err, sizeof(err)), 0);
+	ns_listing_destroy(l);
+	free(perm);
+	ck_assert_uint_eq(skipped, 0);
+	ck_assert_uint_eq(ns.nfiles, DIRS * PER);
+	ck_assert_uint_eq(ns.nnodes, 1 + 1 + DIRS + DIRS * PER);
+	for (uint32_t k = 0; k < DIRS * PER; k++) {
+		snprintf(key, sizeof(key), "train/n%05u/img_%06u.JPEG", k / PER, k);
+		ck_assert_int_eq(ns_resolve(&ns, key, &n), 0);
+		ck_assert_uint_eq(ns.nodes[n].size, 1000 + k);
+		snprintf(etag, sizeof(etag), "\"%032x\"", k * 2654435761u);
+		ck_assert_int_eq(ns_etag(&ns, n, got, sizeof(got)), 34);
+		ck_assert_str_eq(got, etag);
+	}
+	/* Per object: the 48-byte node, the name and 17 bytes of ETag, plus a
+	 * share of the directories: at most 100 bytes beyond the name. */
+	uint64_t names = 0;
+	for (uint32_t i = 0; i < ns.nnodes; i++)
+		if (ns_is_reg(&ns, i))
+			names += ns.nodes[i].name_len + 1;
+	uint64_t bytes = (uint64_t)ns.nnodes * sizeof(struct ns_node) + ns.pool_len;
+	ck_assert_uint_le((bytes - names) / ns.nfiles, 100);
+	ns_fini(&ns);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("ns");
@@ -231,6 +453,10 @@ int main(void)
 	tcase_add_test(tc, large_directory_scanned_in_parallel);
 	tcase_add_test(tc, node_is_compact);
 	tcase_add_test(tc, paths_over_path_max_are_skipped);
+	tcase_add_test(tc, listing_builds_tree);
+	tcase_add_test(tc, listing_skips_bad_keys);
+	tcase_add_test(tc, listing_empty);
+	tcase_add_test(tc, listing_many_keys);
 	suite_add_tcase(s, tc);
 	return check_run(s);
 }

@@ -1,0 +1,179 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * --prefill (prefill.h). A coordinator thread sizes the job (the bytes of
+ * the units this node owns and lacks, capped by the cache's free room),
+ * then runs the workers: each takes the next file from a shared cursor and
+ * admits its owned units with cache_prefill, which never fetches a unit
+ * that has no room. Before each unit a worker waits while any reader is
+ * missing the cache (fs->readers_missing), so readers' fetches never queue
+ * behind prefill's.
+ */
+#include "fs/prefill.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cache/cache.h"
+#include "common/log.h"
+#include "common/size.h"
+#include "fs/fs.h"
+#include "fs/peer.h"
+
+/* How long a worker sleeps before looking again for waiting readers. */
+#define YIELD_NS (2 * 1000 * 1000)
+#define MAX_THREADS 64
+
+struct fs_prefill {
+	struct fs_ctx *fs;
+	unsigned nthreads;
+	pthread_t coordinator;
+	_Atomic bool stop;
+	_Atomic uint32_t cursor; /* next node to look at */
+	_Atomic bool full;       /* no room left for any unit */
+	_Atomic uint64_t target, done;
+	_Atomic bool running;
+};
+
+static void sleep_ns(long ns)
+{
+	struct timespec ts = { 0, ns };
+
+	nanosleep(&ts, NULL);
+}
+
+/* Room left in the cache (an estimate: units are aligned inside it). */
+static uint64_t cache_room(struct fs_ctx *fs)
+{
+	struct cache_stats st;
+
+	cache_get_stats(fs->cache, &st);
+	return st.used_bytes < st.capacity_bytes ? st.capacity_bytes - st.used_bytes : 0;
+}
+
+static void prefill_file(struct fs_prefill *p, uint32_t node)
+{
+	struct fs_ctx *fs = p->fs;
+	const struct ns_node *n = &fs->ns.nodes[node];
+
+	for (uint32_t k = 0; k < n->count && !atomic_load(&p->stop); k++) {
+		uint64_t len = ns_unit_len(&fs->ns, node, k);
+		if (cache_holds(fs->cache, (uint64_t)n->first + k) || !fs_peer_owns(fs, node, k))
+			continue;
+		uint64_t room = cache_room(fs);
+		if (room == 0) {
+			atomic_store(&p->full, true);
+			return;
+		}
+		if (len > room)
+			continue; /* a smaller unit may still fit */
+		while (atomic_load_explicit(&fs->readers_missing, memory_order_relaxed) > 0 &&
+		       !atomic_load(&p->stop))
+			sleep_ns(YIELD_NS);
+		if (atomic_load(&p->stop))
+			return;
+		if (fs_prefill_unit(fs, node, k) == 0)
+			atomic_fetch_add_explicit(&p->done, len, memory_order_relaxed);
+	}
+}
+
+static void *worker(void *arg)
+{
+	struct fs_prefill *p = arg;
+	struct fs_ctx *fs = p->fs;
+
+	while (!atomic_load(&p->stop) && !atomic_load(&p->full)) {
+		uint32_t node = atomic_fetch_add(&p->cursor, 1);
+		if (node >= fs->ns.nnodes)
+			break;
+		if (ns_is_reg(&fs->ns, node))
+			prefill_file(p, node);
+	}
+	return NULL;
+}
+
+static void *coordinate(void *arg)
+{
+	struct fs_prefill *p = arg;
+	struct fs_ctx *fs = p->fs;
+	pthread_t tids[MAX_THREADS];
+	unsigned started = 0;
+	uint64_t owned = 0;
+	struct timespec t0, t1;
+	char human[32];
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (uint32_t node = 0; node < fs->ns.nnodes && !atomic_load(&p->stop); node++) {
+		const struct ns_node *n = &fs->ns.nodes[node];
+		if (!ns_is_reg(&fs->ns, node))
+			continue;
+		for (uint32_t k = 0; k < n->count; k++)
+			if (!cache_holds(fs->cache, (uint64_t)n->first + k) && fs_peer_owns(fs, node, k))
+				owned += ns_unit_len(&fs->ns, node, k);
+	}
+	uint64_t room = cache_room(fs);
+	atomic_store(&p->target, owned < room ? owned : room);
+	log_info("prefill: %s to fetch with %u threads",
+		 size_format(atomic_load(&p->target), human, sizeof(human)), p->nthreads);
+	for (unsigned t = 0; t < p->nthreads; t++) {
+		if (pthread_create(&tids[t], NULL, worker, p) != 0)
+			break;
+		started++;
+	}
+	if (started == 0)
+		worker(p);
+	for (unsigned t = 0; t < started; t++)
+		pthread_join(tids[t], NULL);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	log_msg(LOG_NOTICE, "prefill %s: %s in %.1f s",
+		atomic_load(&p->stop) ? "stopped" : "done",
+		size_format(atomic_load(&p->done), human, sizeof(human)),
+		(double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
+	atomic_store(&p->running, false);
+	return NULL;
+}
+
+int fs_prefill_start(struct fs_ctx *fs, unsigned nthreads)
+{
+	struct fs_prefill *p = calloc(1, sizeof(*p));
+
+	if (!p)
+		return -ENOMEM;
+	p->fs = fs;
+	p->nthreads = nthreads < 1 ? 1 : nthreads > MAX_THREADS ? MAX_THREADS : nthreads;
+	atomic_store(&p->running, true);
+	int rc = pthread_create(&p->coordinator, NULL, coordinate, p);
+	if (rc != 0) {
+		free(p);
+		return -rc;
+	}
+	fs->prefill = p;
+	return 0;
+}
+
+void fs_prefill_stop(struct fs_ctx *fs)
+{
+	struct fs_prefill *p = fs->prefill;
+
+	if (!p)
+		return;
+	atomic_store(&p->stop, true);
+	pthread_join(p->coordinator, NULL);
+	fs->prefill = NULL;
+	free(p);
+}
+
+void fs_prefill_get_stats(struct fs_ctx *fs, struct fs_prefill_stats *out)
+{
+	struct fs_prefill *p = fs->prefill;
+
+	memset(out, 0, sizeof(*out));
+	if (!p)
+		return;
+	out->target_bytes = atomic_load_explicit(&p->target, memory_order_relaxed);
+	out->done_bytes = atomic_load_explicit(&p->done, memory_order_relaxed);
+	out->running = atomic_load_explicit(&p->running, memory_order_relaxed);
+}

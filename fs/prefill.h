@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * --prefill: after the mount is live, a pool of threads fills this node's
+ * share of the MinIO cache from SOURCE (with peers, only the units this
+ * node owns, so a cluster fetches each object once) until the cache is
+ * full or every owned unit is held. Readers that miss the cache go first:
+ * a prefill thread starts no new unit while one waits. Unmounting stops it.
+ */
+#ifndef COORDFS_FS_PREFILL_H
+#define COORDFS_FS_PREFILL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct fs_ctx;
+
+/* Start nthreads prefill threads (after the source and peers started).
+ * 0 or -errno. Sets fs->prefill. */
+int fs_prefill_start(struct fs_ctx *fs, unsigned nthreads);
+/* Stop and join (a unit being fetched completes first). NULL-safe on
+ * fs->prefill; clears it. */
+void fs_prefill_stop(struct fs_ctx *fs);
+
+struct fs_prefill_stats {
+	uint64_t target_bytes; /* what it means to fill: min(owned bytes, cache room) */
+	uint64_t done_bytes;   /* bytes it admitted */
+	bool running;
+};
+/* Zeros when prefill is off. Thread-safe. */
+void fs_prefill_get_stats(struct fs_ctx *fs, struct fs_prefill_stats *out);
+
+#endif

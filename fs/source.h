@@ -1,0 +1,153 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * SOURCE behind the mount, as one small table of operations: build the
+ * namespace (a local directory is scanned, a bucket is listed), open and
+ * close a per-file read handle where the implementation has one (a local
+ * fd), read a range of a file, and name a file's snapshot (local: size and
+ * mtime; S3: size and ETag) for the peer protocol. fs/io.c reads only
+ * through this table; the implementations are fs/source_local.c and
+ * fs/source_s3.c.
+ *
+ * Conventions: 0 or -errno. A file that no longer matches its snapshot
+ * gives -EIO and one log line naming it; the source never returns mixed
+ * bytes. The source logs its own failures (it knows the cause); the caller
+ * counts them.
+ *
+ * Thread-safety: after build_ns every operation may run concurrently.
+ */
+#ifndef COORDFS_FS_SOURCE_H
+#define COORDFS_FS_SOURCE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/types.h>
+
+#include "fs/ns.h"
+
+struct fs_source;
+
+/* Request-level counters of a source, beyond what fs/io.c counts. */
+struct fs_source_stats {
+	uint64_t requests;    /* requests sent (local: reads), retries included */
+	uint64_t retries;     /* repeats after a retryable failure */
+	uint64_t skipped_keys; /* listed objects that cannot be paths */
+	double latency_p50_ms; /* time to first byte (local: of a pread) */
+	double latency_p99_ms;
+};
+
+struct fs_source_ops {
+	const char *kind; /* "local", "s3" */
+	/* Requests worth keeping in flight to fill the cache (--prefill). */
+	unsigned prefill_parallel;
+	/* Whether sequential reads that bypass the cache benefit from a
+	 * readahead window per open file (high-latency sources). */
+	bool wants_readahead;
+	/* Build ns (chunk_size: the cache unit). Before the mount; may print
+	 * nothing, but fills err with one line naming the cause. */
+	int (*build_ns)(struct fs_source *src, struct ns *ns, uint64_t chunk_size, char *err,
+			size_t errlen);
+	/* After daemonizing, before the first read (threads, connections).
+	 * May be NULL. */
+	int (*start)(struct fs_source *src);
+	/* A read handle for regular file node, checked against the snapshot:
+	 * 0 and *fh (>= 0, or -1 when the source has no handles), or -errno. */
+	int (*open)(struct fs_source *src, const struct ns *ns, uint32_t node, int *fh);
+	void (*close)(struct fs_source *src, int fh); /* fh >= 0 only */
+	/* Read exactly len bytes at off of file node into buf, through fh
+	 * (>= 0) or without a handle (-1). 0, or -EIO (changed, shrank,
+	 * failed; logged), -errno. Blocks. */
+	int (*read)(struct fs_source *src, const struct ns *ns, uint32_t node, int fh, uint64_t off,
+		    size_t len, void *buf);
+	/* The snapshot of file node as an ETag for the peer protocol (quotes
+	 * included), NUL-terminated. 0, or -ENAMETOOLONG when len is short. */
+	int (*etag)(struct fs_source *src, const struct ns *ns, uint32_t node, char *buf, size_t len);
+	void (*get_stats)(struct fs_source *src, struct fs_source_stats *out);
+	void (*destroy)(struct fs_source *src);
+};
+
+struct fs_source {
+	const struct fs_source_ops *ops;
+	/* fs_source_problem's state (zero-initialized by the implementation's
+	 * calloc): a bit per node, set once that file's first problem is
+	 * logged; later ones are summed up in one line at most every
+	 * FS_SOURCE_SUMMARY_S seconds. */
+	_Atomic uint64_t *logged;
+	_Atomic uint64_t unlogged;
+	_Atomic int64_t summary_at;
+};
+
+#define FS_SOURCE_SUMMARY_S 60
+
+/* After build_ns: room for one "logged" bit per node. 0 or -ENOMEM. */
+int fs_source_log_init(struct fs_source *src, uint32_t nnodes);
+
+/*
+ * Log a problem with node's SOURCE file ("PATH: MESSAGE"): the first one per
+ * file in full, later ones only counted, with a summary of those at most
+ * every FS_SOURCE_SUMMARY_S seconds, so that a file read in a loop (or a
+ * flood of EMFILE) cannot fill the log. Thread-safe.
+ */
+void fs_source_problem(struct fs_source *src, const struct ns *ns, uint32_t node, const char *fmt,
+		       ...) __attribute__((format(printf, 4, 5)));
+
+/* NULL ok. */
+static inline void fs_source_destroy(struct fs_source *src)
+{
+	if (src) {
+		void *logged = (void *)src->logged;
+		src->ops->destroy(src);
+		free(logged);
+	}
+}
+
+/*
+ * The local directory dir (an absolute path) as a source. 0 and *out, or
+ * -errno with one line in err (missing, not a directory, unreadable).
+ */
+int fs_source_local_create(const char *dir, struct fs_source **out, char *err, size_t errlen);
+
+/* S3 settings from the command line (SPEC §1, §6). Strings are borrowed. */
+struct fs_source_s3_options {
+	const char *url; /* s3://BUCKET[/PREFIX] */
+	const char *endpoint, *region, *profile, *addressing;
+	bool no_sign;
+	uid_t uid;
+	gid_t gid;
+};
+
+/* Whether SOURCE names an object store (s3://...). */
+bool fs_source_is_s3(const char *source);
+
+/*
+ * Split s3://BUCKET[/PREFIX] into malloc'ed *bucket and *prefix (without
+ * leading or trailing '/', "" when absent). 0, -EINVAL (with one line in
+ * err) or -ENOMEM.
+ */
+int fs_source_s3_parse_url(const char *url, char **bucket, char **prefix, char *err,
+			   size_t errlen);
+
+/*
+ * An S3 bucket as a source. Makes no request (the listing is build_ns).
+ * 0 and *out, or -errno with one line in err (-EINVAL: bad URL or option;
+ * -ENOTSUP: this build has no S3 client).
+ */
+int fs_source_s3_create(const struct fs_source_s3_options *o, struct fs_source **out, char *err,
+			size_t errlen);
+
+/*
+ * Latency of source requests, in log2 buckets of microseconds: relaxed
+ * atomics, cheap enough for every request. Percentiles are bucket upper
+ * bounds (within 2x).
+ */
+#define FS_LATENCY_BUCKETS 32
+struct fs_latency {
+	_Atomic uint64_t bucket[FS_LATENCY_BUCKETS];
+};
+void fs_latency_add(struct fs_latency *l, uint64_t usec);
+/* The q-quantile (0 < q < 1) in milliseconds; 0 with no samples. */
+double fs_latency_quantile_ms(struct fs_latency *l, double q);
+
+#endif

@@ -1,0 +1,224 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * SOURCE as a local directory (any mounted filesystem). The namespace is a
+ * scan (ns_scan); a file is opened with openat2(RESOLVE_BENEATH |
+ * RESOLVE_NO_SYMLINKS) and O_NONBLOCK, checked against its snapshot (type,
+ * size, mtime) at open and again after every read, so a file rewritten in
+ * place gives EIO, never mixed bytes. Pages read are dropped from the
+ * kernel page cache (POSIX_FADV_DONTNEED): the daemon's own cache is the
+ * only one, and its budget is honest.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "fs/source.h"
+
+struct local_source {
+	struct fs_source base;
+	char *dir;
+	int dir_fd;
+	_Atomic uint64_t requests;
+	struct fs_latency latency;
+};
+
+static struct local_source *local_of(struct fs_source *src)
+{
+	return (struct local_source *)src;
+}
+
+static int open_beneath(int dirfd, const char *relpath)
+{
+	struct open_how how = {
+		.flags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, /* a FIFO must not block */
+		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+	};
+	long fd = syscall(SYS_openat2, dirfd, relpath, &how, sizeof(how));
+
+	if (fd < 0 && errno == ENOSYS)
+		fd = openat(dirfd, relpath, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	return (int)fd;
+}
+
+static bool matches_snapshot(const struct ns_node *n, const struct stat *st)
+{
+	int64_t mt = (int64_t)st->st_mtim.tv_sec * 1000000000LL + st->st_mtim.tv_nsec;
+	return S_ISREG(st->st_mode) && (uint64_t)st->st_size == n->size && mt == n->mtime_ns;
+}
+
+static void report_changed(struct fs_source *src, const struct ns *ns, uint32_t node,
+			   const char *why)
+{
+	fs_source_problem(src, ns, node, "%s since mount; reads fail with EIO", why);
+}
+
+static int local_build_ns(struct fs_source *src, struct ns *ns, uint64_t chunk_size, char *err,
+			  size_t errlen)
+{
+	return ns_scan(ns, local_of(src)->dir_fd, chunk_size, err, errlen);
+}
+
+static int local_open(struct fs_source *src, const struct ns *ns, uint32_t node, int *fh)
+{
+	char path[PATH_MAX];
+	struct stat st;
+
+	if (ns_path(ns, node, path, sizeof(path)) < 0)
+		return -ENAMETOOLONG;
+	int fd = open_beneath(local_of(src)->dir_fd, path);
+	if (fd < 0) {
+		int e = errno;
+		/* Out of descriptors is the daemon's state, not the file's: the
+		 * reader gets EMFILE and may retry; nothing is marked failed. */
+		if (e == EMFILE || e == ENFILE) {
+			fs_source_problem(src, ns, node,
+					  "cannot open source file: %s; EMFILE to the reader",
+					  strerror(e));
+			return -EMFILE;
+		}
+		fs_source_problem(src, ns, node, "cannot open source file: %s", strerror(e));
+		return -EIO;
+	}
+	if (fstat(fd, &st) < 0 || !matches_snapshot(&ns->nodes[node], &st)) {
+		close(fd);
+		report_changed(src, ns, node, "changed (size, mtime or type)");
+		return -EIO;
+	}
+	*fh = fd;
+	return 0;
+}
+
+static void local_close(struct fs_source *src, int fh)
+{
+	close(fh);
+}
+
+static uint64_t now_usec(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000ULL + (uint64_t)ts.tv_nsec / 1000;
+}
+
+/* pread exactly len bytes at off, then drop them from the page cache. A short
+ * read means the file shrank: -EIO. */
+static int local_pread(struct local_source *ls, const struct ns *ns, uint32_t node, int fd,
+		       uint64_t off, size_t len, void *buf)
+{
+	size_t done = 0;
+
+	while (done < len) {
+		uint64_t t0 = now_usec();
+		ssize_t n = pread(fd, (char *)buf + done, len - done, (off_t)(off + done));
+		if (n < 0 && errno == EINTR)
+			continue;
+		atomic_fetch_add_explicit(&ls->requests, 1, memory_order_relaxed);
+		fs_latency_add(&ls->latency, now_usec() - t0);
+		if (n < 0) {
+			fs_source_problem(&ls->base, ns, node, "read failed: %s", strerror(errno));
+			return -EIO;
+		}
+		if (n == 0) {
+			report_changed(&ls->base, ns, node, "shrank");
+			return -EIO;
+		}
+		done += (size_t)n;
+	}
+	posix_fadvise(fd, (off_t)off, (off_t)len, POSIX_FADV_DONTNEED);
+	/* Catch a file rewritten in place while we read it: never mixed bytes. */
+	struct stat st;
+	if (fstat(fd, &st) < 0 || !matches_snapshot(&ns->nodes[node], &st)) {
+		report_changed(&ls->base, ns, node, "changed while being read");
+		return -EIO;
+	}
+	return 0;
+}
+
+static int local_read(struct fs_source *src, const struct ns *ns, uint32_t node, int fh,
+		      uint64_t off, size_t len, void *buf)
+{
+	struct local_source *ls = local_of(src);
+	int fd = fh, rc;
+
+	if (fd < 0 && (rc = local_open(src, ns, node, &fd)) < 0)
+		return rc;
+	rc = local_pread(ls, ns, node, fd, off, len, buf);
+	if (fh < 0)
+		close(fd);
+	return rc;
+}
+
+static int local_etag(struct fs_source *src, const struct ns *ns, uint32_t node, char *buf,
+		      size_t len)
+{
+	const struct ns_node *n = &ns->nodes[node];
+	int w = snprintf(buf, len, "\"%llx-%llx\"", (unsigned long long)n->size,
+			 (unsigned long long)n->mtime_ns);
+	return w < 0 || (size_t)w >= len ? -ENAMETOOLONG : 0;
+}
+
+static void local_get_stats(struct fs_source *src, struct fs_source_stats *out)
+{
+	struct local_source *ls = local_of(src);
+
+	memset(out, 0, sizeof(*out));
+	out->requests = atomic_load_explicit(&ls->requests, memory_order_relaxed);
+	out->latency_p50_ms = fs_latency_quantile_ms(&ls->latency, 0.50);
+	out->latency_p99_ms = fs_latency_quantile_ms(&ls->latency, 0.99);
+}
+
+static void local_destroy(struct fs_source *src)
+{
+	struct local_source *ls = local_of(src);
+
+	if (ls->dir_fd >= 0)
+		close(ls->dir_fd);
+	free(ls->dir);
+	free(ls);
+}
+
+static const struct fs_source_ops local_ops = {
+	.kind = "local",
+	.prefill_parallel = 4,
+	.wants_readahead = false,
+	.build_ns = local_build_ns,
+	.open = local_open,
+	.close = local_close,
+	.read = local_read,
+	.etag = local_etag,
+	.get_stats = local_get_stats,
+	.destroy = local_destroy,
+};
+
+int fs_source_local_create(const char *dir, struct fs_source **out, char *err, size_t errlen)
+{
+	struct local_source *ls = calloc(1, sizeof(*ls));
+
+	if (!ls)
+		return -ENOMEM;
+	ls->base.ops = &local_ops;
+	ls->dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (ls->dir_fd < 0) {
+		int rc = -errno;
+		snprintf(err, errlen, "source '%s': %s", dir, strerror(errno));
+		free(ls);
+		return rc;
+	}
+	ls->dir = strdup(dir);
+	if (!ls->dir) {
+		local_destroy(&ls->base);
+		return -ENOMEM;
+	}
+	*out = &ls->base;
+	return 0;
+}

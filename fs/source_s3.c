@@ -1,0 +1,255 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * SOURCE as an S3 bucket, s3://BUCKET[/PREFIX], through the client of
+ * remote/s3.h. The namespace is the listing of the prefix (ns_build); a
+ * read is one ranged GET checked against the object's listed ETag and
+ * size (If-Match, then the answer's ETag and Content-Range total), so an
+ * object overwritten since the mount gives EIO, never mixed bytes. Objects
+ * have no per-file handle.
+ *
+ * The client and its connection pool exist twice: once for the listing
+ * before the mount (in the process that will fork), and again from start(),
+ * after daemonizing, for reads: no connection or thread crosses the fork.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "fs/source.h"
+#include "remote/http.h"
+#include "remote/remote.h"
+#include "remote/s3.h"
+
+/* Listings in flight at mount, and connections kept for reads. */
+#define S3_LIST_PARALLEL 8
+#define S3_MAX_CONNECTIONS 64
+
+struct s3_source {
+	struct fs_source base;
+	char *url, *bucket, *prefix, *endpoint, *region, *profile;
+	struct remote_s3_config cfg;
+	uint32_t uid, gid;
+	struct remote_http *pool;
+	struct remote_s3 *s3;
+	uint64_t skipped;
+};
+
+static struct s3_source *s3_of(struct fs_source *src)
+{
+	return (struct s3_source *)src;
+}
+
+static void s3_disconnect(struct s3_source *ss)
+{
+	remote_s3_destroy(ss->s3);
+	ss->s3 = NULL;
+	remote_http_destroy(ss->pool);
+	ss->pool = NULL;
+}
+
+static int s3_connect(struct s3_source *ss, char *err, size_t errlen)
+{
+	int rc = remote_global_init();
+
+	if (rc < 0) {
+		snprintf(err, errlen, "cannot initialize libcurl");
+		return rc;
+	}
+	if ((rc = remote_http_create(S3_MAX_CONNECTIONS, &ss->pool)) < 0) {
+		snprintf(err, errlen, "cannot create the HTTP connection pool: %s", strerror(-rc));
+		return rc;
+	}
+	if ((rc = remote_s3_create(&ss->cfg, ss->pool, &ss->s3, err, errlen)) < 0) {
+		s3_disconnect(ss);
+		return rc;
+	}
+	return 0;
+}
+
+static int list_one(void *arg, const struct remote_s3_object *obj)
+{
+	return ns_listing_add(arg, obj->key, obj->key_len, obj->size, obj->etag, obj->mtime_ns);
+}
+
+static int s3_build_ns(struct fs_source *src, struct ns *ns, uint64_t chunk_size, char *err,
+		       size_t errlen)
+{
+	struct s3_source *ss = s3_of(src);
+	struct ns_listing *l = NULL;
+	int rc;
+
+	if ((rc = s3_connect(ss, err, errlen)) < 0)
+		return rc;
+	if ((rc = ns_listing_create(&l)) < 0) {
+		snprintf(err, errlen, "out of memory");
+		goto out;
+	}
+	rc = remote_s3_list(ss->s3, S3_LIST_PARALLEL, list_one, l, err, errlen);
+	if (rc < 0)
+		goto out;
+	rc = ns_build(ns, l, chunk_size, ss->uid, ss->gid, &ss->skipped, err, errlen);
+	if (rc == 0)
+		log_info("listed %s: %zu objects, %llu skipped", ss->url, ns_listing_count(l),
+			 (unsigned long long)ss->skipped);
+out:
+	ns_listing_destroy(l);
+	s3_disconnect(ss);
+	return rc;
+}
+
+static int s3_start(struct fs_source *src)
+{
+	struct s3_source *ss = s3_of(src);
+	char err[256];
+	int rc = s3_connect(ss, err, sizeof(err));
+
+	if (rc < 0)
+		log_err("%s: %s", ss->url, err);
+	return rc;
+}
+
+static int s3_open(struct fs_source *src, const struct ns *ns, uint32_t node, int *fh)
+{
+	*fh = -1; /* every GET carries the snapshot check itself */
+	return 0;
+}
+
+static void s3_close(struct fs_source *src, int fh)
+{
+}
+
+static int s3_read(struct fs_source *src, const struct ns *ns, uint32_t node, int fh,
+		   uint64_t off, size_t len, void *buf)
+{
+	struct s3_source *ss = s3_of(src);
+	char key[PATH_MAX], etag[NS_MAX_ETAG + 1];
+	const char *etag_arg = etag;
+
+	if (!ss->s3)
+		return -EIO;
+	if (ns_path(ns, node, key, sizeof(key)) < 0)
+		return -ENAMETOOLONG;
+	if (ns_etag(ns, node, etag, sizeof(etag)) < 0)
+		etag_arg = NULL; /* listed without one: size checks only */
+	ssize_t n = remote_s3_get(ss->s3, key, etag_arg, ns->nodes[node].size, off, len, buf);
+	if (n == (ssize_t)len)
+		return 0;
+	if (n >= 0) {
+		log_err("%s/%s: short read from the object store (%zd of %zu bytes)", ss->url, key,
+			n, len);
+		return -EIO;
+	}
+	return n == -EINVAL ? -EINVAL : -EIO;
+}
+
+static int s3_etag(struct fs_source *src, const struct ns *ns, uint32_t node, char *buf,
+		   size_t len)
+{
+	int n = ns_etag(ns, node, buf, len);
+
+	if (n == -ENOENT) {
+		/* Listed without an ETag: name the snapshot by its size. */
+		int w = snprintf(buf, len, "\"size-%llx\"", (unsigned long long)ns->nodes[node].size);
+		return w < 0 || (size_t)w >= len ? -ENAMETOOLONG : 0;
+	}
+	return n < 0 ? n : 0;
+}
+
+static void s3_get_stats(struct fs_source *src, struct fs_source_stats *out)
+{
+	struct s3_source *ss = s3_of(src);
+	struct remote_s3_stats st;
+
+	memset(out, 0, sizeof(*out));
+	out->skipped_keys = ss->skipped;
+	if (!ss->s3)
+		return;
+	remote_s3_get_stats(ss->s3, &st);
+	out->requests = st.requests;
+	out->retries = st.retries;
+	out->latency_p50_ms = st.latency_p50_ms;
+	out->latency_p99_ms = st.latency_p99_ms;
+}
+
+static void s3_destroy(struct fs_source *src)
+{
+	struct s3_source *ss = s3_of(src);
+
+	s3_disconnect(ss);
+	free(ss->url);
+	free(ss->bucket);
+	free(ss->prefix);
+	free(ss->endpoint);
+	free(ss->region);
+	free(ss->profile);
+	free(ss);
+}
+
+static const struct fs_source_ops s3_ops = {
+	.kind = "s3",
+	.prefill_parallel = 24,
+	.wants_readahead = true,
+	.build_ns = s3_build_ns,
+	.start = s3_start,
+	.open = s3_open,
+	.close = s3_close,
+	.read = s3_read,
+	.etag = s3_etag,
+	.get_stats = s3_get_stats,
+	.destroy = s3_destroy,
+};
+
+static int dup_opt(const char *in, char **out)
+{
+	*out = NULL;
+	if (!in)
+		return 0;
+	*out = strdup(in);
+	return *out ? 0 : -ENOMEM;
+}
+
+int fs_source_s3_create(const struct fs_source_s3_options *o, struct fs_source **out, char *err,
+			size_t errlen)
+{
+	struct s3_source *ss = calloc(1, sizeof(*ss));
+	int rc;
+
+	if (!ss)
+		return -ENOMEM;
+	ss->base.ops = &s3_ops;
+	ss->uid = o->uid;
+	ss->gid = o->gid;
+	if ((rc = fs_source_s3_parse_url(o->url, &ss->bucket, &ss->prefix, err, errlen)) < 0)
+		goto fail;
+	if (o->endpoint && strncmp(o->endpoint, "http://", 7) && strncmp(o->endpoint, "https://", 8)) {
+		snprintf(err, errlen, "bad --endpoint '%s': want http://HOST[:PORT] or https://...",
+			 o->endpoint);
+		rc = -EINVAL;
+		goto fail;
+	}
+	if (dup_opt(o->url, &ss->url) || dup_opt(o->endpoint, &ss->endpoint) ||
+	    dup_opt(o->region, &ss->region) || dup_opt(o->profile, &ss->profile)) {
+		rc = -ENOMEM;
+		snprintf(err, errlen, "out of memory");
+		goto fail;
+	}
+	ss->cfg = (struct remote_s3_config){
+		.bucket = ss->bucket,
+		.prefix = ss->prefix,
+		.endpoint = ss->endpoint,
+		.region = ss->region,
+		.profile = ss->profile,
+		.no_sign = o->no_sign,
+		.addressing = !o->addressing		       ? REMOTE_S3_ADDR_AUTO
+			      : !strcmp(o->addressing, "path") ? REMOTE_S3_ADDR_PATH
+							       : REMOTE_S3_ADDR_VIRTUAL,
+	};
+	*out = &ss->base;
+	return 0;
+fail:
+	s3_destroy(&ss->base);
+	return rc;
+}

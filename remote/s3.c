@@ -1,0 +1,558 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The S3 client (remote/s3.h): configuration and endpoint resolution,
+ * request signing by libcurl (CURLOPT_AWS_SIGV4, never by hand), the
+ * retry policy, and ranged GETs checked against the listed snapshot of
+ * the object. Listing lives in s3_list.c, credentials in s3_cred.c.
+ *
+ * A GET is trusted only when it is 206 with exactly the Content-Range
+ * asked (total = the listed size) or 200 for a whole-object read, carries
+ * the listed ETag, and delivers exactly len bytes; the write callback never
+ * writes past the caller's buffer, and error bodies never reach it.
+ */
+#include "remote/s3_int.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "common/log.h"
+#include "common/strbuf.h"
+#include "remote/http.h"
+
+#define DEFAULT_CONNECT_TIMEOUT_MS 3000
+#define DEFAULT_TIMEOUT_MS 30000
+#define DEFAULT_MAX_RETRIES 6
+#define DEFAULT_BACKOFF_BASE_MS 100
+#define DEFAULT_BACKOFF_CAP_MS 5000
+
+#define STAT_ADD(s, field, v) atomic_fetch_add_explicit(&(s)->field, (v), memory_order_relaxed)
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err || !errlen)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+static const char *env(const char *name)
+{
+	const char *v = getenv(name);
+
+	return v && *v ? v : NULL;
+}
+
+/* Bucket names as S3 and its clones accept them (legacy upper case and
+ * '_' included): nothing that could change the URL's meaning. */
+static bool bucket_ok(const char *b)
+{
+	size_t n = strlen(b);
+
+	if (n < 3 || n > 255)
+		return false;
+	for (const char *p = b; *p; p++)
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+		      (*p >= '0' && *p <= '9') || *p == '.' || *p == '-' || *p == '_'))
+			return false;
+	return true;
+}
+
+static bool region_ok(const char *r)
+{
+	size_t n = strlen(r);
+
+	if (n == 0 || n >= S3_MAX_REGION)
+		return false;
+	for (const char *p = r; *p; p++)
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '-'))
+			return false;
+	return true;
+}
+
+/* Split "http(s)://host[:port][/]" into scheme and authority. */
+static int parse_endpoint(const char *ep, char *scheme, size_t scap, char *auth, size_t acap)
+{
+	const char *p;
+
+	if (!strncasecmp(ep, "http://", 7)) {
+		snprintf(scheme, scap, "http");
+		p = ep + 7;
+	} else if (!strncasecmp(ep, "https://", 8)) {
+		snprintf(scheme, scap, "https");
+		p = ep + 8;
+	} else {
+		return -EINVAL;
+	}
+	size_t n = strcspn(p, "/?#");
+
+	if (n == 0 || n >= acap || strchr(p + n, '?') || strchr(p + n, '#') ||
+	    (p[n] == '/' && p[n + 1] != '\0') || memchr(p, '@', n))
+		return -EINVAL;
+	memcpy(auth, p, n);
+	auth[n] = '\0';
+	return 0;
+}
+
+int remote_s3_create(const struct remote_s3_config *cfg, struct remote_http *pool,
+		     struct remote_s3 **out, char *err, size_t errlen)
+{
+	struct remote_s3 *s;
+	char scheme[8], host[512], region[S3_MAX_REGION] = "";
+	struct strbuf sb;
+	int r;
+
+	if (!cfg || !cfg->bucket || !pool || !out) {
+		set_err(err, errlen, "s3: bad arguments");
+		return -EINVAL;
+	}
+	if (!bucket_ok(cfg->bucket)) {
+		set_err(err, errlen, "s3://%.64s: not a valid bucket name", cfg->bucket);
+		return -EINVAL;
+	}
+	if (cfg->prefix && (cfg->prefix[0] == '/' || strlen(cfg->prefix) >= REMOTE_S3_MAX_KEY)) {
+		set_err(err, errlen, "s3://%s: bad prefix", cfg->bucket);
+		return -EINVAL;
+	}
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->http = pool;
+	s->connect_timeout_ms = cfg->connect_timeout_ms ?: DEFAULT_CONNECT_TIMEOUT_MS;
+	s->timeout_ms = cfg->timeout_ms ?: DEFAULT_TIMEOUT_MS;
+	s->max_retries = cfg->max_retries ?: DEFAULT_MAX_RETRIES;
+	s->backoff_base_ms = cfg->backoff_base_ms ?: DEFAULT_BACKOFF_BASE_MS;
+	s->backoff_cap_ms = cfg->backoff_cap_ms ?: DEFAULT_BACKOFF_CAP_MS;
+	s->bucket = strdup(cfg->bucket);
+	if (!s->bucket) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	const char *pfx = cfg->prefix ? cfg->prefix : "";
+	size_t plen = strlen(pfx);
+
+	if (asprintf(&s->prefix, "%s%s", pfx, plen && pfx[plen - 1] != '/' ? "/" : "") < 0) {
+		s->prefix = NULL;
+		r = -ENOMEM;
+		goto fail;
+	}
+
+	/* Credentials first: the profile may name the region. */
+	r = remote__s3_cred_create(cfg, pool, region, sizeof(region), &s->cred, err, errlen);
+	if (r)
+		goto fail;
+	const char *reg = cfg->region && *cfg->region ? cfg->region
+			  : env("AWS_REGION")		 ? env("AWS_REGION")
+			  : env("AWS_DEFAULT_REGION")	 ? env("AWS_DEFAULT_REGION")
+			  : region[0]			 ? region
+							 : "us-east-1";
+	if (!region_ok(reg)) {
+		set_err(err, errlen, "s3://%s: bad region '%.64s'", cfg->bucket, reg);
+		r = -EINVAL;
+		goto fail;
+	}
+	snprintf(s->region, sizeof(s->region), "%s", reg);
+	if (asprintf(&s->sigv4, "aws:amz:%s:s3", s->region) < 0) {
+		s->sigv4 = NULL;
+		r = -ENOMEM;
+		goto fail;
+	}
+
+	bool virtual_host;
+
+	if (cfg->endpoint && *cfg->endpoint) {
+		if (parse_endpoint(cfg->endpoint, scheme, sizeof(scheme), host, sizeof(host))) {
+			set_err(err, errlen,
+				"--endpoint=%.200s: expected http://HOST[:PORT] or https://HOST[:PORT]",
+				cfg->endpoint);
+			r = -EINVAL;
+			goto fail;
+		}
+		virtual_host = cfg->addressing == REMOTE_S3_ADDR_VIRTUAL;
+	} else {
+		snprintf(scheme, sizeof(scheme), "https");
+		snprintf(host, sizeof(host), "s3.%s.amazonaws.com", s->region);
+		/* a dotted bucket would not match the wildcard certificate */
+		virtual_host = cfg->addressing == REMOTE_S3_ADDR_VIRTUAL ||
+			       (cfg->addressing == REMOTE_S3_ADDR_AUTO && !strchr(s->bucket, '.'));
+	}
+	strbuf_init(&sb);
+	if (virtual_host)
+		strbuf_printf(&sb, "%s://%s.%s/", scheme, s->bucket, host);
+	else
+		strbuf_printf(&sb, "%s://%s/%s/", scheme, host, s->bucket);
+	if (sb.failed) {
+		strbuf_fini(&sb);
+		r = -ENOMEM;
+		goto fail;
+	}
+	s->bucket_url = sb.buf;
+	s->base_url = strdup(sb.buf);
+	if (!s->base_url) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	log_info("s3://%s/%s: %s, region %s, %s credentials", s->bucket, s->prefix, s->bucket_url,
+		 s->region,
+		 (const char *[]){"no (anonymous)", "environment", "profile", "container",
+				  "instance-role"}[remote__s3_cred_source(s->cred)]);
+	*out = s;
+	return 0;
+fail:
+	remote_s3_destroy(s);
+	return r;
+}
+
+void remote_s3_destroy(struct remote_s3 *s)
+{
+	if (!s)
+		return;
+	remote__s3_cred_destroy(s->cred);
+	free(s->bucket);
+	free(s->prefix);
+	free(s->base_url);
+	free(s->bucket_url);
+	free(s->sigv4);
+	free(s);
+}
+
+int remote__s3_prepare(struct remote_s3 *s, void *easy, struct curl_slist **hdrs)
+{
+	CURL *e = easy;
+	struct curl_slist *n;
+
+	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)s->connect_timeout_ms);
+	curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)s->timeout_ms);
+	if (remote__s3_cred_source(s->cred) == S3_CRED_NONE)
+		return 0;
+
+	struct s3_creds c;
+	int r = remote__s3_cred_get(s->cred, &c);
+
+	if (r)
+		return r;
+	n = curl_slist_append(*hdrs, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
+	if (!n)
+		goto nomem;
+	*hdrs = n;
+	if (c.token[0]) {
+		struct strbuf tok;
+
+		strbuf_init(&tok);
+		strbuf_printf(&tok, "x-amz-security-token: %s", c.token);
+		n = tok.failed ? NULL : curl_slist_append(*hdrs, tok.buf);
+		explicit_bzero(tok.buf, tok.len);
+		strbuf_fini(&tok);
+		if (!n)
+			goto nomem;
+		*hdrs = n;
+	}
+	/* curl copies the strings it is given */
+	curl_easy_setopt(e, CURLOPT_AWS_SIGV4, s->sigv4);
+	curl_easy_setopt(e, CURLOPT_USERNAME, c.access_key);
+	curl_easy_setopt(e, CURLOPT_PASSWORD, c.secret_key);
+	explicit_bzero(&c, sizeof(c));
+	return 0;
+nomem:
+	explicit_bzero(&c, sizeof(c));
+	return -ENOMEM;
+}
+
+bool remote__s3_retryable(int curl_code, long status)
+{
+	switch (curl_code) {
+	case CURLE_OK:
+		return status == 500 || status == 502 || status == 503 || status == 504 ||
+		       status == 429;
+	case CURLE_COULDNT_CONNECT:
+	case CURLE_COULDNT_RESOLVE_HOST:
+	case CURLE_OPERATION_TIMEDOUT:
+	case CURLE_SEND_ERROR:
+	case CURLE_RECV_ERROR:
+	case CURLE_GOT_NOTHING:
+	case CURLE_PARTIAL_FILE:
+	case CURLE_SSL_CONNECT_ERROR:
+	case CURLE_HTTP2:
+	case CURLE_HTTP2_STREAM:
+		return true;
+	default:
+		return false;
+	}
+}
+
+void remote__s3_backoff(struct remote_s3 *s, unsigned attempt)
+{
+	unsigned ms = remote_http_backoff_ms(attempt, s->backoff_base_ms, s->backoff_cap_ms);
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
+
+	STAT_ADD(s, retries, 1);
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+int remote__s3_status_errno(long status, const char *code)
+{
+	if (code && !strcmp(code, "NoSuchBucket"))
+		return -ENOENT;
+	if (status == 403 || status == 401)
+		return -EACCES;
+	if (status == 404)
+		return -ENOENT;
+	return -EIO;
+}
+
+/* ---- GET -------------------------------------------------------------- */
+
+struct get_xfer {
+	char *buf;
+	size_t len, got;
+	long status;
+	bool overflow;
+	char etag[REMOTE_S3_MAX_ETAG + 1];
+	char content_range[128];
+	char errbody[S3_MAX_ERROR_BODY];
+	size_t errlen;
+};
+
+/* Copy a header's value (trimmed, capped; too long leaves it empty). */
+static void header_value(const char *line, size_t n, size_t name_len, char *dst, size_t cap)
+{
+	const char *v = line + name_len;
+	size_t vn = n - name_len;
+
+	while (vn && (*v == ' ' || *v == '\t')) {
+		v++;
+		vn--;
+	}
+	while (vn && (v[vn - 1] == '\r' || v[vn - 1] == '\n' || v[vn - 1] == ' '))
+		vn--;
+	if (vn >= cap) {
+		dst[0] = '\0';
+		return;
+	}
+	memcpy(dst, v, vn);
+	dst[vn] = '\0';
+}
+
+static size_t get_header_cb(char *line, size_t size, size_t n, void *arg)
+{
+	struct get_xfer *x = arg;
+	size_t len = size * n;
+
+	if (len >= 5 && !strncmp(line, "HTTP/", 5)) {
+		/* a new response (after a 100 Continue, say): forget the last one */
+		const char *sp = memchr(line, ' ', len);
+
+		x->status = sp ? strtol(sp + 1, NULL, 10) : 0;
+		x->etag[0] = x->content_range[0] = '\0';
+	} else if (len > 5 && !strncasecmp(line, "ETag:", 5)) {
+		header_value(line, len, 5, x->etag, sizeof(x->etag));
+	} else if (len > 14 && !strncasecmp(line, "Content-Range:", 14)) {
+		header_value(line, len, 14, x->content_range, sizeof(x->content_range));
+	}
+	return len;
+}
+
+static size_t get_write_cb(char *data, size_t size, size_t n, void *arg)
+{
+	struct get_xfer *x = arg;
+	size_t len = size * n;
+
+	if (x->status == 200 || x->status == 206) {
+		if (len > x->len - x->got) {
+			x->overflow = true;
+			return 0; /* abort: never past the caller's buffer */
+		}
+		memcpy(x->buf + x->got, data, len);
+		x->got += len;
+		return len;
+	}
+	size_t room = sizeof(x->errbody) - 1 - x->errlen;
+	size_t take = len < room ? len : room;
+
+	memcpy(x->errbody + x->errlen, data, take);
+	x->errlen += take;
+	return len;
+}
+
+/* The Code of an S3 error document, "" when there is none. */
+static void error_code(const char *body, size_t len, char *code, size_t cap)
+{
+	struct s3_page p;
+
+	code[0] = '\0';
+	if (!len || remote__s3_page_init(&p))
+		return;
+	remote__s3_page_feed(&p, body, len, true);
+	snprintf(code, cap, "%s", p.error_code);
+	remote__s3_page_fini(&p);
+}
+
+/* Check a finished 200/206 answer against the request and the snapshot. */
+static const char *get_mismatch(const struct get_xfer *x, const char *etag, uint64_t size,
+				uint64_t off, size_t len)
+{
+	uint64_t first, last, total;
+
+	if (!remote__s3_etag_equal(x->etag, etag))
+		return "ETag differs from the listing: the object changed";
+	if (x->status == 206) {
+		if (remote__s3_content_range(x->content_range, &first, &last, &total))
+			return "206 without a valid Content-Range";
+		if (total != size)
+			return "size differs from the listing: the object changed";
+		if (first != off || last != off + len - 1)
+			return "Content-Range is not the range asked for";
+	} else if (off != 0 || len != size) {
+		return "whole object sent for a partial read";
+	}
+	if (x->got != len)
+		return "short body";
+	return NULL;
+}
+
+ssize_t remote_s3_get(struct remote_s3 *s, const char *key, const char *etag, uint64_t size,
+		      uint64_t off, size_t len, void *buf)
+{
+	struct get_xfer *x;
+	struct strbuf url;
+	char range[80], ifmatch[REMOTE_S3_MAX_ETAG + 16], code[64] = "";
+	char cerr[CURL_ERROR_SIZE];
+	ssize_t ret = -EIO;
+
+	if (!s || !key || !etag || !*key || strlen(key) + strlen(s->prefix) > REMOTE_S3_MAX_KEY ||
+	    strlen(etag) > REMOTE_S3_MAX_ETAG || strpbrk(etag, "\r\n") || off > size ||
+	    len > size - off || (len && !buf))
+		return -EINVAL;
+	if (len == 0)
+		return 0;
+	x = calloc(1, sizeof(*x));
+	if (!x)
+		return -ENOMEM;
+	strbuf_init(&url);
+	strbuf_puts(&url, s->base_url);
+	remote__s3_pct(&url, s->prefix, strlen(s->prefix), true);
+	remote__s3_pct(&url, key, strlen(key), true);
+	snprintf(range, sizeof(range), "Range: bytes=%" PRIu64 "-%" PRIu64, off,
+		 off + len - 1);
+	snprintf(ifmatch, sizeof(ifmatch), "If-Match: %s", etag);
+	if (url.failed) {
+		ret = -ENOMEM;
+		goto out;
+	}
+
+	for (unsigned attempt = 0;; attempt++) {
+		CURL *e = remote_http_easy(s->http);
+		struct curl_slist *hdrs = NULL, *h1, *h2;
+		int r;
+
+		if (!e) {
+			ret = -ENOMEM;
+			goto out;
+		}
+		h1 = curl_slist_append(NULL, range);
+		h2 = h1 ? curl_slist_append(h1, ifmatch) : NULL;
+		if (!h2) {
+			curl_slist_free_all(h1);
+			ret = -ENOMEM;
+			goto out;
+		}
+		hdrs = h2;
+		r = remote__s3_prepare(s, e, &hdrs);
+		if (r) {
+			curl_slist_free_all(hdrs);
+			log_err("s3://%s/%s%s: no valid credentials", s->bucket, s->prefix, key);
+			ret = -EIO;
+			goto out;
+		}
+		memset(x, 0, sizeof(*x));
+		x->buf = buf;
+		x->len = len;
+		cerr[0] = '\0';
+		curl_easy_setopt(e, CURLOPT_URL, url.buf);
+		curl_easy_setopt(e, CURLOPT_HTTPHEADER, hdrs);
+		curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, get_header_cb);
+		curl_easy_setopt(e, CURLOPT_HEADERDATA, x);
+		curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, get_write_cb);
+		curl_easy_setopt(e, CURLOPT_WRITEDATA, x);
+		curl_easy_setopt(e, CURLOPT_ERRORBUFFER, cerr);
+		STAT_ADD(s, requests, 1);
+		CURLcode rc = curl_easy_perform(e);
+		curl_off_t ttfb = 0;
+
+		curl_easy_getinfo(e, CURLINFO_STARTTRANSFER_TIME_T, &ttfb);
+		curl_easy_setopt(e, CURLOPT_ERRORBUFFER, NULL);
+		curl_easy_setopt(e, CURLOPT_HTTPHEADER, NULL);
+		curl_slist_free_all(hdrs);
+
+		if (x->overflow) {
+			log_err("s3://%s/%s%s: more bytes than asked for", s->bucket, s->prefix,
+				key);
+			ret = -EIO;
+			goto out;
+		}
+		if (rc == CURLE_OK && (x->status == 200 || x->status == 206)) {
+			const char *why = get_mismatch(x, etag, size, off, len);
+
+			if (why) {
+				log_err("s3://%s/%s%s: %s", s->bucket, s->prefix, key, why);
+				ret = -EIO;
+				goto out;
+			}
+			remote__s3_hist_add(&s->latency, (uint64_t)ttfb);
+			STAT_ADD(s, bytes, len);
+			ret = (ssize_t)len;
+			goto out;
+		}
+		if (remote__s3_retryable(rc, x->status) && attempt < s->max_retries) {
+			log_debug("s3://%s/%s%s: retrying (%s)", s->bucket, s->prefix, key,
+				  rc != CURLE_OK ? curl_easy_strerror(rc) : "5xx");
+			remote__s3_backoff(s, attempt + 1);
+			continue;
+		}
+		if (rc != CURLE_OK) {
+			log_err("s3://%s/%s%s: %s (after %u attempts)", s->bucket, s->prefix, key,
+				cerr[0] ? cerr : curl_easy_strerror(rc), attempt + 1);
+			ret = rc == CURLE_OPERATION_TIMEDOUT ? -ETIMEDOUT : -EIO;
+			goto out;
+		}
+		error_code(x->errbody, x->errlen, code, sizeof(code));
+		log_err("s3://%s/%s%s: HTTP %ld%s%s%s%s", s->bucket, s->prefix, key, x->status,
+			code[0] ? " (" : "", code, code[0] ? ")" : "",
+			x->status == 412   ? ": the object changed since it was listed"
+			: x->status == 403 ? ": access denied"
+			: x->status == 404 ? ": the object is gone"
+					   : "");
+		ret = -EIO;
+		goto out;
+	}
+out:
+	if (ret < 0)
+		STAT_ADD(s, errors, 1);
+	strbuf_fini(&url);
+	free(x);
+	return ret;
+}
+
+void remote_s3_get_stats(struct remote_s3 *s, struct remote_s3_stats *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (!s)
+		return;
+	out->requests = atomic_load_explicit(&s->requests, memory_order_relaxed);
+	out->retries = atomic_load_explicit(&s->retries, memory_order_relaxed);
+	out->errors = atomic_load_explicit(&s->errors, memory_order_relaxed);
+	out->bytes = atomic_load_explicit(&s->bytes, memory_order_relaxed);
+	out->latency_p50_ms = remote__s3_hist_quantile(&s->latency, 0.50);
+	out->latency_p99_ms = remote__s3_hist_quantile(&s->latency, 0.99);
+}

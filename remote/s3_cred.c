@@ -1,0 +1,608 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The AWS credential chain of the S3 client, in the order the AWS tools
+ * use: the environment, the shared credentials and config files for the
+ * profile, container credentials (ECS/EKS), then the instance role through
+ * IMDSv2. Temporary credentials (the last two) are refreshed before they
+ * expire: one caller fetches new ones while the others go on with the old
+ * ones as long as those are still valid.
+ *
+ * Lock order: refresh_lock (held across the fetch) before lock (held only
+ * to copy the current credentials). Secrets never reach a log line or an
+ * error text; only their source does.
+ */
+#include "remote/s3_int.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <pwd.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/strbuf.h"
+#include "remote/http.h"
+
+#define IMDS_DEFAULT "http://169.254.169.254"
+#define CONTAINER_HOST "http://169.254.170.2"
+#define CRED_CONNECT_TIMEOUT_MS 1000
+#define CRED_TIMEOUT_MS 3000
+#define CRED_RETRY_S 10 /* after a failed refresh, while the old ones last */
+#define S3_MAX_IMDS_TOKEN 1024
+
+struct s3_cred {
+	enum s3_cred_source source;
+	struct remote_http *pool;
+	char *url;	  /* container URI, or the IMDS base */
+	char *auth;	  /* container Authorization value (a secret) */
+	char *auth_file;  /* ... or the file that holds it */
+	pthread_mutex_t refresh_lock;
+	pthread_mutex_t lock; /* protects cur and refresh_at_s */
+	struct s3_creds cur;
+	int64_t refresh_at_s; /* 0: never */
+	_Atomic unsigned fetches;
+};
+
+static int64_t now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return ts.tv_sec;
+}
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err || !errlen)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+/* ---- files ------------------------------------------------------------ */
+
+/* Read a whole small file into a NUL-terminated buffer. -ENOENT when it
+ * does not exist, -EFBIG over the cap. */
+static int read_small_file(const char *path, char **out, size_t *len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return -EINVAL;
+	}
+	if ((uint64_t)st.st_size > S3_MAX_INI_FILE) {
+		close(fd);
+		return -EFBIG;
+	}
+	char *buf = malloc((size_t)st.st_size + 1);
+	size_t got = 0;
+
+	if (!buf) {
+		close(fd);
+		return -ENOMEM;
+	}
+	while (got < (size_t)st.st_size) {
+		ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	close(fd);
+	buf[got] = '\0';
+	*out = buf;
+	*len = got;
+	return 0;
+}
+
+static int home_path(const char *rel, char *out, size_t cap)
+{
+	const char *home = getenv("HOME");
+	struct passwd pw, *res = NULL;
+	char pwbuf[4096];
+
+	if (!home || !*home) {
+		if (getpwuid_r(getuid(), &pw, pwbuf, sizeof(pwbuf), &res) || !res)
+			return -ENOENT;
+		home = res->pw_dir;
+	}
+	return snprintf(out, cap, "%s/%s", home, rel) < (int)cap ? 0 : -ENAMETOOLONG;
+}
+
+/* Merge `section` of the INI file at path into p. A missing file is fine. */
+static int load_ini(const char *path, const char *section, struct s3_profile *p, char *err,
+		    size_t errlen)
+{
+	char *text = NULL;
+	size_t len = 0;
+	int r = read_small_file(path, &text, &len);
+
+	if (r == -ENOENT)
+		return 0;
+	if (r) {
+		set_err(err, errlen, "%s: cannot read: %s", path, strerror(-r));
+		return -EINVAL;
+	}
+	r = remote__s3_ini_parse(text, len, section, p);
+	/* the text holds secrets: wipe before freeing */
+	explicit_bzero(text, len);
+	free(text);
+	if (r)
+		set_err(err, errlen, "%s: malformed (a line or value is too long)", path);
+	return r;
+}
+
+/* ---- credential endpoints --------------------------------------------- */
+
+static size_t body_cb(char *data, size_t size, size_t n, void *arg)
+{
+	struct strbuf *sb = arg;
+
+	if (sb->len + size * n > S3_MAX_CRED_BODY)
+		return 0;
+	strbuf_append(sb, data, size * n);
+	return sb->failed ? 0 : size * n;
+}
+
+/* One request to a credential endpoint; 0 and a 2xx body, or -EIO. */
+static int cred_http(struct remote_http *pool, const char *method, const char *url,
+		     struct curl_slist *hdrs, struct strbuf *body, char *err, size_t errlen)
+{
+	CURL *e = remote_http_easy(pool);
+	long status = 0;
+	char ebuf[CURL_ERROR_SIZE] = "";
+
+	if (!e)
+		return -ENOMEM;
+	strbuf_reset(body);
+	curl_easy_setopt(e, CURLOPT_URL, url);
+	curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, method);
+	if (!strcmp(method, "PUT")) {
+		curl_easy_setopt(e, CURLOPT_POSTFIELDS, "");
+		curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE, 0L);
+	}
+	curl_easy_setopt(e, CURLOPT_HTTPHEADER, hdrs);
+	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)CRED_CONNECT_TIMEOUT_MS);
+	curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)CRED_TIMEOUT_MS);
+	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, body_cb);
+	curl_easy_setopt(e, CURLOPT_WRITEDATA, body);
+	curl_easy_setopt(e, CURLOPT_ERRORBUFFER, ebuf);
+	CURLcode rc = curl_easy_perform(e);
+
+	curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
+	curl_easy_setopt(e, CURLOPT_ERRORBUFFER, NULL);
+	if (rc != CURLE_OK) {
+		set_err(err, errlen, "%s: %s", url, ebuf[0] ? ebuf : curl_easy_strerror(rc));
+		return -EIO;
+	}
+	if (status < 200 || status > 299) {
+		set_err(err, errlen, "%s: HTTP %ld", url, status);
+		return -EIO;
+	}
+	return 0;
+}
+
+static int fetch_container(struct s3_cred *c, struct s3_creds *out, char *err, size_t errlen)
+{
+	struct curl_slist *hdrs = NULL;
+	struct strbuf body, auth;
+	int r;
+
+	strbuf_init(&body);
+	strbuf_init(&auth);
+	if (c->auth_file) {
+		char *text = NULL;
+		size_t len = 0;
+
+		r = read_small_file(c->auth_file, &text, &len);
+		if (r) {
+			set_err(err, errlen, "%s: cannot read the authorization token",
+				c->auth_file);
+			r = -EACCES;
+			goto out;
+		}
+		while (len && (text[len - 1] == '\n' || text[len - 1] == '\r'))
+			len--;
+		strbuf_puts(&auth, "Authorization: ");
+		strbuf_append(&auth, text, len);
+		explicit_bzero(text, len);
+		free(text);
+	} else if (c->auth) {
+		strbuf_printf(&auth, "Authorization: %s", c->auth);
+	}
+	if (auth.len && !(hdrs = curl_slist_append(NULL, auth.buf))) {
+		r = -ENOMEM;
+		goto out;
+	}
+	r = cred_http(c->pool, "GET", c->url, hdrs, &body, err, errlen);
+	if (r)
+		goto out;
+	atomic_fetch_add(&c->fetches, 1);
+	if (remote__s3_cred_json(body.buf, body.len, out)) {
+		set_err(err, errlen, "%s: not a credentials document", c->url);
+		r = -EIO;
+	}
+out:
+	curl_slist_free_all(hdrs);
+	if (auth.buf)
+		explicit_bzero(auth.buf, auth.len);
+	if (body.buf)
+		explicit_bzero(body.buf, body.len);
+	strbuf_fini(&auth);
+	strbuf_fini(&body);
+	return r;
+}
+
+static int fetch_imds(struct s3_cred *c, struct s3_creds *out, char *err, size_t errlen)
+{
+	struct curl_slist *hdrs = NULL;
+	struct strbuf body, url, tokhdr;
+	int r;
+
+	strbuf_init(&body);
+	strbuf_init(&url);
+	strbuf_init(&tokhdr);
+	hdrs = curl_slist_append(NULL, "X-aws-ec2-metadata-token-ttl-seconds: 21600");
+	if (!hdrs) {
+		r = -ENOMEM;
+		goto out;
+	}
+	strbuf_printf(&url, "%s/latest/api/token", c->url);
+	r = cred_http(c->pool, "PUT", url.buf, hdrs, &body, err, errlen);
+	curl_slist_free_all(hdrs);
+	hdrs = NULL;
+	if (r)
+		goto out;
+	if (body.len == 0 || body.len > S3_MAX_IMDS_TOKEN || memchr(body.buf, '\n', body.len) ||
+	    memchr(body.buf, '\r', body.len)) {
+		set_err(err, errlen, "%s: bad IMDSv2 token", url.buf);
+		r = -EIO;
+		goto out;
+	}
+	strbuf_puts(&tokhdr, "X-aws-ec2-metadata-token: ");
+	strbuf_append(&tokhdr, body.buf, body.len);
+	hdrs = curl_slist_append(NULL, tokhdr.buf);
+	if (!hdrs) {
+		r = -ENOMEM;
+		goto out;
+	}
+	strbuf_reset(&url);
+	strbuf_printf(&url, "%s/latest/meta-data/iam/security-credentials/", c->url);
+	r = cred_http(c->pool, "GET", url.buf, hdrs, &body, err, errlen);
+	if (r)
+		goto out;
+	/* The first line is the role name. */
+	size_t n = 0;
+
+	while (n < body.len && body.buf[n] != '\n' && body.buf[n] != '\r')
+		n++;
+	if (n == 0 || n > 128) {
+		set_err(err, errlen, "%s: no instance role", url.buf);
+		r = -EIO;
+		goto out;
+	}
+	strbuf_append(&url, body.buf, n);
+	r = cred_http(c->pool, "GET", url.buf, hdrs, &body, err, errlen);
+	if (r)
+		goto out;
+	atomic_fetch_add(&c->fetches, 1);
+	if (remote__s3_cred_json(body.buf, body.len, out)) {
+		set_err(err, errlen, "%s: not a credentials document", url.buf);
+		r = -EIO;
+	}
+out:
+	curl_slist_free_all(hdrs);
+	if (body.buf)
+		explicit_bzero(body.buf, body.len);
+	if (tokhdr.buf)
+		explicit_bzero(tokhdr.buf, tokhdr.len);
+	strbuf_fini(&body);
+	strbuf_fini(&url);
+	strbuf_fini(&tokhdr);
+	return r;
+}
+
+static int fetch(struct s3_cred *c, struct s3_creds *out, char *err, size_t errlen)
+{
+	if (c->source == S3_CRED_CONTAINER)
+		return fetch_container(c, out, err, errlen);
+	return fetch_imds(c, out, err, errlen);
+}
+
+/* Install fresh credentials: under lock, with their refresh time. */
+static void install(struct s3_cred *c, const struct s3_creds *fresh)
+{
+	int64_t now = now_s();
+
+	pthread_mutex_lock(&c->lock);
+	c->cur = *fresh;
+	c->refresh_at_s = fresh->expires_s ? remote__s3_refresh_at(now, fresh->expires_s) : 0;
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* ---- the chain -------------------------------------------------------- */
+
+static const char *env(const char *name)
+{
+	const char *v = getenv(name);
+
+	return v && *v ? v : NULL;
+}
+
+static int from_profile(const struct remote_s3_config *cfg, struct s3_profile *p, char *err,
+			size_t errlen)
+{
+	const char *name = cfg->profile && *cfg->profile ? cfg->profile : env("AWS_PROFILE");
+	bool explicit_name = name != NULL;
+	char cred_path[4096], conf_path[4096], section[256];
+	const char *v;
+	int r;
+
+	if (!name)
+		name = "default";
+	if ((v = env("AWS_SHARED_CREDENTIALS_FILE")))
+		snprintf(cred_path, sizeof(cred_path), "%s", v);
+	else if (home_path(".aws/credentials", cred_path, sizeof(cred_path)))
+		cred_path[0] = '\0';
+	if ((v = env("AWS_CONFIG_FILE")))
+		snprintf(conf_path, sizeof(conf_path), "%s", v);
+	else if (home_path(".aws/config", conf_path, sizeof(conf_path)))
+		conf_path[0] = '\0';
+
+	/* config first, so the credentials file's values win */
+	if (conf_path[0]) {
+		if (!strcmp(name, "default") &&
+		    (r = load_ini(conf_path, "default", p, err, errlen)))
+			return r;
+		snprintf(section, sizeof(section), "profile %s", name);
+		if ((r = load_ini(conf_path, section, p, err, errlen)))
+			return r;
+	}
+	if (cred_path[0] && (r = load_ini(cred_path, name, p, err, errlen)))
+		return r;
+	if (explicit_name && !p->found) {
+		set_err(err, errlen, "profile %s: not found in %s or %s", name,
+			cred_path[0] ? cred_path : "~/.aws/credentials",
+			conf_path[0] ? conf_path : "~/.aws/config");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int copy_str(char *dst, size_t cap, const char *src)
+{
+	size_t n = strlen(src);
+
+	if (n >= cap)
+		return -EINVAL;
+	memcpy(dst, src, n + 1);
+	return 0;
+}
+
+int remote__s3_cred_create(const struct remote_s3_config *cfg, struct remote_http *pool,
+			   char *region_out, size_t region_cap, struct s3_cred **out,
+			   char *err, size_t errlen)
+{
+	struct s3_cred *c = calloc(1, sizeof(*c));
+	struct s3_profile *prof = calloc(1, sizeof(*prof));
+	const char *ak = env("AWS_ACCESS_KEY_ID"), *sk = env("AWS_SECRET_ACCESS_KEY");
+	const char *v;
+	int r;
+
+	if (!c || !prof) {
+		free(c);
+		free(prof);
+		return -ENOMEM;
+	}
+	c->pool = pool;
+	pthread_mutex_init(&c->lock, NULL);
+	pthread_mutex_init(&c->refresh_lock, NULL);
+
+	/* The profile is read even when another source wins: its region counts. */
+	r = from_profile(cfg, prof, err, errlen);
+	if (r)
+		goto fail;
+	if (prof->region[0] && region_out && strlen(prof->region) < region_cap)
+		strcpy(region_out, prof->region);
+
+	if (cfg->no_sign) {
+		c->source = S3_CRED_NONE;
+		goto done;
+	}
+	if (ak || sk) {
+		if (!ak || !sk) {
+			set_err(err, errlen, "%s is set but %s is not",
+				ak ? "AWS_ACCESS_KEY_ID" : "AWS_SECRET_ACCESS_KEY",
+				ak ? "AWS_SECRET_ACCESS_KEY" : "AWS_ACCESS_KEY_ID");
+			r = -EINVAL;
+			goto fail;
+		}
+		if (copy_str(c->cur.access_key, sizeof(c->cur.access_key), ak) ||
+		    copy_str(c->cur.secret_key, sizeof(c->cur.secret_key), sk) ||
+		    ((v = env("AWS_SESSION_TOKEN")) &&
+		     copy_str(c->cur.token, sizeof(c->cur.token), v))) {
+			set_err(err, errlen, "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY/"
+					     "AWS_SESSION_TOKEN: too long");
+			r = -EINVAL;
+			goto fail;
+		}
+		c->source = S3_CRED_ENV;
+		goto done;
+	}
+	if (prof->access_key[0] && prof->secret_key[0]) {
+		strcpy(c->cur.access_key, prof->access_key);
+		strcpy(c->cur.secret_key, prof->secret_key);
+		strcpy(c->cur.token, prof->token);
+		c->source = S3_CRED_PROFILE;
+		goto done;
+	}
+
+	struct s3_creds first;
+	char ferr[512] = "";
+
+	if ((v = env("AWS_CONTAINER_CREDENTIALS_FULL_URI")) ||
+	    env("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI")) {
+		c->source = S3_CRED_CONTAINER;
+		if (v) {
+			c->url = strdup(v);
+		} else if (asprintf(&c->url, "%s%s", CONTAINER_HOST,
+				    env("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI")) < 0) {
+			c->url = NULL;
+		}
+		if ((v = env("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE")))
+			c->auth_file = strdup(v);
+		else if ((v = env("AWS_CONTAINER_AUTHORIZATION_TOKEN")))
+			c->auth = strdup(v);
+		if (!c->url || (v && !c->auth && !c->auth_file)) {
+			r = -ENOMEM;
+			goto fail;
+		}
+		r = fetch(c, &first, ferr, sizeof(ferr));
+		if (r) {
+			set_err(err, errlen, "container credentials: %s", ferr);
+			r = -EACCES;
+			goto fail;
+		}
+		install(c, &first);
+		explicit_bzero(&first, sizeof(first));
+		goto done;
+	}
+	v = env("AWS_EC2_METADATA_DISABLED");
+	if (!v || strcasecmp(v, "true")) {
+		c->source = S3_CRED_IMDS;
+		v = env("AWS_EC2_METADATA_SERVICE_ENDPOINT");
+		c->url = strdup(v ? v : IMDS_DEFAULT);
+		if (!c->url) {
+			r = -ENOMEM;
+			goto fail;
+		}
+		size_t n = strlen(c->url);
+
+		while (n && c->url[n - 1] == '/')
+			c->url[--n] = '\0';
+		r = fetch(c, &first, ferr, sizeof(ferr));
+		if (r == 0) {
+			install(c, &first);
+			explicit_bzero(&first, sizeof(first));
+			goto done;
+		}
+		log_debug("s3: no instance-role credentials: %s", ferr);
+	}
+	set_err(err, errlen,
+		"no S3 credentials found (environment, shared files, container, instance "
+		"role%s): set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or a profile, or use "
+		"--no-sign-request for a public bucket",
+		ferr[0] ? "" : " disabled");
+	r = -EACCES;
+	goto fail;
+
+done:
+	explicit_bzero(prof, sizeof(*prof));
+	free(prof);
+	*out = c;
+	return 0;
+fail:
+	explicit_bzero(prof, sizeof(*prof));
+	free(prof);
+	remote__s3_cred_destroy(c);
+	return r;
+}
+
+void remote__s3_cred_destroy(struct s3_cred *c)
+{
+	if (!c)
+		return;
+	explicit_bzero(&c->cur, sizeof(c->cur));
+	if (c->auth) {
+		explicit_bzero(c->auth, strlen(c->auth));
+		free(c->auth);
+	}
+	free(c->auth_file);
+	free(c->url);
+	pthread_mutex_destroy(&c->lock);
+	pthread_mutex_destroy(&c->refresh_lock);
+	free(c);
+}
+
+/* Called with refresh_lock held. */
+static void refresh(struct s3_cred *c)
+{
+	struct s3_creds fresh;
+	char ferr[512] = "";
+
+	if (fetch(c, &fresh, ferr, sizeof(ferr)) == 0) {
+		install(c, &fresh);
+		explicit_bzero(&fresh, sizeof(fresh));
+		log_debug("s3: credentials refreshed");
+		return;
+	}
+	log_warn("s3: refreshing credentials failed: %s", ferr);
+	pthread_mutex_lock(&c->lock);
+	c->refresh_at_s = now_s() + CRED_RETRY_S;
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* Copy the current credentials if valid; true when they are. */
+static bool copy_valid(struct s3_cred *c, struct s3_creds *out, bool *due)
+{
+	int64_t now = now_s();
+	bool valid;
+
+	pthread_mutex_lock(&c->lock);
+	valid = c->cur.expires_s == 0 || now < c->cur.expires_s;
+	*due = c->refresh_at_s && now >= c->refresh_at_s;
+	if (valid)
+		*out = c->cur;
+	pthread_mutex_unlock(&c->lock);
+	return valid;
+}
+
+int remote__s3_cred_get(struct s3_cred *c, struct s3_creds *out)
+{
+	bool due;
+
+	if (copy_valid(c, out, &due) && !due)
+		return 0;
+	if (!due)
+		return -EACCES; /* static credentials never expire: unreachable */
+	if (pthread_mutex_trylock(&c->refresh_lock) == 0) {
+		if (copy_valid(c, out, &due), due)
+			refresh(c);
+		pthread_mutex_unlock(&c->refresh_lock);
+	} else if (!copy_valid(c, out, &due)) {
+		/* expired: wait for the refresher */
+		pthread_mutex_lock(&c->refresh_lock);
+		pthread_mutex_unlock(&c->refresh_lock);
+	} else {
+		return 0; /* someone refreshes; the old ones are still good */
+	}
+	return copy_valid(c, out, &due) ? 0 : -EACCES;
+}
+
+enum s3_cred_source remote__s3_cred_source(const struct s3_cred *c)
+{
+	return c ? c->source : S3_CRED_NONE;
+}
+
+unsigned remote__s3_cred_fetches(const struct s3_cred *c)
+{
+	return c ? atomic_load(&c->fetches) : 0;
+}

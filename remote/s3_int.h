@@ -1,0 +1,209 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Internals of the S3 client (s3.c, s3_cred.c, s3_list.c, s3_util.c),
+ * shared with the white-box unit test: query and URL building, the
+ * ListObjectsV2 page parser, the shared-file (INI) reader, credential JSON,
+ * answer checks and the latency histogram. Nothing here is for fs/.
+ *
+ * Files depend on each other one way: s3.c and s3_list.c call s3_cred.c
+ * and s3_util.c; s3_cred.c calls s3_util.c only.
+ */
+#ifndef COORDFS_REMOTE_S3_INT_H
+#define COORDFS_REMOTE_S3_INT_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "remote/s3.h"
+
+struct strbuf;
+struct curl_slist;
+
+/* Caps on what the network or a file may hand us. */
+#define S3_MAX_ACCESS_KEY 128
+#define S3_MAX_SECRET 256
+#define S3_MAX_TOKEN 4096	    /* session tokens are ~1-2 KiB */
+#define S3_MAX_REGION 64
+#define S3_MAX_ERROR_BODY 8192	    /* XML error document we keep */
+#define S3_MAX_LIST_BODY (32u << 20) /* one ListObjectsV2 page */
+#define S3_MAX_PAGE_ENTRIES 20000   /* S3 sends at most 1000 */
+#define S3_MAX_XML_TEXT 4096	    /* one element's text */
+#define S3_MAX_CRED_BODY 65536	    /* a credential endpoint's answer */
+#define S3_MAX_INI_LINE 4096
+#define S3_MAX_INI_FILE (1u << 20)
+
+/* ---- s3_util.c -------------------------------------------------------- */
+
+/* Percent-encode s (RFC 3986 unreserved kept; '/' kept when keep_slash). */
+void remote__s3_pct(struct strbuf *out, const char *s, size_t len, bool keep_slash);
+
+/* The ListObjectsV2 query (no '?'), parameters in alphabetical order and
+ * values percent-encoded, as curl 7.88's SigV4 signs the query as written.
+ * token and delimiter may be NULL; max_keys 0 leaves it out. */
+void remote__s3_list_query(struct strbuf *out, const char *token, const char *delimiter,
+			   const char *prefix, unsigned max_keys);
+
+/* "2026-12-02T14:37:09.123Z" (fraction and zone optional, Z or +00:00):
+ * 0 and *ns since the epoch, or -EINVAL. */
+int remote__s3_parse_time(const char *s, int64_t *ns);
+
+/* "bytes FIRST-LAST/TOTAL": 0 and the numbers, or -EINVAL (also for '*'). */
+int remote__s3_content_range(const char *value, uint64_t *first, uint64_t *last,
+			     uint64_t *total);
+
+/* Strong ETag equality; the quotes may be missing on either side. */
+bool remote__s3_etag_equal(const char *a, const char *b);
+
+/* When temporary credentials expiring at expires_s should be replaced,
+ * fetched at now_s: 5 minutes before, or at half their remaining life when
+ * that is shorter. */
+int64_t remote__s3_refresh_at(int64_t now_s, int64_t expires_s);
+
+/* Lock-free log-bucket histogram of microseconds: 8 buckets per power of
+ * two, so a percentile is within ~9% of the truth. */
+#define S3_HIST_SUB 8
+#define S3_HIST_BUCKETS (40 * S3_HIST_SUB)
+struct s3_hist {
+	_Atomic uint64_t count[S3_HIST_BUCKETS];
+};
+void remote__s3_hist_add(struct s3_hist *h, uint64_t us);
+/* The q-quantile (0..1) in milliseconds, 0 when empty. */
+double remote__s3_hist_quantile(struct s3_hist *h, double q);
+
+/* ---- ListObjectsV2 pages (s3_util.c, libexpat) ------------------------ */
+
+struct s3_page_entry {
+	char *key; /* full key, NUL-terminated */
+	size_t key_len;
+	uint64_t size;
+	char etag[REMOTE_S3_MAX_ETAG + 1];
+	int64_t mtime_ns;
+};
+
+struct s3_page {
+	struct s3_page_entry *entries;
+	size_t n_entries, cap_entries;
+	char **prefixes; /* CommonPrefixes */
+	size_t n_prefixes, cap_prefixes;
+	bool truncated;
+	char *next_token;
+	char error_code[64]; /* from an <Error> document */
+	char error_message[256];
+	/* parser state */
+	void *parser; /* XML_Parser */
+	unsigned depth;
+	int root;  /* 1: ListBucketResult, 2: Error */
+	bool in_contents, in_prefixes;
+	int where; /* which text-bearing element we are in */
+	char *text;
+	size_t text_len;
+	struct s3_page_entry cur;
+	bool have_key, have_size, have_etag;
+	int failed; /* -errno once the page is unusable */
+};
+
+/* Start a page parse. 0 or -ENOMEM. */
+int remote__s3_page_init(struct s3_page *p);
+/* Feed body bytes; final on the last call. 0 or -EINVAL (bad XML, missing
+ * fields, over a cap) / -ENOMEM. */
+int remote__s3_page_feed(struct s3_page *p, const char *data, size_t len, bool final);
+void remote__s3_page_fini(struct s3_page *p);
+
+/* ---- shared files and credential answers (s3_util.c) ----------------- */
+
+struct s3_profile {
+	char access_key[S3_MAX_ACCESS_KEY];
+	char secret_key[S3_MAX_SECRET];
+	char token[S3_MAX_TOKEN];
+	char region[S3_MAX_REGION];
+	bool found; /* the section exists */
+};
+
+/* Read section `section` of INI text into p (fields it sets overwrite, the
+ * others stay). Keys are matched case-insensitively, around '=' spaces are
+ * trimmed, ';' and '#' start comments. -EINVAL on a line over
+ * S3_MAX_INI_LINE or a value over its field. */
+int remote__s3_ini_parse(const char *text, size_t len, const char *section,
+			 struct s3_profile *p);
+
+struct s3_creds {
+	char access_key[S3_MAX_ACCESS_KEY];
+	char secret_key[S3_MAX_SECRET];
+	char token[S3_MAX_TOKEN];
+	int64_t expires_s; /* 0: never */
+};
+
+/* A container / IMDS credential document (AccessKeyId, SecretAccessKey,
+ * Token, Expiration). 0 or -EINVAL (bad JSON, missing or oversized field,
+ * Code other than Success). */
+int remote__s3_cred_json(const char *json, size_t len, struct s3_creds *out);
+
+/* ---- credential provider (s3_cred.c) ---------------------------------- */
+
+struct s3_cred;
+
+enum s3_cred_source {
+	S3_CRED_NONE = 0, /* anonymous */
+	S3_CRED_ENV,
+	S3_CRED_PROFILE,
+	S3_CRED_CONTAINER,
+	S3_CRED_IMDS,
+};
+
+/* Walk the chain (see remote/README.md) and fetch the first credentials.
+ * region_out receives the profile's region when it has one (else left
+ * alone). 0 or -EACCES / -EINVAL / -ENOMEM with one line in err. */
+int remote__s3_cred_create(const struct remote_s3_config *cfg, struct remote_http *pool,
+			   char *region_out, size_t region_cap, struct s3_cred **out,
+			   char *err, size_t errlen);
+void remote__s3_cred_destroy(struct s3_cred *c);
+/* Current credentials, refreshed first when due. One thread refreshes;
+ * the others go on with the old ones while those are still valid.
+ * 0 or -EACCES (expired and the refresh failed). */
+int remote__s3_cred_get(struct s3_cred *c, struct s3_creds *out);
+enum s3_cred_source remote__s3_cred_source(const struct s3_cred *c);
+/* How many times credentials were fetched from an endpoint. */
+unsigned remote__s3_cred_fetches(const struct s3_cred *c);
+
+/* ---- the client (s3.c), used by s3_list.c ------------------------------ */
+
+struct remote_s3 {
+	struct remote_http *http;
+	struct s3_cred *cred; /* NULL when anonymous */
+	char *bucket;
+	char *prefix;	    /* "" or ends in '/' */
+	char *base_url;	    /* scheme://host[:port]/[bucket/] : keys follow */
+	char *bucket_url;   /* base_url for bucket-level requests, ends in '/' */
+	char *sigv4;	    /* "aws:amz:REGION:s3" */
+	char region[S3_MAX_REGION];
+	unsigned connect_timeout_ms, timeout_ms, max_retries, backoff_base_ms, backoff_cap_ms;
+	_Atomic uint64_t requests, retries, errors, bytes;
+	struct s3_hist latency;
+};
+
+/* One signed request's outcome. */
+struct s3_result {
+	int curl_code;	 /* CURLcode */
+	long status;	 /* HTTP status, 0 when none */
+	char error_code[64];
+};
+
+/* Apply signing (credentials, SigV4, UNSIGNED-PAYLOAD, session token) and
+ * the client's timeouts to easy, whose URL and callbacks the caller set;
+ * hdrs is the caller's header list, appended to (freed by the caller).
+ * 0 or -EACCES (no valid credentials) / -ENOMEM. */
+int remote__s3_prepare(struct remote_s3 *s, void *easy, struct curl_slist **hdrs);
+
+/* Whether a failed attempt is worth repeating: transport errors, 500,
+ * 502, 503, 504 (and 429). */
+bool remote__s3_retryable(int curl_code, long status);
+/* Sleep before retry number attempt, counting it. */
+void remote__s3_backoff(struct remote_s3 *s, unsigned attempt);
+
+/* Text for an S3 error code in a user-facing line. */
+int remote__s3_status_errno(long status, const char *code);
+
+#endif

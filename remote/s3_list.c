@@ -1,0 +1,388 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ListObjectsV2 of a whole prefix (remote_s3_list): every page, parsed as
+ * it streams in (s3_util.c's page parser, capped). With parallel > 1 the
+ * tree is walked with delimiter=/: each listed common prefix becomes a
+ * task for a pool of worker threads, so a dataset laid out as
+ * train/<class>/<file> is listed a thousand prefixes at a time. With
+ * parallel <= 1 it is one flat listing, fewest requests.
+ *
+ * A page's objects reach the callback only after the page parsed
+ * completely (a retried page never repeats objects), under one mutex (the
+ * callback is serialized). The first error stops every worker.
+ */
+#include "remote/s3_int.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "common/strbuf.h"
+#include "remote/http.h"
+
+#define LIST_MAX_THREADS 256
+#define LIST_PAGE_KEYS 1000
+
+struct list_ctx {
+	struct remote_s3 *s;
+	remote_s3_list_fn fn;
+	void *arg;
+	bool delimiter;
+	pthread_mutex_t lock; /* queue, busy, error */
+	pthread_cond_t cond;
+	char **queue;
+	size_t qlen, qcap;
+	unsigned busy;
+	int error;
+	char err[512];
+	pthread_mutex_t cb_lock; /* serializes fn */
+};
+
+struct page_xfer {
+	struct s3_page page;
+	size_t body;
+	long status;
+	char errbody[S3_MAX_ERROR_BODY];
+	size_t errlen;
+	bool too_big;
+};
+
+static size_t page_header_cb(char *line, size_t size, size_t n, void *arg)
+{
+	struct page_xfer *x = arg;
+	size_t len = size * n;
+
+	if (len >= 5 && !strncmp(line, "HTTP/", 5)) {
+		const char *sp = memchr(line, ' ', len);
+
+		x->status = sp ? strtol(sp + 1, NULL, 10) : 0;
+	}
+	return len;
+}
+
+static size_t page_write_cb(char *data, size_t size, size_t n, void *arg)
+{
+	struct page_xfer *x = arg;
+	size_t len = size * n;
+
+	if (x->status != 200) {
+		size_t room = sizeof(x->errbody) - 1 - x->errlen;
+		size_t take = len < room ? len : room;
+
+		memcpy(x->errbody + x->errlen, data, take);
+		x->errlen += take;
+		return len;
+	}
+	x->body += len;
+	if (x->body > S3_MAX_LIST_BODY) {
+		x->too_big = true;
+		return 0;
+	}
+	return remote__s3_page_feed(&x->page, data, len, false) ? 0 : len;
+}
+
+static void ctx_fail(struct list_ctx *c, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void ctx_fail(struct list_ctx *c, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	pthread_mutex_lock(&c->lock);
+	if (!c->error) {
+		c->error = err;
+		va_start(ap, fmt);
+		vsnprintf(c->err, sizeof(c->err), fmt, ap);
+		va_end(ap);
+	}
+	pthread_cond_broadcast(&c->cond);
+	pthread_mutex_unlock(&c->lock);
+}
+
+static bool ctx_failed(struct list_ctx *c)
+{
+	pthread_mutex_lock(&c->lock);
+	bool f = c->error != 0;
+	pthread_mutex_unlock(&c->lock);
+	return f;
+}
+
+/* Fetch and parse one page, with retries. 0 and x->page, or -errno (the
+ * context's error set). */
+static int fetch_page(struct list_ctx *c, const char *prefix, const char *token,
+		      struct page_xfer *x)
+{
+	struct remote_s3 *s = c->s;
+	struct strbuf url;
+	char cerr[CURL_ERROR_SIZE];
+	int ret = -EIO;
+
+	strbuf_init(&url);
+	strbuf_printf(&url, "%s?", s->bucket_url);
+	remote__s3_list_query(&url, token, c->delimiter ? "/" : NULL, prefix, LIST_PAGE_KEYS);
+	if (url.failed) {
+		strbuf_fini(&url);
+		ctx_fail(c, -ENOMEM, "s3://%s: out of memory", s->bucket);
+		return -ENOMEM;
+	}
+	for (unsigned attempt = 0;; attempt++) {
+		CURL *e = remote_http_easy(s->http);
+		struct curl_slist *hdrs = NULL;
+		int r;
+
+		if (!e) {
+			ctx_fail(c, -ENOMEM, "s3://%s: out of memory", s->bucket);
+			ret = -ENOMEM;
+			break;
+		}
+		remote__s3_page_fini(&x->page);
+		memset(x, 0, sizeof(*x));
+		if (remote__s3_page_init(&x->page)) {
+			ctx_fail(c, -ENOMEM, "s3://%s: out of memory", s->bucket);
+			ret = -ENOMEM;
+			break;
+		}
+		r = remote__s3_prepare(s, e, &hdrs);
+		if (r) {
+			curl_slist_free_all(hdrs);
+			ctx_fail(c, -EACCES, "s3://%s: no valid credentials (refresh failed)",
+				 s->bucket);
+			ret = -EACCES;
+			break;
+		}
+		cerr[0] = '\0';
+		curl_easy_setopt(e, CURLOPT_URL, url.buf);
+		curl_easy_setopt(e, CURLOPT_HTTPHEADER, hdrs);
+		curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, page_header_cb);
+		curl_easy_setopt(e, CURLOPT_HEADERDATA, x);
+		curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, page_write_cb);
+		curl_easy_setopt(e, CURLOPT_WRITEDATA, x);
+		curl_easy_setopt(e, CURLOPT_ERRORBUFFER, cerr);
+		atomic_fetch_add_explicit(&s->requests, 1, memory_order_relaxed);
+		CURLcode rc = curl_easy_perform(e);
+
+		curl_easy_setopt(e, CURLOPT_ERRORBUFFER, NULL);
+		curl_easy_setopt(e, CURLOPT_HTTPHEADER, NULL);
+		curl_slist_free_all(hdrs);
+
+		if (rc == CURLE_OK && x->status == 200) {
+			if (remote__s3_page_feed(&x->page, "", 0, true) == 0) {
+				ret = 0;
+				break;
+			}
+			ctx_fail(c, -EIO, "s3://%s/%s: malformed ListObjectsV2 answer", s->bucket,
+				 prefix);
+			break;
+		}
+		if (x->too_big || (rc == CURLE_WRITE_ERROR && x->status == 200)) {
+			ctx_fail(c, -EIO, "s3://%s/%s: %s ListObjectsV2 answer", s->bucket,
+				 prefix, x->too_big ? "oversized" : "malformed");
+			break;
+		}
+		if (remote__s3_retryable(rc, x->status) && attempt < s->max_retries &&
+		    !ctx_failed(c)) {
+			remote__s3_backoff(s, attempt + 1);
+			continue;
+		}
+		if (rc != CURLE_OK) {
+			ret = rc == CURLE_OPERATION_TIMEDOUT ? -ETIMEDOUT : -EIO;
+			ctx_fail(c, ret, "s3://%s: %s: %s (after %u attempts)", s->bucket,
+				 s->bucket_url, cerr[0] ? cerr : curl_easy_strerror(rc),
+				 attempt + 1);
+			break;
+		}
+		struct s3_page ep;
+		char code[64] = "";
+
+		if (x->errlen && remote__s3_page_init(&ep) == 0) {
+			remote__s3_page_feed(&ep, x->errbody, x->errlen, true);
+			snprintf(code, sizeof(code), "%s", ep.error_code);
+			remote__s3_page_fini(&ep);
+		}
+		ret = remote__s3_status_errno(x->status, code);
+		if (ret == -EACCES)
+			ctx_fail(c, ret, "s3://%s: access denied (%s): check the credentials%s",
+				 s->bucket, code[0] ? code : "HTTP 403",
+				 remote__s3_cred_source(s->cred) == S3_CRED_NONE
+					 ? " (the request was anonymous)"
+					 : " and the bucket's policy");
+		else if (ret == -ENOENT)
+			ctx_fail(c, ret, "s3://%s: no such bucket (%s at %s)", s->bucket,
+				 code[0] ? code : "HTTP 404", s->bucket_url);
+		else if (x->status == 301 || !strcmp(code, "PermanentRedirect") ||
+			 !strcmp(code, "AuthorizationHeaderMalformed"))
+			ctx_fail(c, ret = -EINVAL,
+				 "s3://%s: HTTP %ld (%s): the bucket is in another region than %s "
+				 "(set --region)",
+				 s->bucket, x->status, code[0] ? code : "redirect", s->region);
+		else
+			ctx_fail(c, ret, "s3://%s: HTTP %ld%s%s%s after %u attempts", s->bucket,
+				 x->status, code[0] ? " (" : "", code, code[0] ? ")" : "",
+				 attempt + 1);
+		break;
+	}
+	strbuf_fini(&url);
+	return ret;
+}
+
+static int push_prefix(struct list_ctx *c, const char *prefix)
+{
+	char *dup = strdup(prefix);
+
+	pthread_mutex_lock(&c->lock);
+	if (dup && c->qlen == c->qcap) {
+		size_t ncap = c->qcap ? c->qcap * 2 : 256;
+		char **nq = realloc(c->queue, ncap * sizeof(*nq));
+
+		if (nq) {
+			c->queue = nq;
+			c->qcap = ncap;
+		}
+	}
+	if (!dup || c->qlen == c->qcap) {
+		pthread_mutex_unlock(&c->lock);
+		free(dup);
+		ctx_fail(c, -ENOMEM, "s3://%s: out of memory", c->s->bucket);
+		return -ENOMEM;
+	}
+	c->queue[c->qlen++] = dup;
+	pthread_cond_signal(&c->cond);
+	pthread_mutex_unlock(&c->lock);
+	return 0;
+}
+
+/* List one prefix, every page; its common prefixes go to the queue. */
+static void list_prefix(struct list_ctx *c, const char *prefix)
+{
+	struct remote_s3 *s = c->s;
+	struct page_xfer *x = calloc(1, sizeof(*x));
+	char *token = NULL;
+	size_t plen = strlen(s->prefix);
+
+	if (!x) {
+		ctx_fail(c, -ENOMEM, "s3://%s: out of memory", s->bucket);
+		return;
+	}
+	for (;;) {
+		if (ctx_failed(c) || fetch_page(c, prefix, token, x))
+			break;
+		struct s3_page *p = &x->page;
+		int r = 0;
+
+		pthread_mutex_lock(&c->cb_lock);
+		for (size_t i = 0; i < p->n_entries && !r; i++) {
+			struct s3_page_entry *en = &p->entries[i];
+			struct remote_s3_object obj;
+
+			if (en->key_len < plen || memcmp(en->key, s->prefix, plen))
+				continue; /* not under our prefix: a confused server */
+			obj.key = en->key + plen;
+			obj.key_len = en->key_len - plen;
+			obj.size = en->size;
+			obj.etag = en->etag;
+			obj.mtime_ns = en->mtime_ns;
+			r = c->fn(c->arg, &obj);
+		}
+		pthread_mutex_unlock(&c->cb_lock);
+		if (r) {
+			ctx_fail(c, r, "s3://%s: listing stopped: %s", s->bucket, strerror(-r));
+			break;
+		}
+		for (size_t i = 0; i < p->n_prefixes; i++) {
+			const char *cp = p->prefixes[i];
+
+			/* a prefix must grow, or the walk would never end */
+			if (strlen(cp) <= strlen(prefix) || strncmp(cp, prefix, strlen(prefix))) {
+				ctx_fail(c, -EIO, "s3://%s/%s: bad CommonPrefixes in the answer",
+					 s->bucket, prefix);
+				break;
+			}
+			if (push_prefix(c, cp))
+				break;
+		}
+		if (!p->truncated)
+			break;
+		free(token);
+		token = strdup(p->next_token);
+		if (!token) {
+			ctx_fail(c, -ENOMEM, "s3://%s: out of memory", s->bucket);
+			break;
+		}
+	}
+	free(token);
+	remote__s3_page_fini(&x->page);
+	free(x);
+}
+
+static void *list_worker(void *arg)
+{
+	struct list_ctx *c = arg;
+
+	pthread_mutex_lock(&c->lock);
+	for (;;) {
+		while (!c->error && c->qlen == 0 && c->busy > 0)
+			pthread_cond_wait(&c->cond, &c->lock);
+		if (c->error || c->qlen == 0)
+			break;
+		char *prefix = c->queue[--c->qlen];
+
+		c->busy++;
+		pthread_mutex_unlock(&c->lock);
+		list_prefix(c, prefix);
+		free(prefix);
+		pthread_mutex_lock(&c->lock);
+		c->busy--;
+		if (c->busy == 0 && c->qlen == 0)
+			pthread_cond_broadcast(&c->cond);
+	}
+	pthread_cond_broadcast(&c->cond);
+	pthread_mutex_unlock(&c->lock);
+	return NULL;
+}
+
+int remote_s3_list(struct remote_s3 *s, unsigned parallel, remote_s3_list_fn fn, void *arg,
+		   char *err, size_t errlen)
+{
+	struct list_ctx c = {.s = s, .fn = fn, .arg = arg, .delimiter = parallel > 1};
+	pthread_t tids[LIST_MAX_THREADS];
+	unsigned started = 0;
+
+	if (!s || !fn)
+		return -EINVAL;
+	if (parallel > LIST_MAX_THREADS)
+		parallel = LIST_MAX_THREADS;
+	pthread_mutex_init(&c.lock, NULL);
+	pthread_cond_init(&c.cond, NULL);
+	pthread_mutex_init(&c.cb_lock, NULL);
+	if (push_prefix(&c, s->prefix) == 0) {
+		if (parallel <= 1) {
+			list_worker(&c);
+		} else {
+			for (unsigned i = 0; i < parallel; i++) {
+				if (pthread_create(&tids[i], NULL, list_worker, &c) != 0)
+					break;
+				started++;
+			}
+			if (started == 0)
+				list_worker(&c);
+			for (unsigned i = 0; i < started; i++)
+				pthread_join(tids[i], NULL);
+		}
+	}
+	for (size_t i = 0; i < c.qlen; i++)
+		free(c.queue[i]);
+	free(c.queue);
+	pthread_mutex_destroy(&c.lock);
+	pthread_cond_destroy(&c.cond);
+	pthread_mutex_destroy(&c.cb_lock);
+	if (c.error) {
+		atomic_fetch_add_explicit(&s->errors, 1, memory_order_relaxed);
+		if (err && errlen)
+			snprintf(err, errlen, "%s", c.err);
+		log_debug("%s", c.err);
+	}
+	return c.error;
+}

@@ -1,0 +1,289 @@
+# SPDX-License-Identifier: MIT
+"""Real-server S3 fixtures for the integration tests (run by /usr/bin/python3).
+
+    import s3_fixture as s3f
+
+    with s3f.RadosGW() as rgw:                 # throwaway radosgw, always torn down
+        rgw.endpoint, rgw.access_key, rgw.secret_key, rgw.region
+        rgw.env()                              # dict: AWS_* variables for a child process
+        rgw.create_bucket("data", public_read=False)
+        rgw.put("data", "train/a/1.jpg", b"...")    # returns the ETag, quotes included
+        rgw.put_many("data", {"k": b"v", ...}, threads=8)   # {key: etag}
+        rgw.delete("data", "k")
+        rgw.client()                           # a boto3 S3 client (path-style)
+        ak, sk = rgw.create_user("other")      # a second set of real keys
+
+        with s3f.S3Proxy(rgw.endpoint, delay_ms=20) as proxy:   # fault/latency proxy
+            proxy.endpoint                     # point the client here
+            proxy.fail_next(3, status=503, method="GET", key="train/a/1.jpg")
+            proxy.down(); proxy.up()           # close every connection / come back
+            proxy.count(method="GET", key="train/a/1.jpg")
+            proxy.entries()                    # every request: method, bucket, key,
+                                               #   query, range, status, injected
+
+        with s3f.FakeCredServer(rgw.access_key, rgw.secret_key, ttl_s=30) as cs:
+            cs.imds_endpoint                   # for AWS_EC2_METADATA_SERVICE_ENDPOINT
+            cs.container_uri                   # for AWS_CONTAINER_CREDENTIALS_FULL_URI
+            cs.auth_token                      # AWS_CONTAINER_AUTHORIZATION_TOKEN
+            cs.fetches                         # credential documents handed out
+            cs.token_requests                  # IMDSv2 PUT /latest/api/token calls
+            cs.set_ttl(600)
+
+RadosGW runs tools/s3/rgw-up.sh with a fresh directory and free ports, and
+rgw-down.sh on exit (also when the body raises). It raises RuntimeError when
+radosgw cannot start (a missing package is a failure, never a skip: the
+project's scripts/install-deps.sh installs it). free_port() picks a port.
+
+S3Proxy is tools/s3/s3proxy.py's class (documented there), re-exported.
+"""
+
+import concurrent.futures
+import datetime
+import http.server
+import json
+import os
+import secrets
+import shlex
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+TOOLS = os.path.join(REPO, 'tools', 's3')
+
+sys.path.insert(0, TOOLS)
+from s3proxy import S3Proxy  # noqa: E402  (re-exported)
+
+__all__ = ['RadosGW', 'S3Proxy', 'FakeCredServer', 'free_port']
+
+
+def free_port():
+	"""A TCP port on 127.0.0.1 that was free a moment ago."""
+	with socket.socket() as s:
+		s.bind(('127.0.0.1', 0))
+		return s.getsockname()[1]
+
+
+class RadosGW:
+	"""A throwaway radosgw on loopback (tools/s3/rgw-up.sh)."""
+
+	def __init__(self, store='memstore', timeout=90):
+		self.store = store
+		self.timeout = timeout
+		self.dir = None
+		self.endpoint = None
+		self.access_key = 'testkey'
+		self.secret_key = 'testsecret-' + secrets.token_hex(8)
+		self.region = 'us-east-1'
+		self._client = None
+
+	def start(self):
+		self.dir = tempfile.mkdtemp(prefix='coordfs-rgw-')
+		env = dict(os.environ, RGW_DIR=self.dir, RGW_OSD_STORE=self.store,
+			   S3_ACCESS_KEY=self.access_key, S3_SECRET_KEY=self.secret_key)
+		try:
+			out = subprocess.run([os.path.join(TOOLS, 'rgw-up.sh')], env=env,
+					     capture_output=True, text=True,
+					     timeout=self.timeout)
+		except subprocess.TimeoutExpired:
+			self.stop()
+			raise RuntimeError('rgw-up.sh timed out')
+		if out.returncode != 0:
+			self.stop()
+			raise RuntimeError('rgw-up.sh failed:\n' + out.stderr[-3000:])
+		vals = {}
+		for word in shlex.split(out.stdout.strip()):
+			if '=' in word:
+				k, v = word.split('=', 1)
+				vals[k] = v
+		self.endpoint = vals['S3_ENDPOINT']
+		self.ceph_conf = vals.get('CEPH_CONF')
+		return self
+
+	def stop(self):
+		if self.dir:
+			subprocess.run([os.path.join(TOOLS, 'rgw-down.sh'), self.dir],
+				       capture_output=True, timeout=60)
+			self.dir = None
+
+	def __enter__(self):
+		return self.start()
+
+	def __exit__(self, *exc):
+		self.stop()
+
+	def env(self, **extra):
+		"""Environment for a child: the keys, the region, no stray AWS_* config."""
+		e = {k: v for k, v in os.environ.items() if not k.startswith('AWS_')}
+		e.update(AWS_ACCESS_KEY_ID=self.access_key,
+			 AWS_SECRET_ACCESS_KEY=self.secret_key,
+			 AWS_DEFAULT_REGION=self.region,
+			 AWS_EC2_METADATA_DISABLED='true')
+		e.update(extra)
+		return e
+
+	def client(self, access_key=None, secret_key=None):
+		import boto3
+		import botocore.config
+		if access_key is None and self._client is not None:
+			return self._client
+		c = boto3.client(
+			's3', endpoint_url=self.endpoint, region_name=self.region,
+			aws_access_key_id=access_key or self.access_key,
+			aws_secret_access_key=secret_key or self.secret_key,
+			config=botocore.config.Config(s3={'addressing_style': 'path'},
+						      retries={'max_attempts': 5},
+						      max_pool_connections=32))
+		if access_key is None:
+			self._client = c
+		return c
+
+	def create_bucket(self, name, public_read=False):
+		c = self.client()
+		c.create_bucket(Bucket=name)
+		if public_read:
+			policy = {'Version': '2012-10-17', 'Statement': [{
+				'Effect': 'Allow', 'Principal': '*',
+				'Action': ['s3:GetObject', 's3:ListBucket'],
+				'Resource': [f'arn:aws:s3:::{name}',
+					     f'arn:aws:s3:::{name}/*']}]}
+			c.put_bucket_policy(Bucket=name, Policy=json.dumps(policy))
+
+	def put(self, bucket, key, data):
+		return self.client().put_object(Bucket=bucket, Key=key, Body=data)['ETag']
+
+	def put_many(self, bucket, objects, threads=8):
+		"""Upload {key: bytes}; returns {key: etag}."""
+		c = self.client()
+		with concurrent.futures.ThreadPoolExecutor(threads) as ex:
+			futs = {k: ex.submit(c.put_object, Bucket=bucket, Key=k, Body=v)
+				for k, v in objects.items()}
+			return {k: f.result()['ETag'] for k, f in futs.items()}
+
+	def delete(self, bucket, key):
+		self.client().delete_object(Bucket=bucket, Key=key)
+
+	def create_user(self, uid):
+		"""A new radosgw user; returns (access_key, secret_key)."""
+		ak = 'k' + secrets.token_hex(8)
+		sk = secrets.token_hex(16)
+		subprocess.run(['radosgw-admin', '-c', self.ceph_conf, 'user', 'create',
+				f'--uid={uid}', f'--display-name={uid}',
+				f'--access-key={ak}', f'--secret-key={sk}'],
+			       check=True, capture_output=True, timeout=60)
+		return ak, sk
+
+
+class _CredHandler(http.server.BaseHTTPRequestHandler):
+	protocol_version = 'HTTP/1.1'
+
+	def log_message(self, fmt, *args):
+		pass
+
+	def _send(self, status, body, ctype='text/plain'):
+		if isinstance(body, str):
+			body = body.encode()
+		self.send_response(status)
+		self.send_header('Content-Type', ctype)
+		self.send_header('Content-Length', str(len(body)))
+		self.end_headers()
+		self.wfile.write(body)
+
+	def do_PUT(self):
+		cs = self.server.cs
+		if self.path != '/latest/api/token':
+			return self._send(404, 'not found')
+		ttl = self.headers.get('X-aws-ec2-metadata-token-ttl-seconds')
+		if not ttl or not ttl.isdigit():
+			return self._send(400, 'missing ttl')
+		with cs.lock:
+			cs.token_requests += 1
+		self._send(200, cs.imds_token)
+
+	def do_GET(self):
+		cs = self.server.cs
+		base = '/latest/meta-data/iam/security-credentials/'
+		if self.path.startswith(base):
+			if self.headers.get('X-aws-ec2-metadata-token') != cs.imds_token:
+				return self._send(401, 'no token')
+			role = self.path[len(base):]
+			if role == '':
+				return self._send(200, cs.role + '\n')
+			if role != cs.role:
+				return self._send(404, 'no such role')
+			return self._send(200, cs.document(code=True), 'application/json')
+		if self.path == '/creds':
+			if cs.auth_token and self.headers.get('Authorization') != cs.auth_token:
+				return self._send(403, 'bad authorization')
+			return self._send(200, cs.document(code=False), 'application/json')
+		self._send(404, 'not found')
+
+
+class FakeCredServer:
+	"""IMDSv2 and container credential endpoints handing out fixed keys.
+
+	Every document carries Expiration = now + ttl_s. fetches counts the
+	documents handed out (both endpoints), token_requests the IMDSv2 token
+	PUTs. token: the session token to hand out (None: no Token field)."""
+
+	def __init__(self, access_key, secret_key, ttl_s=3600, token=None):
+		self.access_key = access_key
+		self.secret_key = secret_key
+		self.token = token
+		self.ttl_s = ttl_s
+		self.role = 'coordfs-test-role'
+		self.imds_token = secrets.token_hex(16)
+		self.auth_token = 'Bearer ' + secrets.token_hex(8)
+		self.lock = threading.Lock()
+		self.fetches = 0
+		self.token_requests = 0
+		srv = http.server.ThreadingHTTPServer(('127.0.0.1', 0), _CredHandler)
+		srv.daemon_threads = True
+		srv.cs = self
+		self._srv = srv
+		self.port = srv.server_address[1]
+		self._thread = threading.Thread(target=srv.serve_forever,
+						kwargs={'poll_interval': 0.05}, daemon=True)
+		self._thread.start()
+
+	@property
+	def imds_endpoint(self):
+		return f'http://127.0.0.1:{self.port}'
+
+	@property
+	def container_uri(self):
+		return f'http://127.0.0.1:{self.port}/creds'
+
+	def set_ttl(self, ttl_s):
+		with self.lock:
+			self.ttl_s = ttl_s
+
+	def document(self, code):
+		with self.lock:
+			self.fetches += 1
+			exp = datetime.datetime.now(datetime.timezone.utc) + \
+				datetime.timedelta(seconds=self.ttl_s)
+		doc = {'AccessKeyId': self.access_key,
+		       'SecretAccessKey': self.secret_key,
+		       'Expiration': exp.strftime('%Y-%m-%dT%H:%M:%SZ')}
+		if code:
+			doc.update(Code='Success', Type='AWS-HMAC',
+				   LastUpdated=datetime.datetime.now(
+					   datetime.timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ'))
+		if self.token is not None:
+			doc['Token'] = self.token
+		return json.dumps(doc)
+
+	def close(self):
+		self._srv.shutdown()
+		self._srv.server_close()
+		self._thread.join(5)
+
+	def __enter__(self):
+		return self
+
+	def __exit__(self, *exc):
+		self.close()

@@ -1,0 +1,408 @@
+# SPDX-License-Identifier: MIT
+"""The S3 client library (remote/s3.h) against a real radosgw.
+
+Drives tests/unit/s3_cli (one client per process, commands on stdin) and
+checks: listings (flat with >1000 keys over several pages, and parallel
+over nested prefixes) return exactly the uploaded set; ranged GETs return
+the uploaded bytes; an object overwritten since the listing gives EIO; a
+wrong secret gives EACCES with a line naming the cause and never the
+secret; anonymous reads of a public bucket; credentials from profile files,
+from a fake IMDSv2 endpoint (expiring, refreshed: fetches counted) and from
+a container endpoint; injected 503s retried (counted in the proxy's log);
+an endpoint that goes down fails after the retries and works again when it
+comes back.
+
+radosgw must be installed (scripts/install-deps.sh does it): without it
+this test fails, it does not skip.
+"""
+
+import hashlib
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import s3_fixture as s3f  # noqa: E402
+
+EIO, ENOENT, EACCES, EINVAL = 5, 2, 13, 22
+
+passed = 0
+failed = []
+
+
+def check(label, cond, detail=''):
+	global passed
+	if cond:
+		passed += 1
+		print(f'ok   {label}', flush=True)
+	else:
+		failed.append(label)
+		print(f'FAIL {label}' + (f': {str(detail)[:400]}' if detail else ''), flush=True)
+	return bool(cond)
+
+
+def eq(label, got, want):
+	return check(label, got == want, f'got {got!r}, want {want!r}')
+
+
+def cli_path():
+	p = os.environ.get('S3_CLI')
+	if not p:
+		here = os.path.dirname(os.path.abspath(__file__))
+		p = os.path.join(here, '..', '..', 'build', 'tests', 'unit', 's3_cli')
+	if not os.access(p, os.X_OK):
+		print(f'FAIL setup: s3_cli not executable: {p}\n0 passed, 1 failed')
+		sys.exit(1)
+	return p
+
+
+CLI = cli_path()
+
+
+class Cli:
+	"""One s3_cli process: one client, commands over stdin."""
+
+	def __init__(self, target, env, *opts):
+		self.p = subprocess.Popen([CLI, *opts, target], env=env, text=True,
+					  stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+					  stderr=subprocess.PIPE)
+		self.ready = self.p.stdout.readline().strip()
+
+	def cmd(self, line):
+		self.p.stdin.write(line + '\n')
+		self.p.stdin.flush()
+		return self.p.stdout.readline().strip()
+
+	def list(self, parallel):
+		head = self.cmd(f'list {parallel}')
+		if not head.startswith('ok '):
+			return head, None
+		objs = {}
+		for _ in range(int(head.split()[1])):
+			key, size, etag, _mtime = self.p.stdout.readline().rstrip('\n').split('\t')
+			objs[key] = (int(size), etag)
+		return head, objs
+
+	def get(self, key, etag, size, off, length):
+		from urllib.parse import quote
+		ans = self.cmd(f'get {quote(key, safe="")} {etag} {size} {off} {length}')
+		parts = ans.split()
+		if parts[0] == 'ok':
+			return bytes.fromhex(parts[2]) if len(parts) > 2 else b''
+		return int(parts[1])
+
+	def stats(self):
+		w = self.cmd('stats').split()
+		return {w[i]: float(w[i + 1]) for i in range(1, len(w) - 1, 2)}
+
+	def close(self):
+		"""Quit; returns stderr (the client's log lines)."""
+		try:
+			_, err = self.p.communicate('quit\n', timeout=60)
+		except subprocess.TimeoutExpired:
+			self.p.kill()
+			_, err = self.p.communicate()
+		return err
+
+	def __enter__(self):
+		return self
+
+	def __exit__(self, *exc):
+		if self.p.poll() is None:
+			self.close()
+
+
+def make_dataset(rng):
+	"""Nested prefixes, one with more than 1000 keys, odd names, one big object."""
+	objs = {}
+	for i in range(1100):
+		objs[f'train/c000/img{i:05d}.jpg'] = rng.randbytes(rng.randint(1, 200))
+	for c in range(1, 25):
+		for i in range(8):
+			objs[f'train/c{c:03d}/img{i:03d}.jpg'] = rng.randbytes(rng.randint(1, 300))
+	for d in range(3):
+		objs[f'val/deep/{d}/a/b/c/x{d}.bin'] = rng.randbytes(50)
+	objs['top.txt'] = b'top level\n'
+	objs['odd name + plus & amp/ü ñ.txt'] = b'odd key\n'
+	objs['big.bin'] = rng.randbytes(700 * 1024 + 13)
+	return objs
+
+
+def test_listing(rgw, objs, etags):
+	env = rgw.env()
+	want = {k: (len(v), etags[k]) for k, v in objs.items()}
+	with s3f.S3Proxy(rgw.endpoint) as px:
+		with Cli('data', env, f'--endpoint={px.endpoint}') as c:
+			eq('client ready', c.ready, 'ok ready')
+			head, got = c.list(1)
+			check('flat listing succeeds', got is not None, head)
+			eq('flat listing: exactly the uploaded set (keys, sizes, ETags)', got, want)
+			flat = px.entries()
+			check('flat listing used several pages (continuation-token)',
+			      sum('continuation-token=' in e['query'] for e in flat) >= 1,
+			      [e['query'] for e in flat])
+			px.clear_log()
+			head, got = c.list(8)
+			check('parallel listing succeeds', got is not None, head)
+			eq('parallel listing: exactly the uploaded set', got, want)
+			reqs = px.entries()
+			prefixes = {e['query'].split('prefix=')[1] for e in reqs}
+			check('parallel listing listed each prefix (>= 30 prefixes)',
+			      len(prefixes) >= 30, sorted(prefixes)[:10])
+			check('parallel listing paged within a prefix of 1100 keys',
+			      any('continuation-token=' in e['query'] and 'c000' in e['query']
+				  for e in reqs))
+			# 503s on listing pages are retried transparently
+			px.clear_log()
+			px.fail_next(3, status=503, method='GET', key='')
+			head, got = c.list(4)
+			eq('listing with 3 injected 503s: exactly the uploaded set', got, want)
+			eq('  the proxy saw the 3 injected 503s', px.count(status=503), 3)
+		with Cli('data/train/c001', env, f'--endpoint={px.endpoint}') as c:
+			head, got = c.list(4)
+			want_sub = {k[len('train/c001/'):]: v for k, v in want.items()
+				    if k.startswith('train/c001/')}
+			eq('listing of a prefix: keys relative to it', got, want_sub)
+
+
+def test_get(rgw, objs, etags, rng):
+	env = rgw.env()
+	big = objs['big.bin']
+	with s3f.S3Proxy(rgw.endpoint) as px, \
+			Cli('data', env, f'--endpoint={px.endpoint}', '--backoff-base-ms=10') as c:
+		ok = True
+		for _ in range(20):
+			off = rng.randrange(len(big))
+			ln = rng.randint(1, min(len(big) - off, 65536))
+			got = c.get('big.bin', etags['big.bin'], len(big), off, ln)
+			if got != big[off:off + ln]:
+				ok = False
+				check(f'ranged GET [{off}, +{ln}) bytes identical', False,
+				      f'got {got!r:.60}')
+		check('20 random ranged GETs: bytes identical', ok)
+		eq('GET of the last byte', c.get('big.bin', etags['big.bin'], len(big),
+						 len(big) - 1, 1), big[-1:])
+		eq('GET of a whole object', c.get('top.txt', etags['top.txt'], len(objs['top.txt']),
+						  0, len(objs['top.txt'])), objs['top.txt'])
+		k = 'odd name + plus & amp/ü ñ.txt'
+		eq('GET of a key with spaces, +, & and UTF-8', c.get(k, etags[k], len(objs[k]), 0,
+									len(objs[k])), objs[k])
+		eq('GET past the listed size: -EINVAL', c.get('top.txt', etags['top.txt'], 10, 5, 6),
+		   -EINVAL)
+		eq('GET with a wrong size for the snapshot: -EIO',
+		   c.get('big.bin', etags['big.bin'], len(big) + 1, 0, 10), -EIO)
+
+		# injected 503s are retried transparently, and counted
+		key = 'train/c003/img001.jpg'
+		px.clear_log()
+		px.fail_next(3, status=503, method='GET', key=key)
+		eq('GET through 3 injected 503s returns the bytes',
+		   c.get(key, etags[key], len(objs[key]), 0, len(objs[key])), objs[key])
+		eq('  proxy log: 4 GETs of the key', px.count(method='GET', key=key), 4)
+		eq('  proxy log: 3 of them 503', px.count(method='GET', key=key, status=503), 3)
+		st = c.stats()
+		check('  stats count the retries', st['retries'] >= 3, st)
+
+		# overwritten since the listing: same size, new content
+		key = 'train/c004/img002.jpg'
+		rgw.put('data', key, bytes(b ^ 0xFF for b in objs[key]))
+		px.clear_log()
+		eq('GET of an object overwritten since the listing: -EIO',
+		   c.get(key, etags[key], len(objs[key]), 0, len(objs[key])), -EIO)
+		eq('  one request, not retried (412)', px.count(method='GET', key=key), 1)
+		eq('  radosgw answered 412', px.count(key=key, status=412), 1)
+		errors_before = c.stats()['errors']
+		rgw.delete('data', 'train/c005/img003.jpg')
+		key = 'train/c005/img003.jpg'
+		eq('GET of a deleted object: -EIO', c.get(key, etags[key], len(objs[key]), 0, 1), -EIO)
+		eq('  counted as an error', c.stats()['errors'], errors_before + 1)
+
+		# down, then back: the same client recovers
+		key = 'train/c006/img000.jpg'
+		px.down()
+		px.clear_log()
+		eq('GET while the endpoint is down: -EIO after the retries',
+		   c.get(key, etags[key], len(objs[key]), 0, len(objs[key])), -EIO)
+		check('  it tried more than once', px.count(key=key) >= 2, px.entries())
+		px.up()
+		eq('GET after the endpoint came back: the bytes',
+		   c.get(key, etags[key], len(objs[key]), 0, len(objs[key])), objs[key])
+		px.down(refuse=True)
+		eq('GET while connections are refused: -EIO',
+		   c.get(key, etags[key], len(objs[key]), 0, len(objs[key])), -EIO)
+		px.up()
+		eq('GET after listening again: the bytes',
+		   c.get(key, etags[key], len(objs[key]), 0, len(objs[key])), objs[key])
+		log = c.close()
+		check('the client logged the overwritten key by name',
+		      'train/c004/img002.jpg' in log, log[-500:])
+		check('no secret in the log', rgw.secret_key not in log)
+	with s3f.S3Proxy(rgw.endpoint) as px:
+		px.down(refuse=True)
+		with Cli('data', env, f'--endpoint={px.endpoint}', '--retries=2',
+			 '--backoff-base-ms=10') as c:
+			head, got = c.list(4)
+			check('listing with the endpoint down: -EIO with a line naming it',
+			      got is None and head.startswith(f'err -{EIO} ') and
+			      px.endpoint in head and 'after 3 attempts' in head, head)
+
+
+def test_auth(rgw, objs, etags):
+	env = rgw.env(AWS_SECRET_ACCESS_KEY='wrong-secret-1234')
+	with Cli('data', env, f'--endpoint={rgw.endpoint}') as c:
+		head, got = c.list(4)
+		check('wrong secret: -EACCES', head.startswith(f'err -{EACCES} '), head)
+		check('  the line names the cause', 'SignatureDoesNotMatch' in head and
+		      'check the credentials' in head, head)
+		check('  and not the secret', 'wrong-secret-1234' not in head, head)
+		eq('  a GET with it: -EIO', c.get('top.txt', etags['top.txt'], 10, 0, 10), -EIO)
+		log = c.close()
+		check('  no secret in the log', 'wrong-secret-1234' not in log, log)
+	with Cli('nosuchbucket', rgw.env(), f'--endpoint={rgw.endpoint}') as c:
+		head, _ = c.list(4)
+		check('missing bucket: -ENOENT naming it', head.startswith(f'err -{ENOENT} ') and
+		      'nosuchbucket' in head, head)
+	env = rgw.env()
+	del env['AWS_ACCESS_KEY_ID'], env['AWS_SECRET_ACCESS_KEY']
+	with Cli('pub', env, f'--endpoint={rgw.endpoint}', '--no-sign') as c:
+		head, got = c.list(2)
+		eq('anonymous listing of a public-read bucket', got,
+		   {'p/one.txt': (4, etags['pub:p/one.txt'])})
+		eq('anonymous GET of a public-read bucket',
+		   c.get('p/one.txt', etags['pub:p/one.txt'], 4, 1, 3), b'ne\n')
+	with Cli('data', env, f'--endpoint={rgw.endpoint}', '--no-sign') as c:
+		head, _ = c.list(2)
+		check('anonymous listing of a private bucket: -EACCES, says anonymous',
+		      head.startswith(f'err -{EACCES} ') and 'anonymous' in head, head)
+
+
+def test_profiles(rgw, etags):
+	with tempfile.TemporaryDirectory(prefix='coordfs-s3prof-') as d:
+		cred = os.path.join(d, 'credentials')
+		conf = os.path.join(d, 'config')
+		with open(cred, 'w') as f:
+			f.write('# test\n[default]\naws_access_key_id = nobody\n'
+				'aws_secret_access_key = nothing\n\n'
+				f'[train]\naws_access_key_id = {rgw.access_key}\n'
+				f'aws_secret_access_key={rgw.secret_key}\n')
+		with open(conf, 'w') as f:
+			f.write(f'[profile other]\nregion = us-east-1\n'
+				f'aws_access_key_id = {rgw.access_key}\n'
+				f'aws_secret_access_key = {rgw.secret_key}\n')
+		env = rgw.env(AWS_SHARED_CREDENTIALS_FILE=cred, AWS_CONFIG_FILE=conf,
+			      HOME=d)
+		del env['AWS_ACCESS_KEY_ID'], env['AWS_SECRET_ACCESS_KEY']
+		with Cli('pub', env, f'--endpoint={rgw.endpoint}', '--profile=train') as c:
+			head, got = c.list(2)
+			check('--profile from the credentials file', got is not None, head)
+		with Cli('pub', dict(env, AWS_PROFILE='other'), f'--endpoint={rgw.endpoint}') as c:
+			head, got = c.list(2)
+			check('AWS_PROFILE from the config file ([profile NAME])', got is not None,
+			      head)
+		with Cli('data', env, f'--endpoint={rgw.endpoint}') as c:
+			head, got = c.list(2)
+			check('the default profile is used (its keys are wrong: -EACCES)',
+			      head.startswith(f'err -{EACCES} '), head)
+		c = Cli('pub', env, f'--endpoint={rgw.endpoint}', '--profile=nope')
+		check('a missing profile: create fails naming it',
+		      c.ready.startswith(f'err -{EINVAL} ') and 'nope' in c.ready, c.ready)
+		c.close()
+		# ~/.aws/credentials by default
+		os.makedirs(os.path.join(d, '.aws'))
+		os.rename(cred, os.path.join(d, '.aws', 'credentials'))
+		env2 = dict(env)
+		del env2['AWS_SHARED_CREDENTIALS_FILE'], env2['AWS_CONFIG_FILE']
+		with Cli('pub', env2, f'--endpoint={rgw.endpoint}', '--profile=train') as c:
+			head, got = c.list(2)
+			check('~/.aws/credentials is read by default', got is not None, head)
+
+
+def test_temporary(rgw, objs, etags):
+	base = rgw.env()
+	del base['AWS_ACCESS_KEY_ID'], base['AWS_SECRET_ACCESS_KEY']
+	key = 'top.txt'
+	with s3f.FakeCredServer(rgw.access_key, rgw.secret_key, ttl_s=4) as cs:
+		env = dict(base, AWS_EC2_METADATA_DISABLED='false',
+			   AWS_EC2_METADATA_SERVICE_ENDPOINT=cs.imds_endpoint)
+		with Cli('data', env, f'--endpoint={rgw.endpoint}') as c:
+			eq('IMDSv2: client ready', c.ready, 'ok ready')
+			eq('  one token PUT and one credential fetch at create',
+			   (cs.token_requests, cs.fetches), (1, 1))
+			results = []
+			for _ in range(3):
+				results.append(c.get(key, etags[key], len(objs[key]), 0, len(objs[key])))
+				time.sleep(2.2)
+			results.append(c.get(key, etags[key], len(objs[key]), 0, len(objs[key])))
+			eq('  GETs over 3 credential lifetimes (4 s) all succeed', results,
+			   [objs[key]] * 4)
+			check('  expiring credentials were refreshed (fetched again)',
+			      cs.fetches >= 3, f'fetches={cs.fetches}')
+			st = c.stats()
+			eq('  the client counts the same fetches', st['fetches'], cs.fetches)
+		cs.set_ttl(3600)
+		before = cs.fetches
+		with Cli('data', env, f'--endpoint={rgw.endpoint}') as c:
+			for _ in range(5):
+				c.get(key, etags[key], len(objs[key]), 0, 1)
+			eq('  long-lived credentials: fetched once', cs.fetches - before, 1)
+		env = dict(base, AWS_CONTAINER_CREDENTIALS_FULL_URI=cs.container_uri,
+			   AWS_CONTAINER_AUTHORIZATION_TOKEN=cs.auth_token)
+		before = cs.fetches
+		with Cli('data', env, f'--endpoint={rgw.endpoint}') as c:
+			eq('container credentials: GET works',
+			   c.get(key, etags[key], len(objs[key]), 0, len(objs[key])), objs[key])
+			eq('  fetched once', cs.fetches - before, 1)
+		env['AWS_CONTAINER_AUTHORIZATION_TOKEN'] = 'Bearer wrong'
+		c = Cli('data', env, f'--endpoint={rgw.endpoint}')
+		check('container credentials with a wrong token: -EACCES at create',
+		      c.ready.startswith(f'err -{EACCES} ') and 'container' in c.ready, c.ready)
+		check('  the token is not in the line', 'wrong' not in c.ready.split('container')[1]
+		      if 'container' in c.ready else True, c.ready)
+		c.close()
+	env = dict(base, AWS_EC2_METADATA_DISABLED='true')
+	c = Cli('data', env, f'--endpoint={rgw.endpoint}')
+	check('no credentials anywhere: -EACCES with a hint',
+	      c.ready.startswith(f'err -{EACCES} ') and '--no-sign-request' in c.ready, c.ready)
+	c.close()
+
+
+def main():
+	rng = random.Random(20261202)
+	start = time.monotonic()
+	try:
+		with s3f.RadosGW() as rgw:
+			print(f'# radosgw at {rgw.endpoint} ({time.monotonic() - start:.1f} s)',
+			      flush=True)
+			rgw.create_bucket('data')
+			rgw.create_bucket('pub', public_read=True)
+			objs = make_dataset(rng)
+			etags = rgw.put_many('data', objs, threads=16)
+			etags['pub:p/one.txt'] = rgw.put('pub', 'p/one.txt', b'one\n')
+			for k in ('big.bin', 'top.txt'):
+				check(f'uploaded ETag of {k} is its MD5',
+				      etags[k].strip('"') == hashlib.md5(objs[k]).hexdigest())
+			print(f'# {len(objs)} objects uploaded ({time.monotonic() - start:.1f} s)',
+			      flush=True)
+			for fn, args in ((test_listing, (rgw, objs, etags)),
+					 (test_auth, (rgw, objs, etags)),
+					 (test_profiles, (rgw, etags)),
+					 (test_temporary, (rgw, objs, etags)),
+					 (test_get, (rgw, objs, etags, rng))):
+				try:
+					fn(*args)
+				except Exception:
+					traceback.print_exc()
+					check(f'{fn.__name__} ran to the end', False)
+	except Exception:
+		traceback.print_exc()
+		check('radosgw fixture', False)
+	print(f'{passed} passed, {len(failed)} failed ({time.monotonic() - start:.1f} s)')
+	sys.exit(1 if failed else 0)
+
+
+if __name__ == '__main__':
+	main()
