@@ -34,10 +34,12 @@ void remote_stats_json(const struct remote_client *c, const struct remote_server
 	remote_server_get_stats(s, &ss);
 	strbuf_printf(out,
 		      "{\"fetches\": %" PRIu64 ", \"bytes\": %" PRIu64 ", \"errors\": %" PRIu64
-		      ", \"skipped\": %" PRIu64 ", \"served\": %" PRIu64
-		      ", \"served_bytes\": %" PRIu64 ", \"rejected\": %" PRIu64 ", \"nodes\": ",
-		      cs.fetches, cs.bytes, cs.errors, cs.skipped, ss.served, ss.served_bytes,
-		      ss.rejected);
+		      ", \"skipped\": %" PRIu64 ", \"mismatches\": %" PRIu64
+		      ", \"unavailable\": %" PRIu64 ", \"served\": %" PRIu64
+		      ", \"served_bytes\": %" PRIu64 ", \"rejected\": %" PRIu64
+		      ", \"dropped\": %" PRIu64 ", \"nodes\": ",
+		      cs.fetches, cs.bytes, cs.errors, cs.skipped, cs.mismatches, cs.unavailable,
+		      ss.served, ss.served_bytes, ss.rejected, ss.dropped);
 	remote_peers_json(c, out);
 	strbuf_puts(out, "}");
 }
@@ -84,6 +86,16 @@ void remote_metrics(const struct remote_client *c, const struct remote_server *s
 	       "Peer requests answered with a 4xx status.", ss.rejected);
 	metric(out, "coordfs_peer_connections_total", "counter",
 	       "Connections accepted by the peer server.", ss.connections);
+	metric(out, "coordfs_peer_mismatches_total", "counter",
+	       "Peer answers about another version of the file (read from SOURCE).",
+	       cs.mismatches);
+	metric(out, "coordfs_peer_unavailable_total", "counter",
+	       "Peer answers 409/503 for one file, or no free connection (read from SOURCE).",
+	       cs.unavailable);
+	metric(out, "coordfs_peer_dropped_total", "counter",
+	       "Unauthenticated connections dropped (header deadline or cap).", ss.dropped);
+	metric(out, "coordfs_peer_busy_total", "counter",
+	       "Peer requests answered 503: no memory for the response.", ss.busy);
 	strbuf_puts(out, "# HELP coordfs_peer_up Whether a peer is usable (1) or in back-off (0).\n"
 			 "# TYPE coordfs_peer_up gauge\n");
 	for (unsigned k = 0; c && remote_node_url(c, k); k++) {
