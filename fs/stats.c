@@ -33,15 +33,19 @@ void fs_stats_collect(struct fs_ctx *fs, struct fs_stats *s)
 	fs_prep_collect(fs, s);
 }
 
-void fs_stats_json(struct fs_ctx *fs, struct strbuf *sb)
+/* local: the xattr's JSON, with the SOURCE path and pid; else a peer's. */
+static void stats_json(struct fs_ctx *fs, struct strbuf *sb, bool local)
 {
 	struct fs_stats s;
 
 	fs_stats_collect(fs, &s);
-	strbuf_printf(sb, "{\"version\":1,\"uptime_s\":%.3f,\"pid\":%ld,", s.uptime_s, (long)getpid());
-	strbuf_puts(sb, "\"source_dir\":");
-	strbuf_json_string(sb, fs->opt.source);
-	strbuf_printf(sb, ",\"files\":%u,\"dataset_bytes\":%llu,", fs->ns.nfiles,
+	strbuf_printf(sb, "{\"version\":1,\"uptime_s\":%.3f,", s.uptime_s);
+	if (local) {
+		strbuf_printf(sb, "\"pid\":%ld,\"source_dir\":", (long)getpid());
+		strbuf_json_string(sb, fs->opt.source);
+		strbuf_puts(sb, ",");
+	}
+	strbuf_printf(sb, "\"files\":%u,\"dataset_bytes\":%llu,", fs->ns.nfiles,
 		      (unsigned long long)fs->ns.total_bytes);
 	strbuf_printf(sb,
 		      "\"cache\":{\"capacity_bytes\":%llu,\"used_bytes\":%llu,\"items\":%llu,"
@@ -58,10 +62,12 @@ void fs_stats_json(struct fs_ctx *fs, struct strbuf *sb)
 		      (unsigned long long)s.source_errors);
 	strbuf_printf(sb,
 		      "\"peers\":{\"fetches\":%llu,\"bytes\":%llu,\"errors\":%llu,\"served\":%llu,"
-		      "\"served_bytes\":%llu,\"node\":%d,\"nodes\":",
+		      "\"served_bytes\":%llu,\"mismatches\":%llu,\"unavailable\":%llu,"
+		      "\"node\":%d,\"nodes\":",
 		      (unsigned long long)s.peer_fetches, (unsigned long long)s.peer_bytes,
 		      (unsigned long long)s.peer_errors, (unsigned long long)s.peer_served,
-		      (unsigned long long)s.peer_served_bytes, fs->peers ? (int)fs->node : -1);
+		      (unsigned long long)s.peer_served_bytes, (unsigned long long)s.peer_mismatches,
+		      (unsigned long long)s.peer_unavailable, fs->peers ? (int)fs->node : -1);
 	fs_peer_nodes_json(fs, sb);
 	strbuf_printf(sb, "},\"prep\":{\"decodes\":%llu,\"shared\":%llu,\"errors\":%llu,"
 			  "\"staged_bytes\":%llu},",
@@ -70,6 +76,16 @@ void fs_stats_json(struct fs_ctx *fs, struct strbuf *sb)
 	strbuf_printf(sb, "\"fuse\":{\"opens\":%llu,\"reads\":%llu,\"read_bytes\":%llu}}",
 		      (unsigned long long)s.opens, (unsigned long long)s.reads,
 		      (unsigned long long)s.read_bytes);
+}
+
+void fs_stats_json(struct fs_ctx *fs, struct strbuf *sb)
+{
+	stats_json(fs, sb, true);
+}
+
+void fs_stats_json_peer(struct fs_ctx *fs, struct strbuf *sb)
+{
+	stats_json(fs, sb, false);
 }
 
 static void metric(struct strbuf *sb, const char *name, const char *type, const char *help,
