@@ -396,7 +396,15 @@ static bool snapshot_matches(const struct xfer *x)
 		return false;
 	if (x->status == 206)
 		return x->have_total && x->range_total == e->size;
-	return x->off == 0 && x->len == e->size; /* 200: the whole file is len bytes */
+	/* 200: the whole file; its length is the total. (A whole file of
+	 * the right size sent for a smaller range is a framing error, caught
+	 * as an overflow, not another version.) */
+	curl_off_t cl = -1;
+
+	if (curl_easy_getinfo(x->easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &cl) != CURLE_OK ||
+	    cl < 0)
+		return x->len == e->size; /* no length: only a body of len fits */
+	return (uint64_t)cl == e->size;
 }
 
 static size_t on_write(char *ptr, size_t size, size_t nmemb, void *userdata)

@@ -154,6 +154,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.send_response(206)
             self.send_header("Content-Length", str(length))
             self.send_header("Content-Range", cr)
+            self.send_header("ETag", self.file.etag)
             self.end_headers()
             for b in data(start, length):
                 self.wfile.write(bytes([b]))
