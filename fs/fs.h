@@ -122,14 +122,18 @@ ssize_t fs_read_file(struct fs_ctx *fs, uint32_t node, int fd, uint64_t off, siz
 
 /*
  * The last unit fetched from a peer for one open file: a reader of a file
- * another node owns gets it in one request, not one per FUSE read.
+ * another node owns gets it in one request, not one per FUSE read. The
+ * buffer is charged to fs->mem; when the budget is full, reads fetch just
+ * the range asked instead. It is given back when the handle's reader
+ * reaches the unit's end, or at release.
  * Concurrent reads of one handle are safe (the lock guards the swap only).
  */
 struct fs_peer_buf {
 	pthread_mutex_t lock;
-	uint8_t *data; /* NULL: empty */
+	uint8_t *data; /* NULL: empty; else charged to *mem */
 	uint32_t unit;
 	size_t len;
+	struct budget *mem;
 };
 
 void fs_peer_buf_init(struct fs_peer_buf *pb);

@@ -87,7 +87,8 @@ static bool put(json_t *obj, const char *key, json_t *v)
 	return v && json_object_set_new(obj, key, v) == 0;
 }
 
-static json_t *stats_tree(struct fs_ctx *fs)
+/* local: the xattr's JSON, with the SOURCE path and pid; else a peer's. */
+static json_t *stats_tree(struct fs_ctx *fs, bool local)
 {
 	struct fs_stats s;
 	json_t *root = json_object(), *cache = json_object(), *source = json_object();
@@ -101,8 +102,8 @@ static json_t *stats_tree(struct fs_ctx *fs)
 	ok = ok && put(root, "version", json_integer(1)) &&
 	     /* milliseconds, printed without binary-fraction noise */
 	     put(root, "uptime_s", json_real(round(s.uptime_s * 1000.0) / 1000.0)) &&
-	     put(root, "pid", json_integer((json_int_t)getpid())) &&
-	     put(root, "source_dir", string_value(fs->opt.source)) &&
+	     (!local || (put(root, "pid", json_integer((json_int_t)getpid())) &&
+			 put(root, "source_dir", string_value(fs->opt.source)))) &&
 	     put(root, "files", num(fs->ns.nfiles)) &&
 	     put(root, "dataset_bytes", num(fs->ns.total_bytes));
 	ok = ok && put(cache, "capacity_bytes", num(s.cache.capacity_bytes)) &&
@@ -133,6 +134,8 @@ static json_t *stats_tree(struct fs_ctx *fs)
 	     put(peers, "bytes", num(s.peer_bytes)) && put(peers, "errors", num(s.peer_errors)) &&
 	     put(peers, "served", num(s.peer_served)) &&
 	     put(peers, "served_bytes", num(s.peer_served_bytes)) &&
+	     put(peers, "mismatches", num(s.peer_mismatches)) &&
+	     put(peers, "unavailable", num(s.peer_unavailable)) &&
 	     put(peers, "node", json_integer(fs->peers ? (json_int_t)fs->node : -1)) &&
 	     put(peers, "nodes", fs->client ? remote_peers_json_value(fs->client) : json_array());
 	ok = ok && put(prep, "decodes", num(s.prep_decodes)) &&
@@ -174,15 +177,25 @@ static int append_chunk(const char *buf, size_t size, void *data)
 	return 0;
 }
 
-void fs_stats_json(struct fs_ctx *fs, struct strbuf *sb)
+static void stats_json(struct fs_ctx *fs, struct strbuf *sb, bool local)
 {
-	json_t *root = stats_tree(fs);
+	json_t *root = stats_tree(fs, local);
 
 	/* Compact, keys in insertion order (jansson keeps it), reals to 1 ms. */
 	if (!root || json_dump_callback(root, append_chunk, sb,
 					JSON_COMPACT | JSON_REAL_PRECISION(15)) < 0)
 		sb->failed = true;
 	json_decref(root);
+}
+
+void fs_stats_json(struct fs_ctx *fs, struct strbuf *sb)
+{
+	stats_json(fs, sb, true);
+}
+
+void fs_stats_json_peer(struct fs_ctx *fs, struct strbuf *sb)
+{
+	stats_json(fs, sb, false);
 }
 
 static void metric(struct strbuf *sb, const char *name, const char *type, const char *help,

@@ -64,10 +64,12 @@ json_t *remote_stats_json_value(const struct remote_client *c, const struct remo
 
 	remote_client_get_stats(c, &cs);
 	remote_server_get_stats(s, &ss);
-	obj = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "fetches", (json_int_t)cs.fetches,
-			"bytes", (json_int_t)cs.bytes, "errors", (json_int_t)cs.errors, "skipped",
-			(json_int_t)cs.skipped, "served", (json_int_t)ss.served, "served_bytes",
-			(json_int_t)ss.served_bytes, "rejected", (json_int_t)ss.rejected);
+	obj = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "fetches",
+			(json_int_t)cs.fetches, "bytes", (json_int_t)cs.bytes, "errors",
+			(json_int_t)cs.errors, "skipped", (json_int_t)cs.skipped, "mismatches",
+			(json_int_t)cs.mismatches, "unavailable", (json_int_t)cs.unavailable,
+			"served", (json_int_t)ss.served, "served_bytes", (json_int_t)ss.served_bytes,
+			"rejected", (json_int_t)ss.rejected, "dropped", (json_int_t)ss.dropped);
 	if (obj && json_object_set_new(obj, "nodes", remote_peers_json_value(c)) < 0) {
 		json_decref(obj);
 		obj = NULL;
@@ -128,6 +130,16 @@ void remote_metrics(const struct remote_client *c, const struct remote_server *s
 	       "Peer requests answered with a 4xx status.", ss.rejected);
 	metric(out, "coordfs_peer_connections_total", "counter",
 	       "Connections accepted by the peer server.", ss.connections);
+	metric(out, "coordfs_peer_mismatches_total", "counter",
+	       "Peer answers about another version of the file (read from SOURCE).",
+	       cs.mismatches);
+	metric(out, "coordfs_peer_unavailable_total", "counter",
+	       "Peer answers 409/503 for one file, or no free connection (read from SOURCE).",
+	       cs.unavailable);
+	metric(out, "coordfs_peer_dropped_total", "counter",
+	       "Unauthenticated connections dropped (header deadline or cap).", ss.dropped);
+	metric(out, "coordfs_peer_busy_total", "counter",
+	       "Peer requests answered 503: no memory for the response.", ss.busy);
 	strbuf_puts(out, "# HELP coordfs_peer_up Whether a peer is usable (1) or in back-off (0).\n"
 			 "# TYPE coordfs_peer_up gauge\n");
 	for (unsigned k = 0; c && remote_node_url(c, k); k++) {

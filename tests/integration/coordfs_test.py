@@ -799,15 +799,16 @@ class Cluster(TempDirs):
 	def peers_arg(self):
 		return '--peers=' + ','.join(self.urls)
 
-	def mount(self, k, opts=(), timeout=30, peers=None):
+	def mount(self, k, opts=(), timeout=30, peers=None, src=None):
 		"""Mount node k with --peers/--node and opts; MountFailed if
 		it does not come up. Returns the daemon's stderr. peers: the
 		--peers value to pass instead of self.urls (other spellings
-		of the same addresses)."""
+		of the same addresses). src: another SOURCE for this node
+		(e.g. a copy that differs), inside self.root."""
 		peers_arg = self.peers_arg() if peers is None else \
 			'--peers=' + peers
 		args = [peers_arg, f'--node={k}'] + list(opts) + \
-			[self.src, self.mnts[k]]
+			[src or self.src, self.mnts[k]]
 		rc, out, err = run_coordfs(args, timeout=timeout)
 		self.mount_stderr[k] = err
 		if rc != 0:
@@ -963,13 +964,15 @@ class ManyReader:
 
 class FakePeer:
 	"""tests/integration/fake_peer.py MODE on a free loopback port
-	(self.port), stopped on exit."""
+	(self.port), stopped on exit. directory: serve that tree's files
+	(see fake_peer.py) instead of one pattern."""
 
-	def __init__(self, mode, timeout=10):
+	def __init__(self, mode, timeout=10, directory=None):
 		import select
 		self.proc = subprocess.Popen(
 			[sys.executable, os.path.join(HERE, 'fake_peer.py'), mode,
-			 '0'], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+			 '0'] + ([directory] if directory else []),
+			stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
 			stderr=subprocess.DEVNULL)
 		ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
 		line = self.proc.stdout.readline() if ready else b''
