@@ -64,9 +64,10 @@ void fs_stats_json(struct fs_ctx *fs, struct strbuf *sb)
 		      (unsigned long long)s.peer_served_bytes, fs->peers ? (int)fs->node : -1);
 	fs_peer_nodes_json(fs, sb);
 	strbuf_printf(sb, "},\"prep\":{\"decodes\":%llu,\"shared\":%llu,\"errors\":%llu,"
-			  "\"staged_bytes\":%llu},",
+			  "\"staged_bytes\":%llu,\"refused\":%llu,\"jobs\":%llu},",
 		      (unsigned long long)s.prep_decodes, (unsigned long long)s.prep_shared,
-		      (unsigned long long)s.prep_errors, (unsigned long long)s.prep_staged_bytes);
+		      (unsigned long long)s.prep_errors, (unsigned long long)s.prep_staged_bytes,
+		      (unsigned long long)s.prep_refused, (unsigned long long)s.prep_jobs);
 	strbuf_printf(sb, "\"fuse\":{\"opens\":%llu,\"reads\":%llu,\"read_bytes\":%llu}}",
 		      (unsigned long long)s.opens, (unsigned long long)s.reads,
 		      (unsigned long long)s.read_bytes);
@@ -115,6 +116,9 @@ void fs_stats_metrics(struct fs_ctx *fs, struct strbuf *sb)
 	       (double)s.prep_errors);
 	metric(sb, "prep_staged_bytes", "gauge", "Prepared samples held in memory.",
 	       (double)s.prep_staged_bytes);
+	metric(sb, "prep_refused_total", "counter",
+	       "Prepared opens refused: memory budget full or job table full.",
+	       (double)s.prep_refused);
 	metric(sb, "fuse_opens_total", "counter", "Files opened.", (double)s.opens);
 	metric(sb, "fuse_reads_total", "counter", "Read requests.", (double)s.reads);
 	metric(sb, "fuse_read_bytes_total", "counter", "Bytes returned to readers.",

@@ -120,6 +120,66 @@ int prep_probe(const void *data, size_t len, unsigned *w, unsigned *h)
 	}
 }
 
+/* Does libjpeg need its whole-image coefficient buffer for this file
+ * (progressive, or a first scan without every component)? When the data
+ * ends before the first scan, assume it does. */
+static bool jpeg_buffers_whole(const uint8_t *p, size_t len)
+{
+	size_t i = 2;
+	unsigned ncomp = 0;
+	bool progressive = false;
+
+	for (;;) {
+		while (i < len && p[i] != 0xff)
+			i++;
+		while (i < len && p[i] == 0xff)
+			i++;
+		if (i >= len)
+			return true;
+		uint8_t m = p[i++];
+		if (m == 0x00 || m == 0x01 || m == 0xd8 || (m >= 0xd0 && m <= 0xd7))
+			continue;
+		if (m == 0xd9 || i + 3 > len)
+			return true;
+		size_t seglen = (size_t)p[i] << 8 | p[i + 1];
+		if (m >= 0xc0 && m <= 0xcf && m != 0xc4 && m != 0xc8 && m != 0xcc) {
+			progressive = m == 0xc2 || m == 0xc6 || m == 0xca || m == 0xce;
+			if (i + 8 > len)
+				return true;
+			ncomp = p[i + 7];
+		} else if (m == 0xda) {
+			return progressive || p[i + 2] < ncomp;
+		}
+		if (seglen < 2)
+			return true;
+		i += seglen;
+	}
+}
+
+int prep_decode_mem(const struct prep_recipe *r, const void *data, size_t len, uint64_t *bytes)
+{
+	const uint8_t *p = data;
+	unsigned W, H, ow, oh;
+	int rc;
+
+	if (!r || !data || !bytes)
+		return -EINVAL;
+	if ((rc = prep_probe(data, len, &W, &H)) < 0)
+		return rc;
+	if ((rc = prep_output_dims(r, W, H, &ow, &oh)) < 0)
+		return rc;
+	/* the horizontally reduced region (at most every source row), the
+	 * row buffers, both axes' coefficients, the codec's fixed state */
+	uint64_t n = (uint64_t)ow * 3 * H + (uint64_t)W * 4 * 6 + 8 * ((uint64_t)W + H) +
+		     16 * ((uint64_t)ow + oh) + (256u << 10);
+	if (prep__sniff(data, len) == PREP__JPEG)
+		n += jpeg_buffers_whole(p, len) ? (uint64_t)W * H * 8 : (uint64_t)W * 64 * 2;
+	else /* PNG: an interlaced file is read whole, else one row at a time */
+		n += len > 28 && p[28] ? (uint64_t)W * H * 8 + (uint64_t)H * 8 : (uint64_t)W * 8;
+	*bytes = n;
+	return 0;
+}
+
 unsigned prep__pick_scale(const struct prep__geom *g)
 {
 	double fx = (g->box_x1 - g->box_x0) / g->vw;

@@ -1044,7 +1044,7 @@ static void *open_thread(void *arg)
 
 	if (o->started)
 		atomic_fetch_add(o->started, 1);
-	o->rc = prep_view_open_job(o->v, o->job, o->file, 1000 + o->file, &o->r, &o->s);
+	o->rc = prep_view_open_job(o->v, 0, o->job, o->file, 1000 + o->file, &o->r, &o->s);
 	return NULL;
 }
 
@@ -1158,10 +1158,10 @@ START_TEST(view_versions_and_release)
 	struct prep_view *v = prep_view_create(&cfg, &src_ops, &s);
 	ck_assert_ptr_nonnull(v);
 	/* job B exists and is active but has not read file 0 yet */
-	ck_assert_int_eq(prep_view_next_version(v, "B", 1, &ver), 0);
+	ck_assert_int_eq(prep_view_next_version(v, 0, "B", 1, &ver), 0);
 	ck_assert_uint_eq(ver, 0);
-	ck_assert_int_eq(prep_view_open_job(v, "A", 0, 42, &r, &a0), 0);
-	ck_assert_int_eq(prep_view_open_job(v, "A", 0, 42, &r, &a1), 0);
+	ck_assert_int_eq(prep_view_open_job(v, 0, "A", 0, 42, &r, &a0), 0);
+	ck_assert_int_eq(prep_view_open_job(v, 0, "A", 0, 42, &r, &a1), 0);
 	prep_view_stats(v, &st);
 	ck_assert_uint_eq(st.decodes, 2);
 	size_t l0, l1;
@@ -1169,13 +1169,13 @@ START_TEST(view_versions_and_release)
 	ck_assert(l0 == l1 && memcmp(p0, p1, l0) != 0); /* versions 0 and 1 differ */
 	/* both kept for B */
 	ck_assert_uint_eq(st.staged_bytes, l0 + l1);
-	ck_assert_int_eq(prep_view_open_job(v, "B", 0, 42, &r, &b0), 0);
+	ck_assert_int_eq(prep_view_open_job(v, 0, "B", 0, 42, &r, &b0), 0);
 	prep_view_stats(v, &st);
 	ck_assert_uint_eq(st.decodes, 2);
 	ck_assert_uint_eq(st.shared, 1);
 	ck_assert_uint_eq(st.staged_bytes, l1); /* version 0: every active job read it */
 	ck_assert_ptr_eq(prep_sample_data(b0, NULL), p0);
-	ck_assert_int_eq(prep_view_open_job(v, "B", 0, 42, &r, &b1), 0);
+	ck_assert_int_eq(prep_view_open_job(v, 0, "B", 0, 42, &r, &b1), 0);
 	prep_view_stats(v, &st);
 	ck_assert_uint_eq(st.decodes, 2);
 	ck_assert_uint_eq(st.shared, 2);
@@ -1186,10 +1186,10 @@ START_TEST(view_versions_and_release)
 	prep_sample_put(v, b1);
 	/* the k-th call gives version k */
 	for (uint32_t k = 0; k < 5; k++) {
-		ck_assert_int_eq(prep_view_next_version(v, "C", 3, &ver), 0);
+		ck_assert_int_eq(prep_view_next_version(v, 0, "C", 3, &ver), 0);
 		ck_assert_uint_eq(ver, k);
 	}
-	ck_assert_int_eq(prep_view_next_version(v, "C", 4, &ver), -EINVAL);
+	ck_assert_int_eq(prep_view_next_version(v, 0, "C", 4, &ver), -EINVAL);
 	prep_view_destroy(v);
 	src_free(&s);
 }
@@ -1210,12 +1210,12 @@ START_TEST(view_budget_and_redecode)
 	struct prep_view *v = prep_view_create(&cfg, &src_ops, &s);
 	ck_assert_ptr_nonnull(v);
 	uint32_t ver;
-	ck_assert_int_eq(prep_view_next_version(v, "B", 12, &ver), 0); /* B active */
+	ck_assert_int_eq(prep_view_next_version(v, 0, "B", 12, &ver), 0); /* B active */
 	uint8_t *first = NULL;
 	size_t first_len = 0;
 	for (uint32_t f = 0; f < 12; f++) {
 		struct prep_sample *x;
-		ck_assert_int_eq(prep_view_open_job(v, "A", f, 500 + f, &r, &x), 0);
+		ck_assert_int_eq(prep_view_open_job(v, 0, "A", f, 500 + f, &r, &x), 0);
 		if (f == 0) {
 			const uint8_t *p = prep_sample_data(x, &first_len);
 			first = malloc(first_len);
@@ -1232,14 +1232,14 @@ START_TEST(view_budget_and_redecode)
 	/* file 0 was dropped (oldest first): B decodes it again, bit-identical */
 	struct prep_sample *x;
 	size_t len;
-	ck_assert_int_eq(prep_view_open_job(v, "B", 0, 500, &r, &x), 0);
+	ck_assert_int_eq(prep_view_open_job(v, 0, "B", 0, 500, &r, &x), 0);
 	prep_view_stats(v, &st);
 	ck_assert_uint_eq(st.decodes, 13);
 	const uint8_t *p = prep_sample_data(x, &len);
 	ck_assert(len == first_len && memcmp(p, first, len) == 0);
 	prep_sample_put(v, x);
 	/* the newest (file 11) is still staged: shared */
-	ck_assert_int_eq(prep_view_open_job(v, "B", 11, 511, &r, &x), 0);
+	ck_assert_int_eq(prep_view_open_job(v, 0, "B", 11, 511, &r, &x), 0);
 	prep_sample_put(v, x);
 	prep_view_stats(v, &st);
 	ck_assert_uint_eq(st.decodes, 13);
@@ -1263,7 +1263,7 @@ START_TEST(view_deterministic_cached)
 	for (int round = 0; round < 3; round++) {
 		for (int j = 0; j < 2; j++) {
 			struct prep_sample *x;
-			ck_assert_int_eq(prep_view_open_job(v, j ? "B" : "A", 1, 9, &r, &x), 0);
+			ck_assert_int_eq(prep_view_open_job(v, 0, j ? "B" : "A", 1, 9, &r, &x), 0);
 			prep_sample_put(v, x);
 		}
 	}
@@ -1286,9 +1286,9 @@ START_TEST(view_deterministic_cached)
 	/* a file that does not decode: error, counted, not cached */
 	s.len[0] = 100;
 	struct prep_sample *x = NULL;
-	ck_assert_int_eq(prep_view_open_job(v, "A", 0, 1, &r, &x), -EIO);
-	ck_assert_int_eq(prep_view_open_job(v, "A", 0, 1, &r, &x), -EIO);
-	ck_assert_int_eq(prep_view_open_job(v, "A", 2, 1, &r, &x), -ENOENT);
+	ck_assert_int_eq(prep_view_open_job(v, 0, "A", 0, 1, &r, &x), -EIO);
+	ck_assert_int_eq(prep_view_open_job(v, 0, "A", 0, 1, &r, &x), -EIO);
+	ck_assert_int_eq(prep_view_open_job(v, 0, "A", 2, 1, &r, &x), -ENOENT);
 	ck_assert_ptr_null(x);
 	prep_view_stats(v, &st);
 	ck_assert_uint_eq(st.errors, 3);
@@ -1330,7 +1330,7 @@ static void *stress_reader(void *arg)
 			unsigned f = (unsigned)((i % j->nfiles) * 5 + j->id * 3 + e) % j->nfiles;
 			struct prep_sample *x;
 			size_t len;
-			if (prep_view_open_job(j->v, j->name, f, 900 + f, &r, &x) != 0) {
+			if (prep_view_open_job(j->v, 0, j->name, f, 900 + f, &r, &x) != 0) {
 				atomic_fetch_add(&j->bad, 1);
 				continue;
 			}
