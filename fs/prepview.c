@@ -83,18 +83,26 @@ static int parse_ino(struct fs_ctx *fs, fuse_ino_t ino, bool *is_top, struct pre
 
 /*
  * Follow symlink node inside the namespace to what it names: relative
- * targets from the link's directory, "." and ".." (never above SOURCE's
- * root), chains of links up to MAX_LINK_HOPS. Absolute targets and
- * anything leaving SOURCE give false. On success *out is a file or
- * directory node.
+ * targets from the link's directory, absolute ones only below SOURCE's
+ * real path, "." and ".." (never above SOURCE's root), chains of links up
+ * to MAX_LINK_HOPS. Anything leaving SOURCE or naming nothing gives false.
+ * On success *out is a file or directory node.
  */
-static bool follow_link(const struct ns *ns, uint32_t node, uint32_t *out, unsigned *hops)
+static bool follow_link(struct fs_ctx *fs, uint32_t node, uint32_t *out, unsigned *hops)
 {
+	const struct ns *ns = &fs->ns;
 	const char *t = ns->pool + ns->nodes[node].first;
 	uint32_t cur = ns->nodes[node].parent;
 
-	if (++*hops > MAX_LINK_HOPS || *t == '/' || *t == '\0')
+	if (++*hops > MAX_LINK_HOPS || *t == '\0')
 		return false;
+	if (*t == '/') {
+		size_t sl = strlen(fs->opt.source);
+		if (strncmp(t, fs->opt.source, sl) != 0 || (t[sl] != '/' && t[sl] != '\0'))
+			return false;
+		t += sl;
+		cur = 0;
+	}
 	while (*t) {
 		const char *end = strchr(t, '/');
 		size_t len = end ? (size_t)(end - t) : strlen(t);
@@ -109,7 +117,7 @@ static bool follow_link(const struct ns *ns, uint32_t node, uint32_t *out, unsig
 		} else {
 			if (!ns_is_dir(ns, cur) || ns_lookup(ns, cur, t, len, &child) < 0)
 				return false;
-			if (S_ISLNK(ns->nodes[child].mode) && !follow_link(ns, child, &child, hops))
+			if (S_ISLNK(ns->nodes[child].mode) && !follow_link(fs, child, &child, hops))
 				return false;
 			cur = child;
 		}
@@ -121,27 +129,44 @@ static bool follow_link(const struct ns *ns, uint32_t node, uint32_t *out, unsig
 	return ns_is_dir(ns, cur) || ns_is_reg(ns, cur);
 }
 
-/* The regular file whose sample the mirror of node serves: node itself, or
- * the file a symlink leads to. False when node has no mirrored file. */
-static bool image_of(struct fs_ctx *fs, uint32_t node, uint32_t *file)
+/*
+ * What the view shows for node: a directory; an image file (a regular
+ * file with an image name, or a symlink with an image name leading to a
+ * regular file inside SOURCE: *file is that file); a broken image (a
+ * symlink with an image name leading nowhere or out of SOURCE: listed, as
+ * ImageFolder lists it, but every read fails); or nothing (other names,
+ * symlinks to directories).
+ */
+enum mirror { MIRROR_NONE, MIRROR_DIR, MIRROR_FILE, MIRROR_BROKEN };
+
+static enum mirror classify(struct fs_ctx *fs, uint32_t node, uint32_t *file)
 {
 	unsigned hops = 0;
+	uint32_t target;
 
+	if (ns_is_dir(&fs->ns, node))
+		return MIRROR_DIR;
 	if (!prep_is_image_name(ns_name(&fs->ns, node)))
-		return false;
+		return MIRROR_NONE;
 	if (ns_is_reg(&fs->ns, node)) {
 		*file = node;
-		return true;
+		return MIRROR_FILE;
 	}
-	return S_ISLNK(fs->ns.nodes[node].mode) && follow_link(&fs->ns, node, file, &hops) &&
-	       ns_is_reg(&fs->ns, *file);
+	if (!S_ISLNK(fs->ns.nodes[node].mode))
+		return MIRROR_NONE;
+	if (!follow_link(fs, node, &target, &hops))
+		return MIRROR_BROKEN;
+	if (ns_is_dir(&fs->ns, target))
+		return MIRROR_NONE;
+	*file = target;
+	return MIRROR_FILE;
 }
 
 static bool mirrored(struct fs_ctx *fs, uint32_t node)
 {
 	uint32_t file;
 
-	return ns_is_dir(&fs->ns, node) || image_of(fs, node, &file);
+	return classify(fs, node, &file) != MIRROR_NONE;
 }
 
 /* Permission bits of file reached through a link: the raw path needs
@@ -181,11 +206,17 @@ static void top_attr(struct fs_ctx *fs, struct stat *st)
 static void mirror_attr(struct fs_ctx *fs, const struct prep_recipe *r, uint32_t node,
 			struct stat *st)
 {
-	uint32_t file;
+	uint32_t file = node;
+	enum mirror kind = classify(fs, node, &file);
 
-	if (ns_is_dir(&fs->ns, node) || !image_of(fs, node, &file)) {
+	if (kind != MIRROR_FILE) {
 		fs_fill_attr(fs, node, st);
 		st->st_ino = mirror_ino(r, node);
+		if (kind == MIRROR_BROKEN) {
+			st->st_mode = S_IFREG | 0444;
+			st->st_size = 0;
+			st->st_blocks = 0;
+		}
 		return;
 	}
 	fs_fill_attr(fs, file, st);
@@ -378,6 +409,26 @@ static void handle_put(struct fs_ctx *fs, struct prep_handle *h)
 	}
 }
 
+/* An open whose every read fails with err (SPEC §3: reads fail, not opens). */
+static void open_failed(fuse_req_t req, struct fuse_file_info *fi, int err)
+{
+	struct prep_handle *h = malloc(sizeof(*h));
+
+	if (!h) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	h->sample = NULL;
+	h->err = err;
+	atomic_init(&h->refs, 1);
+	fi->fh = (uint64_t)(uintptr_t)h;
+	fi->direct_io = 1;
+	fi->keep_cache = 0;
+	fi->noflush = 1;
+	if (fuse_reply_open(req, fi) != 0)
+		free(h);
+}
+
 void fs_prep_open(fuse_req_t req, struct fs_ctx *fs, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct prep_recipe r;
@@ -394,10 +445,20 @@ void fs_prep_open(fuse_req_t req, struct fs_ctx *fs, fuse_ino_t ino, struct fuse
 		fuse_reply_err(req, EISDIR);
 		return;
 	}
-	if (!image_of(fs, node, &node)) {
+	uint32_t file;
+	enum mirror kind = classify(fs, node, &file);
+	if (kind == MIRROR_NONE) {
 		fuse_reply_err(req, ENOENT);
 		return;
 	}
+	if (kind == MIRROR_BROKEN) {
+		if (ns_path(&fs->ns, node, path, sizeof(path)) >= 0)
+			log_warn("prep: %s is a symlink leading nowhere or out of SOURCE: EIO",
+				 path);
+		open_failed(req, fi, EIO);
+		return;
+	}
+	node = file;
 	int plen = ns_path(&fs->ns, node, path, sizeof(path));
 	if (plen < 0) {
 		fuse_reply_err(req, ENAMETOOLONG);
