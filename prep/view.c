@@ -36,6 +36,7 @@
 #include "prep/prep_int.h"
 
 #define DEFAULT_WAIT_MS 250
+#define SWEEP_S 5 /* idle decode threads look for unneeded samples this often */
 #define MAX_THREADS 256
 #define PID_CACHE 1024
 #define PID_TTL_S 5.0
@@ -409,14 +410,48 @@ static void decode_one(struct prep_view *v, struct sample *s)
 	pthread_mutex_unlock(&v->lock);
 }
 
+static bool still_needed(struct prep_view *v, const struct job *self, uint32_t f, uint32_t k,
+			 double now);
+
+/* Drop the staged random samples that no active job will read: when the
+ * jobs stop (or stall), their samples go within job_idle_s + SWEEP_S.
+ * Under lock. */
+static void sweep_idle(struct prep_view *v)
+{
+	double now = now_s();
+	struct sample *s = v->fifo_head, *next;
+
+	for (; s; s = next) {
+		next = s->fnext;
+		if (atomic_load_explicit(&s->refs, memory_order_acquire) == 1 &&
+		    !still_needed(v, NULL, s->file_index, s->version, now))
+			table_remove(v, s);
+	}
+}
+
 static void *worker_main(void *arg)
 {
 	struct prep_view *v = arg;
+	struct timespec next_sweep;
 
+	clock_gettime(CLOCK_REALTIME, &next_sweep);
+	next_sweep.tv_sec += SWEEP_S;
 	pthread_mutex_lock(&v->lock);
 	for (;;) {
-		while ((!v->q_head || v->active >= v->cfg.threads) && !v->stop)
-			pthread_cond_wait(&v->work, &v->lock);
+		while ((!v->q_head || v->active >= v->cfg.threads) && !v->stop) {
+			if (pthread_cond_timedwait(&v->work, &v->lock, &next_sweep) != ETIMEDOUT)
+				continue;
+			if (v->fifo_head) {
+				sweep_idle(v);
+				if (v->cfg.mem) { /* malloc_trim may take a while */
+					pthread_mutex_unlock(&v->lock);
+					budget_trim(v->cfg.mem);
+					pthread_mutex_lock(&v->lock);
+				}
+			}
+			clock_gettime(CLOCK_REALTIME, &next_sweep);
+			next_sweep.tv_sec += SWEEP_S;
+		}
 		if (v->stop)
 			break;
 		struct sample *s = v->q_head;
