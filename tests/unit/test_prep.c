@@ -28,6 +28,7 @@
 #define RUNNING_ON_VALGRIND 0
 #endif
 
+#include "common/budget.h"
 #include "common/hash.h"
 #include "prep/prep_int.h"
 #include "tests/unit/check_run.h"
@@ -1249,6 +1250,133 @@ START_TEST(view_budget_and_redecode)
 }
 END_TEST
 
+/* Jobs are keyed by (uid, name): the same COORDFS_JOB under two uids is
+ * two jobs with their own versions. */
+START_TEST(view_jobs_per_uid)
+{
+	struct src s;
+	struct prep_config cfg = {.seed = 3, .mem_budget = 64 << 20, .threads = 1, .nfiles = 4};
+	uint32_t ver;
+
+	src_fill(&s, 2);
+	struct prep_view *v = prep_view_create(&cfg, &src_ops, &s);
+	ck_assert_ptr_nonnull(v);
+	for (uint32_t k = 0; k < 3; k++) {
+		ck_assert_int_eq(prep_view_next_version(v, 1000, "J", 0, &ver), 0);
+		ck_assert_uint_eq(ver, k);
+	}
+	ck_assert_int_eq(prep_view_next_version(v, 1001, "J", 0, &ver), 0);
+	ck_assert_uint_eq(ver, 0);
+	ck_assert_int_eq(prep_view_next_version(v, 1000, "J", 0, &ver), 0);
+	ck_assert_uint_eq(ver, 3);
+	prep_view_destroy(v);
+	src_free(&s);
+}
+END_TEST
+
+/* A full table never hands out the slot of a job with an open file or a
+ * recent request; a uid over its quarter reuses its own slots only. */
+START_TEST(view_job_table_full)
+{
+	struct src s;
+	struct prep_recipe r;
+	struct prep_config cfg = {.seed = 3, .mem_budget = 64 << 20, .threads = 1, .nfiles = 4,
+				  .job_idle_s = 0.2, .max_jobs = 8};
+	struct prep_stats st;
+	struct prep_sample *held, *x;
+	uint32_t ver;
+	char name[16];
+
+	src_fill(&s, 2);
+	prep_recipe_parse("rrc32", &r);
+	struct prep_view *v = prep_view_create(&cfg, &src_ops, &s);
+	ck_assert_ptr_nonnull(v);
+	ck_assert_int_eq(prep_view_open_job(v, 7, "keep", 0, 1, &r, &held), 0); /* version 0 */
+	usleep(300 * 1000); /* "keep" is idle, but holds an open file */
+	/* uid 7 may hold 2 of 8 slots: "keep" and one more, reused while idle */
+	ck_assert_int_eq(prep_view_next_version(v, 7, "b", 0, &ver), 0);
+	ck_assert_int_eq(prep_view_next_version(v, 7, "c", 0, &ver), -EAGAIN); /* b is active */
+	usleep(300 * 1000);
+	ck_assert_int_eq(prep_view_next_version(v, 7, "c", 0, &ver), 0); /* takes b's slot */
+	ck_assert_uint_eq(ver, 0);
+	/* other uids fill the rest, active */
+	for (unsigned u = 0; u < 6; u++) {
+		snprintf(name, sizeof(name), "u%u", u);
+		ck_assert_int_eq(prep_view_next_version(v, 100 + u, name, 0, &ver), 0);
+	}
+	ck_assert_int_eq(prep_view_next_version(v, 200, "new", 0, &ver), -EAGAIN);
+	ck_assert_int_eq(prep_view_open_job(v, 200, "new", 0, 1, &r, &x), -EAGAIN);
+	prep_view_stats(v, &st);
+	ck_assert_uint_eq(st.jobs, 8);
+	ck_assert_uint_ge(st.refused, 1);
+	usleep(300 * 1000);
+	/* now every job but "keep" is idle: a new one gets a slot, "keep" keeps its own */
+	ck_assert_int_eq(prep_view_next_version(v, 200, "new", 0, &ver), 0);
+	ck_assert_int_eq(prep_view_next_version(v, 7, "keep", 0, &ver), 0);
+	ck_assert_uint_eq(ver, 1);
+	prep_sample_put(v, held);
+	prep_view_destroy(v);
+	src_free(&s);
+}
+END_TEST
+
+/* With a byte budget: samples and decodes are charged, a full budget
+ * refuses opens with -ENOMEM without consuming the version, and everything
+ * is given back at the end. */
+START_TEST(view_mem_budget)
+{
+	struct src s;
+	struct prep_recipe r;
+	struct budget b;
+	uint64_t one, work;
+	struct prep_stats st;
+	struct prep_sample *x[4], *y;
+
+	src_fill(&s, 2);
+	prep_recipe_parse("rrc64", &r);
+	prep_output_size(&r, 1, 1, &one);
+	ck_assert_int_eq(prep_decode_mem(&r, s.data[0], s.len[0], &work), 0);
+	ck_assert_uint_gt(work, one);
+	/* three pinned samples, and one decode (source + work) at a time */
+	budget_init(&b, 3 * one + s.len[0] + work + 64);
+	struct prep_config cfg = {.seed = 3, .mem_budget = 64 << 20, .threads = 1, .nfiles = 2,
+				  .mem = &b, .mem_wait_ms = 20};
+	struct prep_view *v = prep_view_create(&cfg, &src_ops, &s);
+	ck_assert_ptr_nonnull(v);
+	for (unsigned i = 0; i < 3; i++)
+		ck_assert_int_eq(prep_view_open_job(v, 0, "A", 0, 9, &r, &x[i]), 0);
+	ck_assert_int_eq(prep_view_open_job(v, 0, "A", 0, 9, &r, &x[3]), -ENOMEM);
+	ck_assert_uint_le(atomic_load(&b.peak), b.limit);
+	prep_view_stats(v, &st);
+	ck_assert_uint_eq(st.refused, 1);
+	ck_assert_uint_eq(st.errors, 0);
+	/* room again: the next open is version 3 (the refused one took none),
+	 * identical to another job's fourth open */
+	prep_sample_put(v, x[0]);
+	ck_assert_int_eq(prep_view_open_job(v, 0, "A", 0, 9, &r, &x[0]), 0);
+	size_t la, lb;
+	const uint8_t *pa = prep_sample_data(x[0], &la);
+	uint8_t *copy = malloc(la);
+	memcpy(copy, pa, la);
+	for (unsigned i = 0; i < 3; i++)
+		prep_sample_put(v, x[i]);
+	for (unsigned i = 0; i < 4; i++) {
+		ck_assert_int_eq(prep_view_open_job(v, 0, "B", 0, 9, &r, &y), 0);
+		const uint8_t *pb = prep_sample_data(y, &lb);
+		if (i == 3)
+			ck_assert(lb == la && memcmp(pb, copy, la) == 0);
+		else
+			ck_assert(lb != la || memcmp(pb, copy, la) != 0);
+		prep_sample_put(v, y);
+	}
+	free(copy);
+	prep_view_destroy(v);
+	ck_assert_uint_eq(budget_used(&b), 0);
+	budget_fini(&b);
+	src_free(&s);
+}
+END_TEST
+
 START_TEST(view_deterministic_cached)
 {
 	struct src s;
@@ -1495,6 +1623,9 @@ int main(void)
 	tcase_add_test(tc, view_versions_and_release);
 	tcase_add_test(tc, view_budget_and_redecode);
 	tcase_add_test(tc, view_deterministic_cached);
+	tcase_add_test(tc, view_jobs_per_uid);
+	tcase_add_test(tc, view_job_table_full);
+	tcase_add_test(tc, view_mem_budget);
 	tcase_add_test(tc, view_stress_versions);
 	tcase_add_test(tc, job_identity);
 	suite_add_tcase(s, tc);
