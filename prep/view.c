@@ -771,8 +771,12 @@ int prep_view_open_job(struct prep_view *v, uid_t uid, const char *job, uint32_t
 		return -EAGAIN;
 	}
 	j->open++; /* the slot stays ours while we wait, decode or hold it */
-	if (!det && (rc = job_take_version(v, j, file_index, &version)) < 0)
-		goto refused;
+	bool taken = false;
+	if (!det) {
+		if ((rc = job_take_version(v, j, file_index, &version)) < 0)
+			goto refused;
+		taken = true;
+	}
 	s = table_find(v, file_index, &rr, version);
 	if (!s) {
 		/* A new sample: its bytes are reserved before anything is
@@ -848,7 +852,7 @@ int prep_view_open_job(struct prep_view *v, uid_t uid, const char *job, uint32_t
 	return 0;
 
 refused:
-	if (!det)
+	if (taken)
 		job_untake_version(j, file_index, version);
 	j->open--;
 	pthread_mutex_unlock(&v->lock);

@@ -1281,7 +1281,7 @@ START_TEST(view_job_table_full)
 	struct src s;
 	struct prep_recipe r;
 	struct prep_config cfg = {.seed = 3, .mem_budget = 64 << 20, .threads = 1, .nfiles = 4,
-				  .job_idle_s = 0.2, .max_jobs = 8};
+				  .job_idle_s = 1.0, .max_jobs = 8};
 	struct prep_stats st;
 	struct prep_sample *held, *x;
 	uint32_t ver;
@@ -1292,11 +1292,11 @@ START_TEST(view_job_table_full)
 	struct prep_view *v = prep_view_create(&cfg, &src_ops, &s);
 	ck_assert_ptr_nonnull(v);
 	ck_assert_int_eq(prep_view_open_job(v, 7, "keep", 0, 1, &r, &held), 0); /* version 0 */
-	usleep(300 * 1000); /* "keep" is idle, but holds an open file */
+	usleep(1200 * 1000); /* "keep" is idle, but holds an open file */
 	/* uid 7 may hold 2 of 8 slots: "keep" and one more, reused while idle */
 	ck_assert_int_eq(prep_view_next_version(v, 7, "b", 0, &ver), 0);
 	ck_assert_int_eq(prep_view_next_version(v, 7, "c", 0, &ver), -EAGAIN); /* b is active */
-	usleep(300 * 1000);
+	usleep(1200 * 1000);
 	ck_assert_int_eq(prep_view_next_version(v, 7, "c", 0, &ver), 0); /* takes b's slot */
 	ck_assert_uint_eq(ver, 0);
 	/* other uids fill the rest, active */
@@ -1309,7 +1309,7 @@ START_TEST(view_job_table_full)
 	prep_view_stats(v, &st);
 	ck_assert_uint_eq(st.jobs, 8);
 	ck_assert_uint_ge(st.refused, 1);
-	usleep(300 * 1000);
+	usleep(1200 * 1000);
 	/* now every job but "keep" is idle: a new one gets a slot, "keep" keeps its own */
 	ck_assert_int_eq(prep_view_next_version(v, 200, "new", 0, &ver), 0);
 	ck_assert_int_eq(prep_view_next_version(v, 7, "keep", 0, &ver), 0);
