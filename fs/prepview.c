@@ -8,9 +8,25 @@
  * Every prepared file is opened with direct I/O: a random recipe gives a
  * new sample on every open, so the kernel must neither cache its pages nor
  * skip its opens; deterministic samples are cached by prep/ itself.
+ *
+ * Permissions: a mirror carries its source's mode (write bits cleared),
+ * owner and group, so the kernel's default_permissions decides as for the
+ * raw file. A symlink whose name is an image name and whose target, inside
+ * SOURCE, is a regular file is mirrored as that file (torchvision's
+ * ImageFolder follows links), with the target's attributes, minus the
+ * permission classes that some directory on the target's own path denies
+ * (the raw path needs search permission there too).
+ *
+ * Errors: a sample that cannot be made (undecodable file, unreadable
+ * source) opens fine and fails every read with EIO (SPEC §3: read, not
+ * open). An open refused for memory (the transient budget fs->mem stayed
+ * full) or because the job table is full fails open() with ENOMEM or
+ * EAGAIN: nothing is pinned and the job's version is not consumed, so the
+ * reader may simply retry.
  */
 #include <errno.h>
 #include <limits.h>
+#include <malloc.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,10 +79,117 @@ static int parse_ino(struct fs_ctx *fs, fuse_ino_t ino, bool *is_top, struct pre
 	return 0;
 }
 
+#define MAX_LINK_HOPS 40
+
+/*
+ * Follow symlink node inside the namespace to what it names: relative
+ * targets from the link's directory, absolute ones only below SOURCE's
+ * real path, "." and ".." (never above SOURCE's root), chains of links up
+ * to MAX_LINK_HOPS. Anything leaving SOURCE or naming nothing gives false.
+ * On success *out is a file or directory node.
+ */
+static bool follow_link(struct fs_ctx *fs, uint32_t node, uint32_t *out, unsigned *hops)
+{
+	const struct ns *ns = &fs->ns;
+	const char *t = ns->pool + ns->nodes[node].first;
+	uint32_t cur = ns->nodes[node].parent;
+
+	if (++*hops > MAX_LINK_HOPS || *t == '\0')
+		return false;
+	if (*t == '/') {
+		size_t sl = strlen(fs->opt.source);
+		if (strncmp(t, fs->opt.source, sl) != 0 || (t[sl] != '/' && t[sl] != '\0'))
+			return false;
+		t += sl;
+		cur = 0;
+	}
+	while (*t) {
+		const char *end = strchr(t, '/');
+		size_t len = end ? (size_t)(end - t) : strlen(t);
+		uint32_t child;
+
+		if (len == 0 || (len == 1 && t[0] == '.')) {
+			/* nothing */
+		} else if (len == 2 && t[0] == '.' && t[1] == '.') {
+			if (cur == 0)
+				return false; /* above SOURCE */
+			cur = ns->nodes[cur].parent;
+		} else {
+			if (!ns_is_dir(ns, cur) || ns_lookup(ns, cur, t, len, &child) < 0)
+				return false;
+			if (S_ISLNK(ns->nodes[child].mode) && !follow_link(fs, child, &child, hops))
+				return false;
+			cur = child;
+		}
+		t += len;
+		if (*t == '/')
+			t++;
+	}
+	*out = cur;
+	return ns_is_dir(ns, cur) || ns_is_reg(ns, cur);
+}
+
+/*
+ * What the view shows for node: a directory; an image file (a regular
+ * file with an image name, or a symlink with an image name leading to a
+ * regular file inside SOURCE: *file is that file); a broken image (a
+ * symlink with an image name leading nowhere or out of SOURCE: listed, as
+ * ImageFolder lists it, but every read fails); or nothing (other names,
+ * symlinks to directories).
+ */
+enum mirror { MIRROR_NONE, MIRROR_DIR, MIRROR_FILE, MIRROR_BROKEN };
+
+static enum mirror classify(struct fs_ctx *fs, uint32_t node, uint32_t *file)
+{
+	unsigned hops = 0;
+	uint32_t target;
+
+	if (ns_is_dir(&fs->ns, node))
+		return MIRROR_DIR;
+	if (!prep_is_image_name(ns_name(&fs->ns, node)))
+		return MIRROR_NONE;
+	if (ns_is_reg(&fs->ns, node)) {
+		*file = node;
+		return MIRROR_FILE;
+	}
+	if (!S_ISLNK(fs->ns.nodes[node].mode))
+		return MIRROR_NONE;
+	if (!follow_link(fs, node, &target, &hops))
+		return MIRROR_BROKEN;
+	if (ns_is_dir(&fs->ns, target))
+		return MIRROR_NONE;
+	*file = target;
+	return MIRROR_FILE;
+}
+
 static bool mirrored(struct fs_ctx *fs, uint32_t node)
 {
-	return ns_is_dir(&fs->ns, node) ||
-	       (ns_is_reg(&fs->ns, node) && prep_is_image_name(ns_name(&fs->ns, node)));
+	uint32_t file;
+
+	return classify(fs, node, &file) != MIRROR_NONE;
+}
+
+/* Permission bits of file reached through a link: the raw path needs
+ * search permission on every directory of the file's own path too. Where
+ * one of them does not grant it to every class, only the file's owner
+ * keeps access, and only when it owns that directory and may search it:
+ * the mirror is never more open than the raw path. */
+static mode_t link_perm(const struct ns *ns, uint32_t file)
+{
+	const struct ns_node *f = &ns->nodes[file];
+	mode_t perm = f->mode & 0555;
+
+	for (uint32_t d = f->parent;; d = ns->nodes[d].parent) {
+		const struct ns_node *n = &ns->nodes[d];
+		if ((n->mode & 0111) != 0111) {
+			perm &= 0500;
+			if (n->uid != f->uid || !(n->mode & S_IXUSR))
+				perm = 0;
+		}
+		if (d == 0)
+			break;
+	}
+	return perm;
 }
 
 static void top_attr(struct fs_ctx *fs, struct stat *st)
@@ -76,21 +199,35 @@ static void top_attr(struct fs_ctx *fs, struct stat *st)
 	st->st_mode = S_IFDIR | 0555;
 }
 
-/* Attributes of the mirror of node under recipe r. A file whose size cannot
- * be known (an undecodable header) shows size 0; reading it gives EIO. */
+/* Attributes of the mirror of node under recipe r: the source's owner,
+ * group and mode without write bits (directories as they are). A file
+ * whose size cannot be known (an undecodable header) shows size 0; reading
+ * it gives EIO. */
 static void mirror_attr(struct fs_ctx *fs, const struct prep_recipe *r, uint32_t node,
 			struct stat *st)
 {
-	fs_fill_attr(fs, node, st);
-	st->st_ino = mirror_ino(r, node);
-	if (ns_is_reg(&fs->ns, node)) {
-		uint64_t size = 0;
-		if (prep_view_size(fs->prep, node, r, &size) < 0)
-			size = 0;
-		st->st_size = (off_t)size;
-		st->st_blocks = (blkcnt_t)((size + 511) / 512);
-		st->st_mode = S_IFREG | 0444;
+	uint32_t file = node;
+	enum mirror kind = classify(fs, node, &file);
+
+	if (kind != MIRROR_FILE) {
+		fs_fill_attr(fs, node, st);
+		st->st_ino = mirror_ino(r, node);
+		if (kind == MIRROR_BROKEN) {
+			st->st_mode = S_IFREG | 0444;
+			st->st_size = 0;
+			st->st_blocks = 0;
+		}
+		return;
 	}
+	fs_fill_attr(fs, file, st);
+	st->st_ino = mirror_ino(r, node);
+	uint64_t size = 0;
+	if (prep_view_size(fs->prep, file, r, &size) < 0)
+		size = 0;
+	st->st_size = (off_t)size;
+	st->st_blocks = (blkcnt_t)((size + 511) / 512);
+	st->st_mode = S_IFREG | (file == node ? fs->ns.nodes[file].mode & 0555
+					      : link_perm(&fs->ns, file));
 }
 
 static void entry_of(struct fuse_entry_param *e, const struct stat *st)
@@ -259,7 +396,8 @@ void fs_prep_readdir(fuse_req_t req, struct fs_ctx *fs, fuse_ino_t ino, size_t s
  * a release racing with the tail of a reply never frees the bytes in use.
  */
 struct prep_handle {
-	struct prep_sample *sample;
+	struct prep_sample *sample; /* NULL when err is set */
+	int err;		    /* positive errno every read gets */
 	_Atomic int refs;
 };
 
@@ -269,6 +407,26 @@ static void handle_put(struct fs_ctx *fs, struct prep_handle *h)
 		prep_sample_put(fs->prep, h->sample);
 		free(h);
 	}
+}
+
+/* An open whose every read fails with err (SPEC §3: reads fail, not opens). */
+static void open_failed(fuse_req_t req, struct fuse_file_info *fi, int err)
+{
+	struct prep_handle *h = malloc(sizeof(*h));
+
+	if (!h) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	h->sample = NULL;
+	h->err = err;
+	atomic_init(&h->refs, 1);
+	fi->fh = (uint64_t)(uintptr_t)h;
+	fi->direct_io = 1;
+	fi->keep_cache = 0;
+	fi->noflush = 1;
+	if (fuse_reply_open(req, fi) != 0)
+		free(h);
 }
 
 void fs_prep_open(fuse_req_t req, struct fs_ctx *fs, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -287,6 +445,20 @@ void fs_prep_open(fuse_req_t req, struct fs_ctx *fs, fuse_ino_t ino, struct fuse
 		fuse_reply_err(req, EISDIR);
 		return;
 	}
+	uint32_t file;
+	enum mirror kind = classify(fs, node, &file);
+	if (kind == MIRROR_NONE) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	if (kind == MIRROR_BROKEN) {
+		if (ns_path(&fs->ns, node, path, sizeof(path)) >= 0)
+			log_warn("prep: %s is a symlink leading nowhere or out of SOURCE: EIO",
+				 path);
+		open_failed(req, fi, EIO);
+		return;
+	}
+	node = file;
 	int plen = ns_path(&fs->ns, node, path, sizeof(path));
 	if (plen < 0) {
 		fuse_reply_err(req, ENAMETOOLONG);
@@ -299,13 +471,15 @@ void fs_prep_open(fuse_req_t req, struct fs_ctx *fs, fuse_ino_t ino, struct fuse
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	int rc = prep_view_open(fs->prep, fuse_req_ctx(req)->pid, node, key, &r, &sample);
-	if (rc < 0) {
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	int rc = prep_view_open(fs->prep, ctx->pid, ctx->uid, node, key, &r, &sample);
+	if (rc == -ENOMEM || rc == -EAGAIN) {
 		free(h);
-		fuse_reply_err(req, rc == -ENOMEM ? ENOMEM : EIO);
+		fuse_reply_err(req, -rc);
 		return;
 	}
-	h->sample = sample;
+	h->sample = rc < 0 ? NULL : sample;
+	h->err = rc < 0 ? EIO : 0;
 	atomic_init(&h->refs, 1);
 	fi->fh = (uint64_t)(uintptr_t)h;
 	fi->direct_io = 1;
@@ -320,6 +494,11 @@ void fs_prep_read(fuse_req_t req, struct fs_ctx *fs, struct fuse_file_info *fi, 
 {
 	struct prep_handle *h = (struct prep_handle *)(uintptr_t)fi->fh;
 	size_t len;
+
+	if (h->err) {
+		fuse_reply_err(req, h->err);
+		return;
+	}
 	const uint8_t *data = prep_sample_data(h->sample, &len);
 
 	if ((uint64_t)off >= len) {
@@ -371,9 +550,25 @@ static int src_read_file(void *arg, uint32_t node, uint8_t **data, size_t *len)
 	return src_read_prefix(arg, node, (size_t)1 << 30, data, len);
 }
 
+static int src_file_name(void *arg, uint32_t node, char *buf, size_t len)
+{
+	struct fs_ctx *fs = arg;
+
+	return ns_path(&fs->ns, node, buf, len) < 0 ? -ENAMETOOLONG : 0;
+}
+
+static uint64_t src_file_size(void *arg, uint32_t node)
+{
+	struct fs_ctx *fs = arg;
+
+	return node < fs->ns.nnodes ? fs->ns.nodes[node].size : 0;
+}
+
 static const struct prep_source_ops source_ops = {
 	.read_file = src_read_file,
 	.read_prefix = src_read_prefix,
+	.file_name = src_file_name,
+	.file_size = src_file_size,
 };
 
 int fs_prep_start(struct fs_ctx *fs)
@@ -386,7 +581,15 @@ int fs_prep_start(struct fs_ctx *fs)
 		.threads = (unsigned)fs->opt.prep_threads,
 		.nfiles = fs->ns.nnodes,
 		.job_idle_s = 30,
+		.mem = &fs->mem,
 	};
+
+	/* Samples and decode buffers come and go by the thousand at up to a
+	 * few MiB each. A fixed mmap threshold (setting it turns glibc's
+	 * adaptive one off, which would otherwise climb to the sample size)
+	 * gives every block over it back to the kernel at free, so memory
+	 * returns when the load ends; budget_trim handles the smaller ones. */
+	mallopt(M_MMAP_THRESHOLD, 256 << 10);
 	fs->prep = prep_view_create(&cfg, &source_ops, fs);
 	return fs->prep ? 0 : -ENOMEM;
 }
@@ -408,4 +611,6 @@ void fs_prep_collect(struct fs_ctx *fs, struct fs_stats *s)
 	s->prep_shared = ps.shared;
 	s->prep_errors = ps.errors;
 	s->prep_staged_bytes = ps.staged_bytes;
+	s->prep_refused = ps.refused;
+	s->prep_jobs = ps.jobs;
 }

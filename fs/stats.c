@@ -140,7 +140,8 @@ static json_t *stats_tree(struct fs_ctx *fs, bool local)
 	     put(peers, "nodes", fs->client ? remote_peers_json_value(fs->client) : json_array());
 	ok = ok && put(prep, "decodes", num(s.prep_decodes)) &&
 	     put(prep, "shared", num(s.prep_shared)) && put(prep, "errors", num(s.prep_errors)) &&
-	     put(prep, "staged_bytes", num(s.prep_staged_bytes));
+	     put(prep, "staged_bytes", num(s.prep_staged_bytes)) &&
+	     put(prep, "refused", num(s.prep_refused)) && put(prep, "jobs", num(s.prep_jobs));
 	ok = ok && put(fuse, "opens", num(s.opens)) && put(fuse, "reads", num(s.reads)) &&
 	     put(fuse, "read_bytes", num(s.read_bytes));
 	/* What the scan at mount indexed, and what it left out (logged then). */
@@ -256,6 +257,9 @@ void fs_stats_metrics(struct fs_ctx *fs, struct strbuf *sb)
 	       (double)s.prep_errors);
 	metric(sb, "prep_staged_bytes", "gauge", "Prepared samples held in memory.",
 	       (double)s.prep_staged_bytes);
+	metric(sb, "prep_refused_total", "counter",
+	       "Prepared opens refused: memory budget full or job table full.",
+	       (double)s.prep_refused);
 	metric(sb, "fuse_opens_total", "counter", "Files opened.", (double)s.opens);
 	metric(sb, "fuse_reads_total", "counter", "Read requests.", (double)s.reads);
 	metric(sb, "fuse_read_bytes_total", "counter", "Bytes returned to readers.",

@@ -96,6 +96,15 @@ uint64_t prep_ppm_size(unsigned w, unsigned h);
 int prep_render(const struct prep_recipe *r, const void *data, size_t len, uint64_t seed,
 		uint64_t file_key, uint32_t version, uint8_t **out_ppm, size_t *out_len);
 
+/*
+ * An upper bound of the heap memory prep_render needs on data for recipe r
+ * while it runs, besides data itself and the output PPM (row and region
+ * buffers, coefficients, the codec's state; the whole image for
+ * progressive JPEGs and interlaced PNGs). From the header alone; the errors
+ * of prep_probe. Pure, thread-safe.
+ */
+int prep_decode_mem(const struct prep_recipe *r, const void *data, size_t len, uint64_t *bytes);
+
 /* ---- the staging engine ------------------------------------------------- */
 
 struct prep_source_ops {
@@ -106,8 +115,12 @@ struct prep_source_ops {
 	/* Optional: read at most max bytes from the start of the file (for the
 	 * header of resize recipes' stat). NULL: read_file is used instead. */
 	int (*read_prefix)(void *arg, uint32_t file_index, size_t max, uint8_t **data, size_t *len);
-	/* Optional: the file's name for log lines; NULL or a NULL result is fine. */
-	const char *(*file_name)(void *arg, uint32_t file_index);
+	/* Optional: the file's name for log lines into buf (len bytes, NUL
+	 * terminated); 0 / -errno. Without it, logs name the file index. */
+	int (*file_name)(void *arg, uint32_t file_index, char *buf, size_t len);
+	/* Optional: the file's size, reserved from cfg.mem before read_file
+	 * allocates it. NULL: charged once read_file returned. */
+	uint64_t (*file_size)(void *arg, uint32_t file_index);
 };
 
 struct prep_config {
@@ -118,10 +131,25 @@ struct prep_config {
 	uint32_t nfiles;     /* file indexes are 0..nfiles-1 */
 	double job_idle_s;   /* a job without a request for this long is inactive;
 			      * <= 0 means 30 s */
+	/* Optional byte budget shared with the caller (common/budget.h), NULL
+	 * for none. Every sample's bytes (staged, cached or held by openers)
+	 * and every decode's transient memory (the source file, the
+	 * prep_decode_mem estimate) are reserved from it before they are
+	 * allocated and returned when freed. When it is full, unreferenced
+	 * random samples are dropped, then a request waits up to mem_wait_ms
+	 * for room and is refused with -ENOMEM. */
+	struct budget *mem;
+	unsigned mem_wait_ms; /* 0 means 250 */
+	unsigned max_jobs;    /* job table bound; 0 means PREP_MAX_JOBS */
 };
+
+/* Jobs the view tracks at once (the table grows up to this); one uid may
+ * hold at most a quarter of them. */
+#define PREP_MAX_JOBS 1024u
 
 struct prep_view;
 struct prep_sample;
+struct budget;
 
 /* A view with its thread pool started. NULL on failure (errno set). ops and
  * arg must outlive the view. */
@@ -134,15 +162,21 @@ void prep_view_destroy(struct prep_view *v);
 
 /*
  * One open of a prepared file: identify the job of pid (prep_job_of_pid,
- * cached per pid for a few seconds), take that job's next version of
+ * cached per pid for a few seconds; jobs are keyed by uid and name, so
+ * users never share one), take that job's next version of
  * file_index (its k-th open gets version k; deterministic recipes always use
  * version 0) and get the sample, decoding it (on the calling thread when a
  * decode slot is free, else on the pool) unless an identical one is staged
  * or in flight. Blocks until the sample is ready (only on its
  * own sample, never on another job). On success *out holds a reference that
- * the caller must give back with prep_sample_put. Errors: the decode errors
- * above (the failure is counted in stats.errors and logged), the source's
- * errno, -EINVAL (bad file_index/recipe), -ENOMEM. Thread-safe.
+ * the caller must give back with prep_sample_put; the job counts as
+ * having an open file (its slot is never reused) until then. Errors: the
+ * decode errors above (the failure is counted in stats.errors and logged
+ * with the file's name), the source's errno, -EINVAL (bad
+ * file_index/recipe), -ENOMEM (no room in cfg.mem within mem_wait_ms, or
+ * allocation failure; counted in stats.refused; the version is not
+ * consumed, so a retry gets the same sample), -EAGAIN (the job table is
+ * full of jobs that are active or hold open files). Thread-safe.
  * file_key identifies the file's content for the randomness (e.g. a hash of
  * its relative path), so versions are stable across mounts.
  * Versions count a job's opens of file_index under any random recipe.
@@ -150,16 +184,17 @@ void prep_view_destroy(struct prep_view *v);
  * the next (same size), so such files must not keep the page cache across
  * opens (no keep_cache; direct_io or invalidate on open).
  */
-int prep_view_open(struct prep_view *v, pid_t pid, uint32_t file_index, uint64_t file_key,
-		   const struct prep_recipe *r, struct prep_sample **out);
+int prep_view_open(struct prep_view *v, pid_t pid, uid_t uid, uint32_t file_index,
+		   uint64_t file_key, const struct prep_recipe *r, struct prep_sample **out);
 
 /* The same with the job named by the caller (non-empty, < PREP_JOB_NAME_MAX). */
-int prep_view_open_job(struct prep_view *v, const char *job, uint32_t file_index, uint64_t file_key,
-		       const struct prep_recipe *r, struct prep_sample **out);
+int prep_view_open_job(struct prep_view *v, uid_t uid, const char *job, uint32_t file_index,
+		       uint64_t file_key, const struct prep_recipe *r, struct prep_sample **out);
 
-/* Take job's next version of file_index without decoding: 0-based, one per
- * call, saturating at 65535. Thread-safe. */
-int prep_view_next_version(struct prep_view *v, const char *job, uint32_t file_index,
+/* Take job (uid, name)'s next version of file_index without decoding:
+ * 0-based, one per call, saturating at 65535. -EAGAIN when the job table
+ * is full. Thread-safe. */
+int prep_view_next_version(struct prep_view *v, uid_t uid, const char *job, uint32_t file_index,
 			   uint32_t *version);
 
 /* The PPM bytes of a sample; valid until its reference is put. */
@@ -183,6 +218,8 @@ struct prep_stats {
 	uint64_t shared;       /* opens served by a staged or in-flight decode */
 	uint64_t errors;       /* decodes that failed */
 	uint64_t staged_bytes; /* bytes of samples held by the staging area/cache */
+	uint64_t refused;      /* opens refused for memory (-ENOMEM) or jobs (-EAGAIN) */
+	uint64_t jobs;	       /* jobs in the table */
 };
 
 /* Snapshot of the counters (relaxed reads). Thread-safe. */

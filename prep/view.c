@@ -6,14 +6,20 @@
  * requests share one decode, per-job version counters, and the memory policy
  * (random samples kept until no active job still needs them, dropped oldest
  * first under pressure; deterministic samples admitted while their share of
- * the budget has room and never evicted). See prep/README.md.
+ * the budget has room and never evicted). Every sample's bytes and every
+ * decode's transient memory are reserved from the caller's byte budget
+ * (cfg.mem) first. See prep/README.md.
  *
  * Locking: one mutex (view->lock) guards the table, the FIFO, the queue, the
  * job table and every sample's state; pid_lock guards the pid cache only and
  * is never held together with view->lock. No lock is held across source
  * I/O, a decode, or /proc reads. Sample reference counts are _Atomic: they
  * are raised under view->lock (lookups) and may drop anywhere; the one that
- * drops the last reference frees the sample.
+ * drops the last reference frees the sample (and returns its bytes to the
+ * budget). Budget waits happen with no view lock held.
+ *
+ * An open's reference is a struct sample: the sample (struct sample)
+ * and the job that opened it, whose slot stays while it has open files.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -24,11 +30,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/budget.h"
 #include "common/hash.h"
 #include "common/log.h"
 #include "prep/prep_int.h"
 
-#define MAX_JOBS 64
+#define DEFAULT_WAIT_MS 250
+#define SWEEP_S 5 /* idle decode threads look for unneeded samples this often */
 #define MAX_THREADS 256
 #define PID_CACHE 1024
 #define PID_TTL_S 5.0
@@ -36,8 +44,10 @@
 
 enum sample_state { SAMPLE_PENDING, SAMPLE_READY, SAMPLE_FAILED };
 
-struct prep_sample {
+struct sample {
 	_Atomic unsigned refs;
+	struct budget *mem; /* where `charged` bytes were reserved, or NULL */
+	uint64_t charged;   /* set before the sample is shared, then by its decoder */
 	/* key */
 	uint32_t file_index;
 	uint32_t version;
@@ -47,9 +57,9 @@ struct prep_sample {
 	enum sample_state state;
 	int err;
 	bool in_table, staged, det;
-	struct prep_sample *hnext;	   /* hash chain */
-	struct prep_sample *fprev, *fnext; /* FIFO of staged random samples */
-	struct prep_sample *qnext;	   /* decode queue */
+	struct sample *hnext;	   /* hash chain */
+	struct sample *fprev, *fnext; /* FIFO of staged random samples */
+	struct sample *qnext;	   /* decode queue */
 	pthread_cond_t done;
 	/* immutable once READY */
 	uint8_t *data;
@@ -57,10 +67,17 @@ struct prep_sample {
 };
 
 struct job {
-	bool used;
+	uid_t uid;
 	char name[PREP_JOB_NAME_MAX];
 	double last_active;
+	unsigned open;	/* opens not yet put: the slot is not reused meanwhile */
 	uint16_t *next; /* next version per file, calloc'd on first use */
+};
+
+/* One open: what prep_view_open hands out. */
+struct prep_sample {
+	struct sample *s;
+	struct job *j;
 };
 
 struct pid_entry {
@@ -78,11 +95,12 @@ struct prep_view {
 	pthread_cond_t work; /* queue not empty and a decode slot free, or stop */
 	bool stop;
 	unsigned active; /* decodes running, pool and inline: <= cfg.threads */
-	struct prep_sample **buckets;
+	struct sample **buckets;
 	size_t nbuckets, count;
-	struct prep_sample *fifo_head, *fifo_tail;
-	struct prep_sample *q_head, *q_tail;
-	struct job jobs[MAX_JOBS];
+	struct sample *fifo_head, *fifo_tail;
+	struct sample *q_head, *q_tail;
+	struct job **jobs; /* njobs used, room for jobs_cap; each job stays put */
+	unsigned njobs, jobs_cap;
 	uint64_t staged_total, det_bytes, det_cap;
 	_Atomic uint32_t *dims; /* resize stat cache: w << 16 | h, 0 = unknown */
 
@@ -92,7 +110,7 @@ struct prep_view {
 	unsigned nthreads;
 	pthread_t *threads;
 
-	_Atomic uint64_t st_decodes, st_shared, st_errors, st_staged;
+	_Atomic uint64_t st_decodes, st_shared, st_errors, st_staged, st_refused, st_jobs;
 };
 
 static double now_s(void)
@@ -117,23 +135,25 @@ static size_t key_hash(uint32_t f, const struct prep_recipe *r, uint32_t version
 	return (size_t)hash_mix64(h ^ ((uint64_t)r->kind << 16 | r->size));
 }
 
-static void sample_free(struct prep_sample *s)
+static void sample_free(struct sample *s)
 {
 	pthread_cond_destroy(&s->done);
 	free(s->data);
+	if (s->mem)
+		budget_release(s->mem, s->charged);
 	free(s);
 }
 
-static void sample_unref(struct prep_sample *s)
+static void sample_unref(struct sample *s)
 {
 	if (atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) == 1)
 		sample_free(s);
 }
 
-static struct prep_sample *table_find(struct prep_view *v, uint32_t f, const struct prep_recipe *r,
+static struct sample *table_find(struct prep_view *v, uint32_t f, const struct prep_recipe *r,
 				      uint32_t version)
 {
-	struct prep_sample *s = v->buckets[key_hash(f, r, version) & (v->nbuckets - 1)];
+	struct sample *s = v->buckets[key_hash(f, r, version) & (v->nbuckets - 1)];
 
 	for (; s; s = s->hnext)
 		if (s->file_index == f && s->version == version && s->recipe.kind == r->kind &&
@@ -145,12 +165,12 @@ static struct prep_sample *table_find(struct prep_view *v, uint32_t f, const str
 static void table_grow(struct prep_view *v)
 {
 	size_t nb = v->nbuckets * 2;
-	struct prep_sample **b = calloc(nb, sizeof(*b));
+	struct sample **b = calloc(nb, sizeof(*b));
 
 	if (!b)
 		return; /* longer chains, still correct */
 	for (size_t i = 0; i < v->nbuckets; i++) {
-		struct prep_sample *s = v->buckets[i], *next;
+		struct sample *s = v->buckets[i], *next;
 		for (; s; s = next) {
 			next = s->hnext;
 			size_t h = key_hash(s->file_index, &s->recipe, s->version) & (nb - 1);
@@ -163,7 +183,7 @@ static void table_grow(struct prep_view *v)
 	v->nbuckets = nb;
 }
 
-static void table_insert(struct prep_view *v, struct prep_sample *s)
+static void table_insert(struct prep_view *v, struct sample *s)
 {
 	if (v->count >= v->nbuckets)
 		table_grow(v);
@@ -174,7 +194,7 @@ static void table_insert(struct prep_view *v, struct prep_sample *s)
 	v->count++;
 }
 
-static void fifo_unlink(struct prep_view *v, struct prep_sample *s)
+static void fifo_unlink(struct prep_view *v, struct sample *s)
 {
 	if (s->fprev)
 		s->fprev->fnext = s->fnext;
@@ -187,7 +207,7 @@ static void fifo_unlink(struct prep_view *v, struct prep_sample *s)
 	s->fprev = s->fnext = NULL;
 }
 
-static void fifo_append(struct prep_view *v, struct prep_sample *s)
+static void fifo_append(struct prep_view *v, struct sample *s)
 {
 	s->fprev = v->fifo_tail;
 	s->fnext = NULL;
@@ -200,10 +220,10 @@ static void fifo_append(struct prep_view *v, struct prep_sample *s)
 
 /* Take s out of the table and drop the table's reference. Under lock; the
  * caller must hold another reference or accept that s is freed. */
-static void table_remove(struct prep_view *v, struct prep_sample *s)
+static void table_remove(struct prep_view *v, struct sample *s)
 {
 	size_t h = key_hash(s->file_index, &s->recipe, s->version) & (v->nbuckets - 1);
-	struct prep_sample **pp = &v->buckets[h];
+	struct sample **pp = &v->buckets[h];
 
 	while (*pp && *pp != s)
 		pp = &(*pp)->hnext;
@@ -227,7 +247,7 @@ static void table_remove(struct prep_view *v, struct prep_sample *s)
 /* Evict unreferenced random samples, oldest first, until n more bytes fit. */
 static bool make_room(struct prep_view *v, uint64_t n)
 {
-	struct prep_sample *s = v->fifo_head, *next;
+	struct sample *s = v->fifo_head, *next;
 
 	if (n > v->cfg.mem_budget)
 		return false;
@@ -239,8 +259,45 @@ static bool make_room(struct prep_view *v, uint64_t n)
 	return v->staged_total + n <= v->cfg.mem_budget;
 }
 
+/* Drop unreferenced random samples, oldest first, until n more bytes fit in
+ * the budget. Under lock. */
+static void evict_for_mem(struct prep_view *v, uint64_t n)
+{
+	struct budget *b = v->cfg.mem;
+	struct sample *s = v->fifo_head, *next;
+
+	for (; s && budget_used(b) + n > b->limit; s = next) {
+		next = s->fnext;
+		if (atomic_load_explicit(&s->refs, memory_order_acquire) == 1)
+			table_remove(v, s);
+	}
+}
+
+/* Reserve n bytes of the budget: at once, else after dropping unreferenced
+ * random samples, else waiting up to mem_wait_ms. 0 or -ENOMEM. Never
+ * called with view->lock held. */
+static int mem_reserve(struct prep_view *v, uint64_t n)
+{
+	struct budget *b = v->cfg.mem;
+
+	if (!b || n == 0 || budget_try(b, n))
+		return 0;
+	if (b->limit && n <= b->limit) {
+		pthread_mutex_lock(&v->lock);
+		evict_for_mem(v, n);
+		pthread_mutex_unlock(&v->lock);
+	}
+	return budget_reserve(b, n, v->cfg.mem_wait_ms);
+}
+
+static void mem_release(struct prep_view *v, uint64_t n)
+{
+	if (v->cfg.mem)
+		budget_release(v->cfg.mem, n);
+}
+
 /* A finished decode: stage it, or take it out of the table. Under lock. */
-static void admit(struct prep_view *v, struct prep_sample *s)
+static void admit(struct prep_view *v, struct sample *s)
 {
 	uint64_t n = s->len;
 	bool ok;
@@ -268,32 +325,77 @@ static void admit(struct prep_view *v, struct prep_sample *s)
 
 /* ---- decode threads ---- */
 
-/* Decode s and publish the result. The caller holds one of the
- * cfg.threads decode slots (v->active) and gives it back here. */
-static void decode_one(struct prep_view *v, struct prep_sample *s)
+static void log_failure(struct prep_view *v, const struct sample *s, int rc)
 {
-	uint8_t *src = NULL, *ppm = NULL;
-	size_t srclen = 0, ppmlen = 0;
+	char name[1024], rname[32] = "";
+
+	prep_recipe_name(&s->recipe, rname, sizeof(rname));
+	if (v->ops.file_name && v->ops.file_name(v->arg, s->file_index, name, sizeof(name)) == 0)
+		log_warn("prep: cannot prepare %s for %s: %s", name, rname, strerror(-rc));
+	else
+		log_warn("prep: cannot prepare file #%u for %s: %s", s->file_index, rname,
+			 strerror(-rc));
+}
+
+/* Read and render s, every byte reserved first: the source (its size from
+ * ops.file_size, else once read), the decoder's working memory
+ * (prep_decode_mem), and the PPM beyond what the opener reserved. */
+static int decode_charged(struct prep_view *v, struct sample *s, uint8_t **ppm, size_t *ppmlen)
+{
+	uint8_t *src = NULL;
+	size_t srclen = 0;
+	uint64_t src_charge = v->ops.file_size ? v->ops.file_size(v->arg, s->file_index) : 0;
+	uint64_t work = 0;
 	int rc;
 
+	if ((rc = mem_reserve(v, src_charge)) < 0)
+		return rc;
 	rc = v->ops.read_file(v->arg, s->file_index, &src, &srclen);
+	if (rc == 0 && srclen > src_charge) {
+		if ((rc = mem_reserve(v, srclen - src_charge)) == 0)
+			src_charge = srclen;
+	}
+	if (rc == 0 && v->cfg.mem && prep_decode_mem(&s->recipe, src, srclen, &work) == 0 &&
+	    (rc = mem_reserve(v, work)) < 0)
+		work = 0;
 	if (rc == 0)
-		rc = prep_render(&s->recipe, src, srclen, v->cfg.seed, s->file_key, s->version,
-				 &ppm, &ppmlen);
+		rc = prep_render(&s->recipe, src, srclen, v->cfg.seed, s->file_key, s->version, ppm,
+				 ppmlen);
 	free(src);
+	mem_release(v, src_charge + work);
+	if (rc < 0)
+		return rc;
+	/* The opener reserved the expected size (0 when unknown): settle. */
+	if (*ppmlen > s->charged) {
+		if (mem_reserve(v, *ppmlen - s->charged) < 0) {
+			free(*ppm);
+			*ppm = NULL;
+			return -ENOMEM;
+		}
+	} else {
+		mem_release(v, s->charged - *ppmlen);
+	}
+	s->charged = *ppmlen;
+	return 0;
+}
+
+/* Decode s and publish the result. The caller holds one of the
+ * cfg.threads decode slots (v->active) and gives it back here. */
+static void decode_one(struct prep_view *v, struct sample *s)
+{
+	uint8_t *ppm = NULL;
+	size_t ppmlen = 0;
+	int rc;
+
+	rc = decode_charged(v, s, &ppm, &ppmlen);
 	stat_add(&v->st_decodes, 1);
 	if (rc < 0) {
-		const char *name =
-		    v->ops.file_name ? v->ops.file_name(v->arg, s->file_index) : NULL;
-		char rname[32] = "";
-
-		prep_recipe_name(&s->recipe, rname, sizeof(rname));
-		stat_add(&v->st_errors, 1);
-		if (name)
-			log_warn("prep: cannot prepare %s for %s: %s", name, rname, strerror(-rc));
-		else
-			log_warn("prep: cannot prepare file #%u for %s: %s", s->file_index, rname,
-				 strerror(-rc));
+		mem_release(v, s->charged);
+		s->charged = 0;
+		if (rc != -ENOMEM) { /* memory refusals are counted per open */
+			stat_add(&v->st_errors, 1);
+			log_failure(v, s, rc);
+		}
 	}
 	pthread_mutex_lock(&v->lock);
 	s->data = ppm;
@@ -308,17 +410,51 @@ static void decode_one(struct prep_view *v, struct prep_sample *s)
 	pthread_mutex_unlock(&v->lock);
 }
 
+static bool still_needed(struct prep_view *v, const struct job *self, uint32_t f, uint32_t k,
+			 double now);
+
+/* Drop the staged random samples that no active job will read: when the
+ * jobs stop (or stall), their samples go within job_idle_s + SWEEP_S.
+ * Under lock. */
+static void sweep_idle(struct prep_view *v)
+{
+	double now = now_s();
+	struct sample *s = v->fifo_head, *next;
+
+	for (; s; s = next) {
+		next = s->fnext;
+		if (atomic_load_explicit(&s->refs, memory_order_acquire) == 1 &&
+		    !still_needed(v, NULL, s->file_index, s->version, now))
+			table_remove(v, s);
+	}
+}
+
 static void *worker_main(void *arg)
 {
 	struct prep_view *v = arg;
+	struct timespec next_sweep;
 
+	clock_gettime(CLOCK_REALTIME, &next_sweep);
+	next_sweep.tv_sec += SWEEP_S;
 	pthread_mutex_lock(&v->lock);
 	for (;;) {
-		while ((!v->q_head || v->active >= v->cfg.threads) && !v->stop)
-			pthread_cond_wait(&v->work, &v->lock);
+		while ((!v->q_head || v->active >= v->cfg.threads) && !v->stop) {
+			if (pthread_cond_timedwait(&v->work, &v->lock, &next_sweep) != ETIMEDOUT)
+				continue;
+			if (v->fifo_head) {
+				sweep_idle(v);
+				if (v->cfg.mem) { /* malloc_trim may take a while */
+					pthread_mutex_unlock(&v->lock);
+					budget_trim(v->cfg.mem);
+					pthread_mutex_lock(&v->lock);
+				}
+			}
+			clock_gettime(CLOCK_REALTIME, &next_sweep);
+			next_sweep.tv_sec += SWEEP_S;
+		}
 		if (v->stop)
 			break;
-		struct prep_sample *s = v->q_head;
+		struct sample *s = v->q_head;
 		v->q_head = s->qnext;
 		if (!v->q_head)
 			v->q_tail = NULL;
@@ -337,41 +473,89 @@ static void *worker_main(void *arg)
 
 static bool job_active(const struct prep_view *v, const struct job *j, double now)
 {
-	return j->used && now - j->last_active <= v->cfg.job_idle_s;
+	return now - j->last_active <= v->cfg.job_idle_s;
 }
 
-/* The slot of job name, made if new (reusing a free slot, else the least
- * recently active one). Under lock. */
-static struct job *job_get(struct prep_view *v, const char *name, double now)
+/* A slot may be given to another job only when its job holds no open file
+ * and has not opened one for job_idle_s. */
+static bool job_reusable(const struct prep_view *v, const struct job *j, double now)
 {
-	struct job *victim = NULL;
+	return j->open == 0 && !job_active(v, j, now);
+}
 
-	for (unsigned i = 0; i < MAX_JOBS; i++) {
-		struct job *j = &v->jobs[i];
-		if (j->used && strcmp(j->name, name) == 0) {
+/* The slot of job (uid, name), made if new: appended while the table is
+ * below max_jobs, else the least recently active reusable slot. A uid
+ * holding a quarter of the table already reuses its own slots only, so one
+ * user cannot crowd the others out. NULL when no slot can be had. Under
+ * lock. */
+static struct job *job_get(struct prep_view *v, uid_t uid, const char *name, double now)
+{
+	struct job *victim = NULL, *own_victim = NULL;
+	unsigned own = 0, per_uid = v->cfg.max_jobs / 4 ? v->cfg.max_jobs / 4 : 1;
+
+	for (unsigned i = 0; i < v->njobs; i++) {
+		struct job *j = v->jobs[i];
+		if (j->uid == uid && strcmp(j->name, name) == 0) {
 			j->last_active = now;
 			return j;
 		}
-		if (!victim || (victim->used && (!j->used || j->last_active < victim->last_active)))
+		bool reusable = job_reusable(v, j, now);
+		if (j->uid == uid) {
+			own++;
+			if (reusable && (!own_victim || j->last_active < own_victim->last_active))
+				own_victim = j;
+		}
+		if (reusable && (!victim || j->last_active < victim->last_active))
 			victim = j;
 	}
-	if (victim->used) {
-		log_info("prep: job %s replaces inactive job %s", name, victim->name);
-		if (victim->next)
-			memset(victim->next, 0, sizeof(*victim->next) * v->cfg.nfiles);
+	if (own >= per_uid) {
+		victim = own_victim;
+	} else if (v->njobs < v->cfg.max_jobs) {
+		if (v->njobs == v->jobs_cap) {
+			unsigned cap = v->jobs_cap ? v->jobs_cap * 2 : 16;
+			struct job **nj = realloc(v->jobs, sizeof(*nj) * cap);
+			if (!nj)
+				return NULL;
+			v->jobs = nj;
+			v->jobs_cap = cap;
+		}
+		struct job *j = calloc(1, sizeof(*j));
+		if (!j)
+			return NULL;
+		v->jobs[v->njobs++] = j;
+		atomic_store_explicit(&v->st_jobs, v->njobs, memory_order_relaxed);
+		victim = j;
 	}
-	victim->used = true;
+	if (!victim)
+		return NULL;
+	if (victim->name[0])
+		log_info("prep: job %s of uid %u takes the slot of inactive job %s of uid %u",
+			 name, (unsigned)uid, victim->name, (unsigned)victim->uid);
+	if (victim->next)
+		memset(victim->next, 0, sizeof(*victim->next) * v->cfg.nfiles);
+	victim->uid = uid;
 	snprintf(victim->name, sizeof(victim->name), "%s", name);
 	victim->last_active = now;
+	victim->open = 0;
 	return victim;
 }
 
+/* The version counters of a job cost 2 bytes per file, charged to the
+ * budget (without waiting: this runs under the view lock). */
 static int job_take_version(struct prep_view *v, struct job *j, uint32_t f, uint32_t *version)
 {
 	if (!j->next) {
-		j->next = calloc(v->cfg.nfiles ? v->cfg.nfiles : 1, sizeof(*j->next));
-		if (!j->next)
+		uint64_t n = sizeof(*j->next) * (uint64_t)v->cfg.nfiles;
+		if (v->cfg.mem && !budget_try(v->cfg.mem, n)) {
+			evict_for_mem(v, n);
+			if (!budget_try(v->cfg.mem, n))
+				return -ENOMEM;
+		}
+		j->next = calloc(v->cfg.nfiles, sizeof(*j->next));
+		if (!j->next) {
+			mem_release(v, n);
 			return -ENOMEM;
+		}
 	}
 	*version = j->next[f];
 	if (j->next[f] < UINT16_MAX)
@@ -379,12 +563,20 @@ static int job_take_version(struct prep_view *v, struct job *j, uint32_t f, uint
 	return 0;
 }
 
+/* Give back a version taken by an open that was refused, unless the job
+ * has taken another one of f meanwhile. Under lock. */
+static void job_untake_version(struct job *j, uint32_t f, uint32_t version)
+{
+	if (j->next && j->next[f] == version + 1)
+		j->next[f]--;
+}
+
 /* Does an active job other than self still have to read version k of f? */
 static bool still_needed(struct prep_view *v, const struct job *self, uint32_t f, uint32_t k,
 			 double now)
 {
-	for (unsigned i = 0; i < MAX_JOBS; i++) {
-		const struct job *j = &v->jobs[i];
+	for (unsigned i = 0; i < v->njobs; i++) {
+		const struct job *j = v->jobs[i];
 		if (j == self || !job_active(v, j, now))
 			continue;
 		if ((j->next ? j->next[f] : 0) <= k)
@@ -418,6 +610,10 @@ struct prep_view *prep_view_create(const struct prep_config *cfg, const struct p
 	}
 	if (v->cfg.threads > MAX_THREADS)
 		v->cfg.threads = MAX_THREADS;
+	if (v->cfg.mem_wait_ms == 0)
+		v->cfg.mem_wait_ms = DEFAULT_WAIT_MS;
+	if (v->cfg.max_jobs == 0)
+		v->cfg.max_jobs = PREP_MAX_JOBS;
 	v->det_cap = v->cfg.mem_budget / 4 * 3;
 	v->ops = *ops;
 	v->arg = arg;
@@ -460,19 +656,24 @@ void prep_view_destroy(struct prep_view *v)
 	for (unsigned i = 0; i < v->nthreads; i++)
 		pthread_join(v->threads[i], NULL);
 	/* Queued samples hold a queue reference besides the table's. */
-	for (struct prep_sample *s = v->q_head, *next; s; s = next) {
+	for (struct sample *s = v->q_head, *next; s; s = next) {
 		next = s->qnext;
 		sample_unref(s);
 	}
 	for (size_t i = 0; i < v->nbuckets; i++) {
-		struct prep_sample *s = v->buckets[i], *next;
+		struct sample *s = v->buckets[i], *next;
 		for (; s; s = next) {
 			next = s->hnext;
 			sample_unref(s);
 		}
 	}
-	for (unsigned i = 0; i < MAX_JOBS; i++)
-		free(v->jobs[i].next);
+	for (unsigned i = 0; i < v->njobs; i++) {
+		if (v->jobs[i]->next)
+			mem_release(v, sizeof(*v->jobs[i]->next) * (uint64_t)v->cfg.nfiles);
+		free(v->jobs[i]->next);
+		free(v->jobs[i]);
+	}
+	free(v->jobs);
 	free(v->buckets);
 	free(v->threads);
 	free((void *)v->dims);
@@ -482,25 +683,69 @@ void prep_view_destroy(struct prep_view *v)
 	free(v);
 }
 
-int prep_view_next_version(struct prep_view *v, const char *job, uint32_t file_index,
+int prep_view_next_version(struct prep_view *v, uid_t uid, const char *job, uint32_t file_index,
 			   uint32_t *version)
 {
-	int rc;
+	int rc = -EAGAIN;
 
 	if (!v || !job || !*job || strlen(job) >= PREP_JOB_NAME_MAX || !version ||
 	    file_index >= v->cfg.nfiles)
 		return -EINVAL;
 	pthread_mutex_lock(&v->lock);
-	rc = job_take_version(v, job_get(v, job, now_s()), file_index, version);
+	struct job *j = job_get(v, uid, job, now_s());
+	if (j)
+		rc = job_take_version(v, j, file_index, version);
 	pthread_mutex_unlock(&v->lock);
 	return rc;
 }
 
-int prep_view_open_job(struct prep_view *v, const char *job, uint32_t file_index, uint64_t file_key,
-		       const struct prep_recipe *r, struct prep_sample **out)
+/* Bytes a new sample of f under r will take, as far as known without I/O
+ * (resize: 0 until the file's dimensions were probed). */
+static uint64_t expected_len(struct prep_view *v, uint32_t f, const struct prep_recipe *r)
+{
+	unsigned w, h;
+	uint32_t packed = 1u << 16 | 1u;
+
+	if (r->kind == PREP_RESIZE) {
+		packed = v->dims ? atomic_load_explicit(&v->dims[f], memory_order_relaxed) : 0;
+		if (!packed)
+			return 0;
+	}
+	if (prep_output_dims(r, packed >> 16, packed & 0xffff, &w, &h) < 0)
+		return 0;
+	return prep_ppm_size(w, h);
+}
+
+/* A new sample of (f, r, version), in the table, with the caller's
+ * reference and `charged` bytes already reserved. Under lock. */
+static struct sample *sample_new(struct prep_view *v, uint32_t f, uint64_t file_key,
+				 const struct prep_recipe *r, uint32_t version, bool det,
+				 uint64_t charged, bool inline_decode)
+{
+	struct sample *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return NULL;
+	/* table, caller, and the queue's unless decoded inline */
+	atomic_init(&s->refs, inline_decode ? 2 : 3);
+	s->mem = v->cfg.mem;
+	s->charged = charged;
+	s->file_index = f;
+	s->version = version;
+	s->recipe = *r;
+	s->file_key = file_key;
+	s->det = det;
+	s->state = SAMPLE_PENDING;
+	pthread_cond_init(&s->done, NULL);
+	table_insert(v, s);
+	return s;
+}
+
+int prep_view_open_job(struct prep_view *v, uid_t uid, const char *job, uint32_t file_index,
+		       uint64_t file_key, const struct prep_recipe *r, struct prep_sample **out)
 {
 	struct prep_recipe rr;
-	struct prep_sample *s;
+	struct sample *s;
 	uint32_t version = 0;
 	double now = now_s();
 	int rc = 0;
@@ -513,51 +758,74 @@ int prep_view_open_job(struct prep_view *v, const char *job, uint32_t file_index
 		return -EINVAL;
 	rr = *r;
 	bool det = !prep_recipe_is_random(r);
+	struct prep_sample *o = malloc(sizeof(*o));
+	if (!o)
+		return -ENOMEM;
 
 	pthread_mutex_lock(&v->lock);
-	struct job *j = job_get(v, job, now);
-	if (!det && (rc = job_take_version(v, j, file_index, &version)) < 0) {
+	struct job *j = job_get(v, uid, job, now);
+	if (!j) {
 		pthread_mutex_unlock(&v->lock);
-		return rc;
+		free(o);
+		stat_add(&v->st_refused, 1);
+		return -EAGAIN;
+	}
+	j->open++; /* the slot stays ours while we wait, decode or hold it */
+	bool taken = false;
+	if (!det) {
+		if ((rc = job_take_version(v, j, file_index, &version)) < 0)
+			goto refused;
+		taken = true;
 	}
 	s = table_find(v, file_index, &rr, version);
-	if (s) {
+	if (!s) {
+		/* A new sample: its bytes are reserved before anything is
+		 * allocated, waiting (unlocked) for room if need be. */
+		uint64_t want = expected_len(v, file_index, &rr);
+		if (v->cfg.mem && !budget_try(v->cfg.mem, want)) {
+			pthread_mutex_unlock(&v->lock);
+			rc = mem_reserve(v, want);
+			pthread_mutex_lock(&v->lock);
+			if (rc < 0)
+				goto refused;
+			s = table_find(v, file_index, &rr, version); /* made meanwhile? */
+			if (s)
+				mem_release(v, want);
+		}
+		if (!s) {
+			/* Neither staged nor in flight: the calling thread, which
+			 * would only wait, decodes it itself when a decode slot is
+			 * free (no hand-off to the pool, no extra wake-up); else the
+			 * pool does. */
+			bool inline_decode = v->active < v->cfg.threads;
+
+			s = sample_new(v, file_index, file_key, &rr, version, det, want,
+				       inline_decode);
+			if (!s) {
+				mem_release(v, want);
+				rc = -ENOMEM;
+				goto refused;
+			}
+			if (inline_decode) {
+				v->active++;
+				pthread_mutex_unlock(&v->lock);
+				decode_one(v, s);
+				pthread_mutex_lock(&v->lock);
+			} else {
+				if (v->q_tail)
+					v->q_tail->qnext = s;
+				else
+					v->q_head = s;
+				v->q_tail = s;
+				pthread_cond_signal(&v->work);
+			}
+		} else {
+			atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed);
+			stat_add(&v->st_shared, 1);
+		}
+	} else {
 		atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed);
 		stat_add(&v->st_shared, 1);
-	} else {
-		/* Neither staged nor in flight: the calling thread, which would
-		 * only wait, decodes it itself when a decode slot is free (no
-		 * hand-off to the pool, no extra wake-up); else the pool does. */
-		bool inline_decode = v->active < v->cfg.threads;
-
-		s = calloc(1, sizeof(*s));
-		if (!s) {
-			pthread_mutex_unlock(&v->lock);
-			return -ENOMEM;
-		}
-		/* table, caller, and the queue's unless decoded inline */
-		atomic_init(&s->refs, inline_decode ? 2 : 3);
-		s->file_index = file_index;
-		s->version = version;
-		s->recipe = rr;
-		s->file_key = file_key;
-		s->det = det;
-		s->state = SAMPLE_PENDING;
-		pthread_cond_init(&s->done, NULL);
-		table_insert(v, s);
-		if (inline_decode) {
-			v->active++;
-			pthread_mutex_unlock(&v->lock);
-			decode_one(v, s);
-			pthread_mutex_lock(&v->lock);
-		} else {
-			if (v->q_tail)
-				v->q_tail->qnext = s;
-			else
-				v->q_head = s;
-			v->q_tail = s;
-			pthread_cond_signal(&v->work);
-		}
 	}
 	while (s->state == SAMPLE_PENDING)
 		pthread_cond_wait(&s->done, &v->lock);
@@ -566,13 +834,31 @@ int prep_view_open_job(struct prep_view *v, const char *job, uint32_t file_index
 	} else if (!det && s->in_table && !still_needed(v, j, file_index, version, now)) {
 		table_remove(v, s); /* every active job has read it */
 	}
-	pthread_mutex_unlock(&v->lock);
 	if (rc < 0) {
+		pthread_mutex_unlock(&v->lock);
 		sample_unref(s);
+		pthread_mutex_lock(&v->lock);
+		if (rc == -ENOMEM)
+			goto refused;
+		j->open--;
+		pthread_mutex_unlock(&v->lock);
+		free(o);
 		return rc;
 	}
-	*out = s;
+	pthread_mutex_unlock(&v->lock);
+	o->s = s;
+	o->j = j;
+	*out = o;
 	return 0;
+
+refused:
+	if (taken)
+		job_untake_version(j, file_index, version);
+	j->open--;
+	pthread_mutex_unlock(&v->lock);
+	free(o);
+	stat_add(&v->st_refused, 1);
+	return -ENOMEM;
 }
 
 /* The job of pid through a small cache: /proc is read at most every few
@@ -601,8 +887,8 @@ static int job_of_pid_cached(struct prep_view *v, pid_t pid, char *name)
 	return 0;
 }
 
-int prep_view_open(struct prep_view *v, pid_t pid, uint32_t file_index, uint64_t file_key,
-		   const struct prep_recipe *r, struct prep_sample **out)
+int prep_view_open(struct prep_view *v, pid_t pid, uid_t uid, uint32_t file_index,
+		   uint64_t file_key, const struct prep_recipe *r, struct prep_sample **out)
 {
 	char name[PREP_JOB_NAME_MAX];
 
@@ -610,20 +896,28 @@ int prep_view_open(struct prep_view *v, pid_t pid, uint32_t file_index, uint64_t
 		return -EINVAL;
 	if (job_of_pid_cached(v, pid, name) < 0)
 		snprintf(name, sizeof(name), "pid:%d", (int)pid); /* process gone: its own job */
-	return prep_view_open_job(v, name, file_index, file_key, r, out);
+	return prep_view_open_job(v, uid, name, file_index, file_key, r, out);
 }
 
-const uint8_t *prep_sample_data(const struct prep_sample *s, size_t *len)
+const uint8_t *prep_sample_data(const struct prep_sample *o, size_t *len)
 {
 	if (len)
-		*len = s ? s->len : 0;
-	return s ? s->data : NULL;
+		*len = o ? o->s->len : 0;
+	return o ? o->s->data : NULL;
 }
 
-void prep_sample_put(struct prep_view *v, struct prep_sample *s)
+void prep_sample_put(struct prep_view *v, struct prep_sample *o)
 {
-	if (s)
-		sample_unref(s);
+	if (!o)
+		return;
+	sample_unref(o->s);
+	pthread_mutex_lock(&v->lock);
+	o->j->open--;
+	o->j->last_active = now_s(); /* read until now */
+	pthread_mutex_unlock(&v->lock);
+	free(o);
+	if (v->cfg.mem)
+		budget_trim(v->cfg.mem);
 }
 
 static int read_dims(struct prep_view *v, uint32_t f, unsigned *w, unsigned *h)
@@ -690,4 +984,6 @@ void prep_view_stats(struct prep_view *v, struct prep_stats *out)
 	out->shared = atomic_load_explicit(&v->st_shared, memory_order_relaxed);
 	out->errors = atomic_load_explicit(&v->st_errors, memory_order_relaxed);
 	out->staged_bytes = atomic_load_explicit(&v->st_staged, memory_order_relaxed);
+	out->refused = atomic_load_explicit(&v->st_refused, memory_order_relaxed);
+	out->jobs = atomic_load_explicit(&v->st_jobs, memory_order_relaxed);
 }

@@ -17,6 +17,10 @@ undecodable files under bad/. Checks:
   - DataLoader(num_workers=2) + ToTensor over prepared/rrc224/train;
   - undecodable files give EIO, count in prep.errors, and leave the
     daemon serving everything else;
+  - the other formats ImageFolder lists (raw/): binary PPM/PGM/PBM and
+    uncompressed BMP samples are identical to PIL + torchvision's, byte
+    for byte; TIFF and WebP are listed (ImageFolder sees the same samples
+    there) and opening them works but every read fails with EIO;
   - the same --seed after a remount gives the same version 0 of every rrc
     sample, another seed different ones;
   - a SOURCE with a top-level `prepared` entry is refused with a hint to
@@ -138,9 +142,40 @@ def make_bad(d):
 		f.write('this is not a PNG, just text\n' * 20)
 
 
+RAW_DECODED = ['rgb24.bmp', 'pal8.bmp', 'gray8.bmp', 'bw1.bmp', 'rgba32.bmp',
+	       'p6.ppm', 'p5.pgm', 'p4_bits.pgm', 'upper.BMP']
+RAW_UNDECODED = ['x.tif', 'x.tiff', 'x.webp']
+
+
+def make_raw_formats(d):
+	"""The other IMG_EXTENSIONS formats, written by PIL."""
+	import numpy as np
+	sys.path.insert(0, os.path.join(ct.REPO, 'tools'))
+	import gendata	# noqa: E402
+	os.makedirs(d)
+	base = gendata.photo_like(np.random.default_rng(31), 273, 181)
+	base.save(os.path.join(d, 'rgb24.bmp'))
+	base.save(os.path.join(d, 'upper.BMP'))
+	from PIL import Image
+	base.convert('P', palette=Image.ADAPTIVE, colors=200).save(
+		os.path.join(d, 'pal8.bmp'))
+	base.convert('L').save(os.path.join(d, 'gray8.bmp'))
+	base.convert('1').save(os.path.join(d, 'bw1.bmp'))
+	rgba = base.copy()
+	rgba.putalpha(90)
+	rgba.save(os.path.join(d, 'rgba32.bmp'))
+	base.save(os.path.join(d, 'p6.ppm'))
+	base.convert('L').save(os.path.join(d, 'p5.pgm'))
+	base.convert('1').save(os.path.join(d, 'p4_bits.pgm'))  # P4 content
+	base.save(os.path.join(d, 'x.tif'))
+	base.save(os.path.join(d, 'x.tiff'))
+	base.save(os.path.join(d, 'x.webp'))
+
+
 def make_dataset(root):
 	ct.gendata(root, CLASSES, PER_CLASS, SEED)
 	make_formats(os.path.join(root, 'formats'))
+	make_raw_formats(os.path.join(root, 'raw', 'cls'))
 	make_bad(os.path.join(root, 'bad'))
 	# a class with a non-image file: ImageFolder skips it on both sides
 	with open(os.path.join(root, 'train', 'README.txt'), 'w') as f:
@@ -358,6 +393,45 @@ def test_bad_files(c, m):
 	print(f'# prep stats after bad files: {s}')
 
 
+def test_raw_formats(c, m):
+	from torchvision import datasets
+	raw = datasets.ImageFolder(os.path.join(m.mnt, 'raw'))
+	prep = datasets.ImageFolder(os.path.join(m.mnt, 'prepared', 'center224',
+						 'raw'))
+	c.eq('raw/: ImageFolder lists the same samples in the view',
+	     [os.path.basename(p) for p, _ in prep.samples],
+	     [os.path.basename(p) for p, _ in raw.samples])
+	c.eq('raw/: every file is a sample',
+	     len(raw.samples), len(RAW_DECODED) + len(RAW_UNDECODED))
+	for name in RAW_DECODED:
+		for recipe in ('center224', 'resize64', 'resize256'):
+			path = os.path.join(m.mnt, 'prepared', recipe, 'raw', 'cls',
+					    name)
+			data = ct.read_bytes(path)
+			got = ct.read_ppm(data)
+			want = reference(os.path.join(m.src, 'raw', 'cls', name),
+					 recipe)
+			c.check(f'{recipe}/raw/{name}: identical to PIL + '
+				'torchvision', got.shape == want.shape and
+				bool((got == want).all()),
+				f'shape {got.shape} vs {want.shape}')
+			if recipe.startswith('resize'):
+				c.eq(f'{recipe}/raw/{name}: stat size == bytes read',
+				     os.stat(path).st_size, len(data))
+	for name in RAW_UNDECODED:
+		path = os.path.join(m.mnt, 'prepared', 'center224', 'raw', 'cls',
+				    name)
+		before = m.stats()['prep']['errors']
+		fd = os.open(path, os.O_RDONLY)
+		try:
+			c.errno_of(f'center224/raw/{name}: opens, read fails with '
+				   'EIO', lambda: os.read(fd, 1 << 16), errno.EIO)
+		finally:
+			os.close(fd)
+		c.ge(f'center224/raw/{name}: counted in prep.errors',
+		     m.stats()['prep']['errors'] - before, 1)
+
+
 def test_seed(c, template, v0):
 	"""Version 0 of rrc224 samples depends only on (seed, file)."""
 	if not c.check('version 0 samples recorded by test_rrc', bool(v0)):
@@ -469,6 +543,7 @@ def main():
 			c.group(test_center_resize, c, m)
 			c.group(test_dataloader, c, m)
 			c.group(test_bad_files, c, m)
+			c.group(test_raw_formats, c, m)
 		c.group(test_seed, c, template, v0)
 		c.group(test_name_clash, c, template)
 	c.finish()

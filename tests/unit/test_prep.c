@@ -28,6 +28,7 @@
 #define RUNNING_ON_VALGRIND 0
 #endif
 
+#include "common/budget.h"
 #include "common/hash.h"
 #include "prep/prep_int.h"
 #include "tests/unit/check_run.h"
@@ -1044,7 +1045,7 @@ static void *open_thread(void *arg)
 
 	if (o->started)
 		atomic_fetch_add(o->started, 1);
-	o->rc = prep_view_open_job(o->v, o->job, o->file, 1000 + o->file, &o->r, &o->s);
+	o->rc = prep_view_open_job(o->v, 0, o->job, o->file, 1000 + o->file, &o->r, &o->s);
 	return NULL;
 }
 
@@ -1158,10 +1159,10 @@ START_TEST(view_versions_and_release)
 	struct prep_view *v = prep_view_create(&cfg, &src_ops, &s);
 	ck_assert_ptr_nonnull(v);
 	/* job B exists and is active but has not read file 0 yet */
-	ck_assert_int_eq(prep_view_next_version(v, "B", 1, &ver), 0);
+	ck_assert_int_eq(prep_view_next_version(v, 0, "B", 1, &ver), 0);
 	ck_assert_uint_eq(ver, 0);
-	ck_assert_int_eq(prep_view_open_job(v, "A", 0, 42, &r, &a0), 0);
-	ck_assert_int_eq(prep_view_open_job(v, "A", 0, 42, &r, &a1), 0);
+	ck_assert_int_eq(prep_view_open_job(v, 0, "A", 0, 42, &r, &a0), 0);
+	ck_assert_int_eq(prep_view_open_job(v, 0, "A", 0, 42, &r, &a1), 0);
 	prep_view_stats(v, &st);
 	ck_assert_uint_eq(st.decodes, 2);
 	size_t l0, l1;
@@ -1169,13 +1170,13 @@ START_TEST(view_versions_and_release)
 	ck_assert(l0 == l1 && memcmp(p0, p1, l0) != 0); /* versions 0 and 1 differ */
 	/* both kept for B */
 	ck_assert_uint_eq(st.staged_bytes, l0 + l1);
-	ck_assert_int_eq(prep_view_open_job(v, "B", 0, 42, &r, &b0), 0);
+	ck_assert_int_eq(prep_view_open_job(v, 0, "B", 0, 42, &r, &b0), 0);
 	prep_view_stats(v, &st);
 	ck_assert_uint_eq(st.decodes, 2);
 	ck_assert_uint_eq(st.shared, 1);
 	ck_assert_uint_eq(st.staged_bytes, l1); /* version 0: every active job read it */
 	ck_assert_ptr_eq(prep_sample_data(b0, NULL), p0);
-	ck_assert_int_eq(prep_view_open_job(v, "B", 0, 42, &r, &b1), 0);
+	ck_assert_int_eq(prep_view_open_job(v, 0, "B", 0, 42, &r, &b1), 0);
 	prep_view_stats(v, &st);
 	ck_assert_uint_eq(st.decodes, 2);
 	ck_assert_uint_eq(st.shared, 2);
@@ -1186,10 +1187,10 @@ START_TEST(view_versions_and_release)
 	prep_sample_put(v, b1);
 	/* the k-th call gives version k */
 	for (uint32_t k = 0; k < 5; k++) {
-		ck_assert_int_eq(prep_view_next_version(v, "C", 3, &ver), 0);
+		ck_assert_int_eq(prep_view_next_version(v, 0, "C", 3, &ver), 0);
 		ck_assert_uint_eq(ver, k);
 	}
-	ck_assert_int_eq(prep_view_next_version(v, "C", 4, &ver), -EINVAL);
+	ck_assert_int_eq(prep_view_next_version(v, 0, "C", 4, &ver), -EINVAL);
 	prep_view_destroy(v);
 	src_free(&s);
 }
@@ -1210,12 +1211,12 @@ START_TEST(view_budget_and_redecode)
 	struct prep_view *v = prep_view_create(&cfg, &src_ops, &s);
 	ck_assert_ptr_nonnull(v);
 	uint32_t ver;
-	ck_assert_int_eq(prep_view_next_version(v, "B", 12, &ver), 0); /* B active */
+	ck_assert_int_eq(prep_view_next_version(v, 0, "B", 12, &ver), 0); /* B active */
 	uint8_t *first = NULL;
 	size_t first_len = 0;
 	for (uint32_t f = 0; f < 12; f++) {
 		struct prep_sample *x;
-		ck_assert_int_eq(prep_view_open_job(v, "A", f, 500 + f, &r, &x), 0);
+		ck_assert_int_eq(prep_view_open_job(v, 0, "A", f, 500 + f, &r, &x), 0);
 		if (f == 0) {
 			const uint8_t *p = prep_sample_data(x, &first_len);
 			first = malloc(first_len);
@@ -1232,19 +1233,146 @@ START_TEST(view_budget_and_redecode)
 	/* file 0 was dropped (oldest first): B decodes it again, bit-identical */
 	struct prep_sample *x;
 	size_t len;
-	ck_assert_int_eq(prep_view_open_job(v, "B", 0, 500, &r, &x), 0);
+	ck_assert_int_eq(prep_view_open_job(v, 0, "B", 0, 500, &r, &x), 0);
 	prep_view_stats(v, &st);
 	ck_assert_uint_eq(st.decodes, 13);
 	const uint8_t *p = prep_sample_data(x, &len);
 	ck_assert(len == first_len && memcmp(p, first, len) == 0);
 	prep_sample_put(v, x);
 	/* the newest (file 11) is still staged: shared */
-	ck_assert_int_eq(prep_view_open_job(v, "B", 11, 511, &r, &x), 0);
+	ck_assert_int_eq(prep_view_open_job(v, 0, "B", 11, 511, &r, &x), 0);
 	prep_sample_put(v, x);
 	prep_view_stats(v, &st);
 	ck_assert_uint_eq(st.decodes, 13);
 	free(first);
 	prep_view_destroy(v);
+	src_free(&s);
+}
+END_TEST
+
+/* Jobs are keyed by (uid, name): the same COORDFS_JOB under two uids is
+ * two jobs with their own versions. */
+START_TEST(view_jobs_per_uid)
+{
+	struct src s;
+	struct prep_config cfg = {.seed = 3, .mem_budget = 64 << 20, .threads = 1, .nfiles = 4};
+	uint32_t ver;
+
+	src_fill(&s, 2);
+	struct prep_view *v = prep_view_create(&cfg, &src_ops, &s);
+	ck_assert_ptr_nonnull(v);
+	for (uint32_t k = 0; k < 3; k++) {
+		ck_assert_int_eq(prep_view_next_version(v, 1000, "J", 0, &ver), 0);
+		ck_assert_uint_eq(ver, k);
+	}
+	ck_assert_int_eq(prep_view_next_version(v, 1001, "J", 0, &ver), 0);
+	ck_assert_uint_eq(ver, 0);
+	ck_assert_int_eq(prep_view_next_version(v, 1000, "J", 0, &ver), 0);
+	ck_assert_uint_eq(ver, 3);
+	prep_view_destroy(v);
+	src_free(&s);
+}
+END_TEST
+
+/* A full table never hands out the slot of a job with an open file or a
+ * recent request; a uid over its quarter reuses its own slots only. */
+START_TEST(view_job_table_full)
+{
+	struct src s;
+	struct prep_recipe r;
+	struct prep_config cfg = {.seed = 3, .mem_budget = 64 << 20, .threads = 1, .nfiles = 4,
+				  .job_idle_s = 1.0, .max_jobs = 8};
+	struct prep_stats st;
+	struct prep_sample *held, *x;
+	uint32_t ver;
+	char name[16];
+
+	src_fill(&s, 2);
+	prep_recipe_parse("rrc32", &r);
+	struct prep_view *v = prep_view_create(&cfg, &src_ops, &s);
+	ck_assert_ptr_nonnull(v);
+	ck_assert_int_eq(prep_view_open_job(v, 7, "keep", 0, 1, &r, &held), 0); /* version 0 */
+	usleep(1200 * 1000); /* "keep" is idle, but holds an open file */
+	/* uid 7 may hold 2 of 8 slots: "keep" and one more, reused while idle */
+	ck_assert_int_eq(prep_view_next_version(v, 7, "b", 0, &ver), 0);
+	ck_assert_int_eq(prep_view_next_version(v, 7, "c", 0, &ver), -EAGAIN); /* b is active */
+	usleep(1200 * 1000);
+	ck_assert_int_eq(prep_view_next_version(v, 7, "c", 0, &ver), 0); /* takes b's slot */
+	ck_assert_uint_eq(ver, 0);
+	/* other uids fill the rest, active */
+	for (unsigned u = 0; u < 6; u++) {
+		snprintf(name, sizeof(name), "u%u", u);
+		ck_assert_int_eq(prep_view_next_version(v, 100 + u, name, 0, &ver), 0);
+	}
+	ck_assert_int_eq(prep_view_next_version(v, 200, "new", 0, &ver), -EAGAIN);
+	ck_assert_int_eq(prep_view_open_job(v, 200, "new", 0, 1, &r, &x), -EAGAIN);
+	prep_view_stats(v, &st);
+	ck_assert_uint_eq(st.jobs, 8);
+	ck_assert_uint_ge(st.refused, 1);
+	usleep(1200 * 1000);
+	/* now every job but "keep" is idle: a new one gets a slot, "keep" keeps its own */
+	ck_assert_int_eq(prep_view_next_version(v, 200, "new", 0, &ver), 0);
+	ck_assert_int_eq(prep_view_next_version(v, 7, "keep", 0, &ver), 0);
+	ck_assert_uint_eq(ver, 1);
+	prep_sample_put(v, held);
+	prep_view_destroy(v);
+	src_free(&s);
+}
+END_TEST
+
+/* With a byte budget: samples and decodes are charged, a full budget
+ * refuses opens with -ENOMEM without consuming the version, and everything
+ * is given back at the end. */
+START_TEST(view_mem_budget)
+{
+	struct src s;
+	struct prep_recipe r;
+	struct budget b;
+	uint64_t one, work;
+	struct prep_stats st;
+	struct prep_sample *x[4], *y;
+
+	src_fill(&s, 2);
+	prep_recipe_parse("rrc64", &r);
+	prep_output_size(&r, 1, 1, &one);
+	ck_assert_int_eq(prep_decode_mem(&r, s.data[0], s.len[0], &work), 0);
+	ck_assert_uint_gt(work, one);
+	/* three pinned samples, and one decode (source + work) at a time */
+	budget_init(&b, 3 * one + s.len[0] + work + 64);
+	struct prep_config cfg = {.seed = 3, .mem_budget = 64 << 20, .threads = 1, .nfiles = 2,
+				  .mem = &b, .mem_wait_ms = 20};
+	struct prep_view *v = prep_view_create(&cfg, &src_ops, &s);
+	ck_assert_ptr_nonnull(v);
+	for (unsigned i = 0; i < 3; i++)
+		ck_assert_int_eq(prep_view_open_job(v, 0, "A", 0, 9, &r, &x[i]), 0);
+	ck_assert_int_eq(prep_view_open_job(v, 0, "A", 0, 9, &r, &x[3]), -ENOMEM);
+	ck_assert_uint_le(atomic_load(&b.peak), b.limit);
+	prep_view_stats(v, &st);
+	ck_assert_uint_eq(st.refused, 1);
+	ck_assert_uint_eq(st.errors, 0);
+	/* room again: the next open is version 3 (the refused one took none),
+	 * identical to another job's fourth open */
+	prep_sample_put(v, x[0]);
+	ck_assert_int_eq(prep_view_open_job(v, 0, "A", 0, 9, &r, &x[0]), 0);
+	size_t la, lb;
+	const uint8_t *pa = prep_sample_data(x[0], &la);
+	uint8_t *copy = malloc(la);
+	memcpy(copy, pa, la);
+	for (unsigned i = 0; i < 3; i++)
+		prep_sample_put(v, x[i]);
+	for (unsigned i = 0; i < 4; i++) {
+		ck_assert_int_eq(prep_view_open_job(v, 0, "B", 0, 9, &r, &y), 0);
+		const uint8_t *pb = prep_sample_data(y, &lb);
+		if (i == 3)
+			ck_assert(lb == la && memcmp(pb, copy, la) == 0);
+		else
+			ck_assert(lb != la || memcmp(pb, copy, la) != 0);
+		prep_sample_put(v, y);
+	}
+	free(copy);
+	prep_view_destroy(v);
+	ck_assert_uint_eq(budget_used(&b), 0);
+	budget_fini(&b);
 	src_free(&s);
 }
 END_TEST
@@ -1263,7 +1391,7 @@ START_TEST(view_deterministic_cached)
 	for (int round = 0; round < 3; round++) {
 		for (int j = 0; j < 2; j++) {
 			struct prep_sample *x;
-			ck_assert_int_eq(prep_view_open_job(v, j ? "B" : "A", 1, 9, &r, &x), 0);
+			ck_assert_int_eq(prep_view_open_job(v, 0, j ? "B" : "A", 1, 9, &r, &x), 0);
 			prep_sample_put(v, x);
 		}
 	}
@@ -1286,9 +1414,9 @@ START_TEST(view_deterministic_cached)
 	/* a file that does not decode: error, counted, not cached */
 	s.len[0] = 100;
 	struct prep_sample *x = NULL;
-	ck_assert_int_eq(prep_view_open_job(v, "A", 0, 1, &r, &x), -EIO);
-	ck_assert_int_eq(prep_view_open_job(v, "A", 0, 1, &r, &x), -EIO);
-	ck_assert_int_eq(prep_view_open_job(v, "A", 2, 1, &r, &x), -ENOENT);
+	ck_assert_int_eq(prep_view_open_job(v, 0, "A", 0, 1, &r, &x), -EIO);
+	ck_assert_int_eq(prep_view_open_job(v, 0, "A", 0, 1, &r, &x), -EIO);
+	ck_assert_int_eq(prep_view_open_job(v, 0, "A", 2, 1, &r, &x), -ENOENT);
 	ck_assert_ptr_null(x);
 	prep_view_stats(v, &st);
 	ck_assert_uint_eq(st.errors, 3);
@@ -1330,7 +1458,7 @@ static void *stress_reader(void *arg)
 			unsigned f = (unsigned)((i % j->nfiles) * 5 + j->id * 3 + e) % j->nfiles;
 			struct prep_sample *x;
 			size_t len;
-			if (prep_view_open_job(j->v, j->name, f, 900 + f, &r, &x) != 0) {
+			if (prep_view_open_job(j->v, 0, j->name, f, 900 + f, &r, &x) != 0) {
 				atomic_fetch_add(&j->bad, 1);
 				continue;
 			}
@@ -1495,6 +1623,9 @@ int main(void)
 	tcase_add_test(tc, view_versions_and_release);
 	tcase_add_test(tc, view_budget_and_redecode);
 	tcase_add_test(tc, view_deterministic_cached);
+	tcase_add_test(tc, view_jobs_per_uid);
+	tcase_add_test(tc, view_job_table_full);
+	tcase_add_test(tc, view_mem_budget);
 	tcase_add_test(tc, view_stress_versions);
 	tcase_add_test(tc, job_identity);
 	suite_add_tcase(s, tc);
