@@ -45,6 +45,10 @@ static bool matches_snapshot(const struct ns_node *n, const struct stat *st)
 
 int fs_io_init(struct fs_ctx *fs)
 {
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	atomic_store(&fs->src_summary_at, (int64_t)now.tv_sec + FS_LOG_SUMMARY_S);
 	fs->src_logged = calloc(fs->ns.nnodes / 64 + 1, sizeof(*fs->src_logged));
 	return fs->src_logged ? 0 : -ENOMEM;
 }
