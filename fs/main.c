@@ -406,7 +406,8 @@ static void report(int *report_fd, const char *why)
 		return;
 	char msg[1024];
 	int n = snprintf(msg, sizeof(msg), "%c%s", why ? 'E' : 'R', why ? why : "");
-	ssize_t w = write(*report_fd, msg, n > 0 && (size_t)n < sizeof(msg) ? (size_t)n : 1);
+	size_t len = n < 1 ? 1 : (size_t)n < sizeof(msg) ? (size_t)n : sizeof(msg) - 1;
+	ssize_t w = write(*report_fd, msg, len);
 	(void)w;
 	close(*report_fd);
 	*report_fd = -1;
