@@ -8,15 +8,15 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
-#include <stdio.h>
-#include <time.h>
 #include <limits.h>
 #include <linux/openat2.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cache/cache.h"
@@ -66,7 +66,7 @@ void fs_io_fini(struct fs_ctx *fs)
  * EMFILE) cannot fill the log. source.errors counts them all when count.
  */
 static void source_problem(struct fs_ctx *fs, uint32_t node, bool count, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
+    __attribute__((format(printf, 4, 5)));
 static void source_problem(struct fs_ctx *fs, uint32_t node, bool count, const char *fmt, ...)
 {
 	uint64_t bit = 1ULL << (node % 64);
@@ -92,10 +92,9 @@ static void source_problem(struct fs_ctx *fs, uint32_t node, bool count, const c
 	atomic_fetch_add_explicit(&fs->src_unlogged, 1, memory_order_relaxed);
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	int64_t due = atomic_load_explicit(&fs->src_summary_at, memory_order_relaxed);
-	if (now.tv_sec < due ||
-	    !atomic_compare_exchange_strong_explicit(&fs->src_summary_at, &due,
-						     now.tv_sec + FS_LOG_SUMMARY_S,
-						     memory_order_relaxed, memory_order_relaxed))
+	if (now.tv_sec < due || !atomic_compare_exchange_strong_explicit(
+				    &fs->src_summary_at, &due, now.tv_sec + FS_LOG_SUMMARY_S,
+				    memory_order_relaxed, memory_order_relaxed))
 		return;
 	uint64_t n = atomic_exchange_explicit(&fs->src_unlogged, 0, memory_order_relaxed);
 	if (n)
@@ -121,8 +120,10 @@ int fs_open_source(struct fs_ctx *fs, uint32_t node)
 		/* Out of descriptors is the daemon's state, not the file's: the
 		 * reader gets EMFILE and may retry; nothing is marked failed. */
 		if (e == EMFILE || e == ENFILE) {
-			source_problem(fs, node, false, "cannot open source file: %s; EMFILE to the "
-				       "reader", strerror(e));
+			source_problem(fs, node, false,
+				       "cannot open source file: %s; EMFILE to the "
+				       "reader",
+				       strerror(e));
 			return -EMFILE;
 		}
 		source_problem(fs, node, true, "cannot open source file: %s", strerror(e));

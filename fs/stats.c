@@ -12,10 +12,10 @@
 
 #include "cache/cache.h"
 #include "common/strbuf.h"
+#include "common/utf8.h"
 #include "fs/fs.h"
 #include "fs/stats.h"
 #include "remote/remote.h"
-#include "common/utf8.h"
 
 static uint64_t ld(_Atomic uint64_t *c)
 {
@@ -145,8 +145,8 @@ void fs_stats_json(struct fs_ctx *fs, struct strbuf *sb)
 	json_t *root = stats_tree(fs);
 
 	/* Compact, keys in insertion order (jansson keeps it), reals to 1 ms. */
-	if (!root || json_dump_callback(root, append_chunk, sb,
-					JSON_COMPACT | JSON_REAL_PRECISION(15)) < 0)
+	if (!root ||
+	    json_dump_callback(root, append_chunk, sb, JSON_COMPACT | JSON_REAL_PRECISION(15)) < 0)
 		sb->failed = true;
 	json_decref(root);
 }
