@@ -186,8 +186,11 @@ static int read_dir(struct ns *ns, int dfd, struct scan_entry **out, size_t *nou
 		/* "dir/name" and its NUL must fit in PATH_MAX for every later open. */
 		size_t nlen = strlen(de->d_name);
 		if (nlen > 255 || (plen ? plen + 1 : 0) + nlen + 1 > PATH_MAX) {
-			log_warn("skipping %s/%.64s...: its path is longer than PATH_MAX (%d)",
-				 path, de->d_name, PATH_MAX);
+			/* Reason first: the path itself is too long for one line. */
+			log_warn("skipping an entry whose path is longer than PATH_MAX (%d): "
+				 "%.200s%s/%.64s%s",
+				 PATH_MAX, path, plen > 200 ? "..." : "", de->d_name,
+				 nlen > 64 ? "..." : "");
 			ns->skipped_long++;
 			continue;
 		}
