@@ -43,10 +43,10 @@ struct cache {
 	unsigned char *arena;
 	int memfd;
 	_Atomic uint64_t *state;
-	_Atomic uint64_t top;        /* bump pointer: end of the highest reservation */
+	_Atomic uint64_t top;	     /* bump pointer: end of the highest reservation */
 	_Atomic uint64_t hole_bytes; /* bytes below top in holes */
 	_Atomic uint64_t nholes;
-	pthread_mutex_t holes_lock;  /* a leaf; guards holes, taken only after a failure */
+	pthread_mutex_t holes_lock; /* a leaf; guards holes, taken only after a failure */
 	struct cache_hole *holes;
 	size_t holes_cap;
 	_Atomic uint64_t items, hits, misses, hit_bytes, miss_bytes, admitted, refused, fill_errors;
@@ -173,8 +173,8 @@ static bool arena_alloc(struct cache *c, size_t len, uint64_t *off)
 		if (cur > c->capacity || need > c->capacity - cur)
 			return atomic_load_explicit(&c->nholes, memory_order_relaxed) > 0 &&
 			       hole_take(c, need, off);
-	} while (!atomic_compare_exchange_weak_explicit(&c->top, &cur, cur + need,
-							memory_order_relaxed, memory_order_relaxed));
+	} while (!atomic_compare_exchange_weak_explicit(
+	    &c->top, &cur, cur + need, memory_order_relaxed, memory_order_relaxed));
 	*off = cur;
 	return true;
 }
@@ -209,7 +209,7 @@ static void arena_unalloc(struct cache *c, uint64_t off, size_t len)
 		c->holes = nh;
 		c->holes_cap = ncap;
 	}
-	c->holes[n] = (struct cache_hole){ off, need };
+	c->holes[n] = (struct cache_hole){off, need};
 	atomic_fetch_add_explicit(&c->hole_bytes, need, memory_order_relaxed);
 	atomic_store_explicit(&c->nholes, n + 1, memory_order_relaxed);
 	pthread_mutex_unlock(&c->holes_lock);

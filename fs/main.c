@@ -252,8 +252,10 @@ static int parse_sizes(struct fs_ctx *fs)
 			    size_format(phys, have, sizeof(have)));
 	}
 	if (fs->cache_bytes == 0)
-		fprintf(stderr, "coordfs: warning: --cache-size is 0: nothing will be cached, "
-				"every read goes to SOURCE%s\n", o->peers ? " or a peer" : "");
+		fprintf(stderr,
+			"coordfs: warning: --cache-size is 0: nothing will be cached, "
+			"every read goes to SOURCE%s\n",
+			o->peers ? " or a peer" : "");
 	if (size_parse(o->chunk_size, phys, &fs->chunk_bytes) < 0 || fs->chunk_bytes < 4096 ||
 	    fs->chunk_bytes > (1ULL << 30) || strchr(o->chunk_size, '%'))
 		return fail("bad --chunk-size '%s': want 4K to 1G", o->chunk_size);
@@ -343,7 +345,8 @@ static void raise_nofile_limit(void)
 	rlim_t was = rl.rlim_cur;
 	rl.rlim_cur = rl.rlim_max;
 	if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
-		fprintf(stderr, "coordfs: warning: cannot raise the open-file limit from %llu: %s\n",
+		fprintf(stderr,
+			"coordfs: warning: cannot raise the open-file limit from %llu: %s\n",
 			(unsigned long long)was, strerror(errno));
 }
 
@@ -425,7 +428,8 @@ static void report(int *report_fd, const char *why)
 		return;
 	char msg[1024];
 	int n = snprintf(msg, sizeof(msg), "%c%s", why ? 'E' : 'R', why ? why : "");
-	ssize_t w = write(*report_fd, msg, n > 0 && (size_t)n < sizeof(msg) ? (size_t)n : 1);
+	size_t len = n < 1 ? 1 : (size_t)n < sizeof(msg) ? (size_t)n : sizeof(msg) - 1;
+	ssize_t w = write(*report_fd, msg, len);
 	(void)w;
 	close(*report_fd);
 	*report_fd = -1;
@@ -672,8 +676,9 @@ int main(int argc, char *argv[])
 	rc = fuse_session_loop_mt(se, lc);
 	fuse_loop_cfg_destroy(lc);
 	if (fs->report_fd >= 0 && !why[0])
-		snprintf(why, sizeof(why), "the FUSE session ended before the kernel's INIT "
-					   "(cannot start its threads?)");
+		snprintf(why, sizeof(why),
+			 "the FUSE session ended before the kernel's INIT "
+			 "(cannot start its threads?)");
 	ret = rc < 0 ? 1 : 0;
 	log_msg(LOG_NOTICE, "unmounting %s", fs->opt.mountpoint);
 out:

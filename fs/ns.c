@@ -186,8 +186,11 @@ static int read_dir(struct ns *ns, int dfd, struct scan_entry **out, size_t *nou
 		/* "dir/name" and its NUL must fit in PATH_MAX for every later open. */
 		size_t nlen = strlen(de->d_name);
 		if (nlen > 255 || (plen ? plen + 1 : 0) + nlen + 1 > PATH_MAX) {
-			log_warn("skipping %s/%.64s...: its path is longer than PATH_MAX (%d)", path,
-				 de->d_name, PATH_MAX);
+			/* Reason first: the path itself is too long for one line. */
+			log_warn("skipping an entry whose path is longer than PATH_MAX (%d): "
+				 "%.200s%s/%.64s%s",
+				 PATH_MAX, path, plen > 200 ? "..." : "", de->d_name,
+				 nlen > 64 ? "..." : "");
 			ns->skipped_long++;
 			continue;
 		}
@@ -349,7 +352,8 @@ int ns_scan(struct ns *ns, int source_fd, uint64_t chunk_size, char *err, size_t
 		log_msg(LOG_NOTICE,
 			"left out of the mount: %llu fifos, sockets or devices, %llu paths longer "
 			"than PATH_MAX, %llu entries that could not be stat'ed",
-			(unsigned long long)ns->skipped_special, (unsigned long long)ns->skipped_long,
+			(unsigned long long)ns->skipped_special,
+			(unsigned long long)ns->skipped_long,
 			(unsigned long long)ns->skipped_unreadable);
 	/* Give back the slack of the doubling growth. */
 	struct ns_node *shrunk = realloc(ns->nodes, (size_t)ns->nnodes * sizeof(*shrunk));

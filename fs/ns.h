@@ -43,10 +43,10 @@ struct ns {
 	uint64_t nunits;
 	uint64_t chunk_size;
 	uint64_t total_bytes;
-	uint32_t ndirs;             /* directories below the root */
+	uint32_t ndirs; /* directories below the root */
 	/* Entries left out of the namespace, each logged once at scan. */
-	uint64_t skipped_special;   /* fifos, sockets, devices */
-	uint64_t skipped_long;      /* whose path would exceed PATH_MAX */
+	uint64_t skipped_special;    /* fifos, sockets, devices */
+	uint64_t skipped_long;	     /* whose path would exceed PATH_MAX */
 	uint64_t skipped_unreadable; /* that could not be stat'ed */
 };
 

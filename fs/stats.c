@@ -12,12 +12,12 @@
 
 #include "cache/cache.h"
 #include "common/strbuf.h"
+#include "common/utf8.h"
 #include "fs/fs.h"
 #include "fs/prefill.h"
 #include "fs/source.h"
 #include "fs/stats.h"
 #include "remote/remote.h"
-#include "common/utf8.h"
 
 static uint64_t ld(_Atomic uint64_t *c)
 {
@@ -183,8 +183,8 @@ static void stats_json(struct fs_ctx *fs, struct strbuf *sb, bool local)
 	json_t *root = stats_tree(fs, local);
 
 	/* Compact, keys in insertion order (jansson keeps it), reals to 1 ms. */
-	if (!root || json_dump_callback(root, append_chunk, sb,
-					JSON_COMPACT | JSON_REAL_PRECISION(15)) < 0)
+	if (!root ||
+	    json_dump_callback(root, append_chunk, sb, JSON_COMPACT | JSON_REAL_PRECISION(15)) < 0)
 		sb->failed = true;
 	json_decref(root);
 }

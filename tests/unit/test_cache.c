@@ -110,7 +110,7 @@ END_TEST
 START_TEST(transient_fill_error_retries)
 {
 	struct cache *c;
-	struct filler f = { .fail_unit = 2, .fail_rc = -EMFILE };
+	struct filler f = {.fail_unit = 2, .fail_rc = -EMFILE};
 	const void *d;
 	struct cache_stats st;
 
@@ -131,7 +131,7 @@ END_TEST
 START_TEST(failed_fill_marks_the_unit_failed)
 {
 	struct cache *c;
-	struct filler f = { .fail_unit = 2, .fail_rc = -ESTALE };
+	struct filler f = {.fail_unit = 2, .fail_rc = -ESTALE};
 	const void *d;
 	struct cache_stats st;
 
@@ -171,7 +171,7 @@ static int fill_fail_after_other(void *arg, uint64_t unit, void *dst, size_t len
 START_TEST(failed_fill_behind_another_returns_its_space)
 {
 	struct cache *c;
-	struct nested n = { .inner = { .fail_unit = -1 } };
+	struct nested n = {.inner = {.fail_unit = -1}};
 	const void *d;
 	struct cache_stats st;
 
@@ -356,8 +356,8 @@ static int cf_fill(void *arg, uint64_t unit, void *dst, size_t len)
 	}
 	if (unit % 4 == 1) {
 		unsigned left = atomic_load(&s->transient_left[unit]);
-		while (left > 0 && !atomic_compare_exchange_weak(&s->transient_left[unit], &left,
-								 left - 1))
+		while (left > 0 &&
+		       !atomic_compare_exchange_weak(&s->transient_left[unit], &left, left - 1))
 			;
 		if (left > 0) {
 			wait_for_other_fill(s, seen);
@@ -381,7 +381,8 @@ static void cf_read(struct cf_state *s, uint64_t u)
 	int rc = cache_get(s->c, u, CF_LEN, CF_LEN, true, cf_fill, s, &d);
 
 	/* Failing units are refused like any other once the budget is full. */
-	if (u % 4 == 0 ? (rc != -EIO && rc != -ENOSPC) : (rc != 0 && rc != -ENOSPC && rc != -EMFILE))
+	if (u % 4 == 0 ? (rc != -EIO && rc != -ENOSPC)
+		       : (rc != 0 && rc != -ENOSPC && rc != -EMFILE))
 		atomic_fetch_add(&s->unexpected, 1);
 	if (rc == 0 && ((const unsigned char *)d)[9] != (unsigned char)(u * 7 + 9))
 		atomic_fetch_add(&s->unexpected, 1);
@@ -419,7 +420,7 @@ START_TEST(concurrent_failing_fills_leak_no_budget)
 	for (int u = 0; u < CF_UNITS; u++)
 		s->transient_left[u] = 2;
 	for (int i = 0; i < CF_THREADS; i++) {
-		w[i] = (struct cf_worker){ s, 1234u + (unsigned)i };
+		w[i] = (struct cf_worker){s, 1234u + (unsigned)i};
 		ck_assert_int_eq(pthread_create(&t[i], NULL, cf_worker, &w[i]), 0);
 	}
 	for (int i = 0; i < CF_THREADS; i++)

@@ -75,8 +75,8 @@ START_TEST(utf8_replaces_ill_formed_bytes)
 	/* valid: ASCII, 2-, 3- and 4-byte sequences */
 	static const char ok[] = "a\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80";
 	/* each ill-formed: lone continuation, truncated, overlong, surrogate, > U+10FFFF, 0xFF */
-	static const char *const bad[] = { "\x80", "\xC3", "\xC0\xAF", "\xE0\x80\xAF",
-					   "\xED\xA0\x80", "\xF4\x90\x80\x80", "\xFF" };
+	static const char *const bad[] = {
+	    "\x80", "\xC3", "\xC0\xAF", "\xE0\x80\xAF", "\xED\xA0\x80", "\xF4\x90\x80\x80", "\xFF"};
 
 	ck_assert(utf8_valid(ok, strlen(ok)));
 	strbuf_init(&sb);
@@ -113,7 +113,8 @@ START_TEST(log_escapes_control_characters)
 	close(saved);
 	ck_assert_int_gt(n, 0);
 	got[n] = '\0';
-	ck_assert_str_eq(got, "coordfs: error: a\\x0acoordfs: error: forged\\x1b[0m\\x7f: read failed\n");
+	ck_assert_str_eq(
+	    got, "coordfs: error: a\\x0acoordfs: error: forged\\x1b[0m\\x7f: read failed\n");
 }
 END_TEST
 

@@ -1,0 +1,367 @@
+# SPDX-License-Identifier: MIT
+"""The daemon against hostile names, descriptor pressure and failed starts.
+
+Each group mounts for real and checks what a user or a calling script sees:
+  - SOURCE paths with commas (one ending in ",suid,dev") and a backslash
+    mount, /proc/self/mountinfo shows exactly "coordfs:SOURCE" as the
+    source, and nosuid,nodev stay on;
+  - a SOURCE path with bytes that are not UTF-8: the stats xattr,
+    `fsstat --json` (decoded strictly as UTF-8, then json.loads) and the
+    `fsstat` table all work, with U+FFFD for each bad byte;
+  - a newline in a file name (a fifo skipped at scan, a regular file that
+    changed after mount) never starts a line of its own in the log;
+  - a path longer than PATH_MAX is skipped and counted, the rest mounts;
+    fifos and sockets are counted in namespace.skipped_special;
+  - the daemon raises its open-file soft limit to the hard limit
+    (/proc/PID/limits), so 400 held opens do not make another process's
+    open fail; with a low hard limit the reader gets EMFILE, never EIO, and
+    the file opens again once descriptors are free;
+  - readiness: when the FUSE worker threads cannot start (a huge stack
+    rlimit makes every thread creation fail after the fork) and when
+    --log-file cannot be opened, coordfs exits non-zero with one line of
+    reason, and nothing is mounted or left running;
+  - option checks: --secret-file without --peers and a --cache-size above
+    physical memory are refused, --cache-size=0 warns;
+  - a file that fails on every open is logged once, not once per open.
+"""
+
+import errno
+import json
+import os
+import resource
+import socket
+import subprocess
+import sys
+import tempfile
+
+import coordfs_test as ct
+
+
+def run(args, preexec=None, timeout=30):
+	"""coordfs args -> (rc, stdout bytes, stderr bytes); rc None on timeout."""
+	with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+		try:
+			p = subprocess.run([ct.coordfs_bin()] + list(args),
+					   stdin=subprocess.DEVNULL, stdout=out,
+					   stderr=err, timeout=timeout,
+					   preexec_fn=preexec)
+			rc = p.returncode
+		except subprocess.TimeoutExpired:
+			rc = None
+		out.seek(0)
+		err.seek(0)
+		return rc, out.read(), err.read()
+
+
+def mount_src(c, td, src, opts=(), preexec=None, label=''):
+	"""Mount src on td.mnt; True when the mount came up."""
+	rc, _, err = run(list(opts) + [src, td.mnt], preexec=preexec)
+	td.mount_stderr = err.decode('utf-8', 'replace')
+	return c.check(f'{label}: mounts', rc == 0 and ct.is_mounted(td.mnt),
+		       f'rc={rc} stderr={err[-600:]!r}')
+
+
+def daemon_pid(td):
+	pids = ct.find_daemon_pids(td.mnt)
+	return pids[0] if len(pids) == 1 else None
+
+
+# ---------------------------------------------------------------- names
+
+def test_fsname_escaped(c):
+	for name in ('src,suid,dev', 'a\\b,c'):
+		with ct.TempDirs() as td:
+			src = os.path.join(td.root, name)
+			os.mkdir(src)
+			ct.write_file(os.path.join(src, 'f'), b'hello')
+			if not mount_src(c, td, src, ['--cache-size=1M'], label=name):
+				continue
+			m = ct.mounts_at(td.mnt)[0]
+			c.eq(f'{name}: mountinfo source is coordfs:SOURCE', m['source'],
+			     'coordfs:' + os.path.realpath(src))
+			opts = m['options'].split(',')
+			c.check(f'{name}: nosuid and nodev still set',
+				'nosuid' in opts and 'nodev' in opts and 'ro' in opts,
+				m['options'])
+			with open(os.path.join(td.mnt, 'f'), 'rb') as f:
+				c.eq(f'{name}: file reads', f.read(), b'hello')
+
+
+def test_non_utf8_source(c):
+	fsstat = ct.fsstat_bin()
+	c.check('fsstat binary available', fsstat is not None, 'FSSTAT_BIN unset')
+	with ct.TempDirs() as td:
+		raw = os.fsencode(td.root) + b'/src\xff-\xc3(-\xe2\x82\xac'
+		os.mkdir(raw)
+		ct.write_file(os.fsdecode(raw + b'/f'), b'x' * 100)
+		if not mount_src(c, td, os.fsdecode(raw), ['--cache-size=1M'],
+				 label='non-UTF-8 SOURCE'):
+			return
+		want = os.fsencode(os.path.realpath(td.root)).decode() + \
+			'/src\ufffd-\ufffd(-\u20ac'
+		data = os.getxattr(td.mnt, ct.STATS_XATTR)
+		try:
+			doc = json.loads(data.decode('utf-8', 'strict'))
+			c.eq('xattr JSON: source_dir with U+FFFD per bad byte',
+			     doc.get('source_dir'), want)
+		except ValueError as e:
+			c.check('xattr JSON is valid UTF-8 JSON', False, f'{e}: {data[:200]!r}')
+		if fsstat is None:
+			return
+		p = subprocess.run([fsstat, '--json', td.mnt], capture_output=True,
+				   timeout=30)
+		c.eq('fsstat --json: exit status', (p.returncode, p.stderr), (0, b''))
+		try:
+			doc = json.loads(p.stdout.decode('utf-8', 'strict'))
+			c.eq('fsstat --json: parses, same source_dir', doc.get('source_dir'), want)
+		except ValueError as e:
+			c.check('fsstat --json output is valid UTF-8 JSON', False,
+				f'{e}: {p.stdout[:200]!r}')
+		p = subprocess.run([fsstat, td.mnt], capture_output=True, timeout=30)
+		c.check('fsstat (table): exit 0 and output',
+			p.returncode == 0 and len(p.stdout) > 0,
+			f'rc={p.returncode} stderr={p.stderr[:300]!r}')
+
+
+def forged(text, marker):
+	"""Lines of text that begin with the forged marker."""
+	return [ln for ln in text.splitlines() if ln.startswith(marker)]
+
+
+def test_newline_in_names(c):
+	fifo_marker = 'coordfs: error: forged by a fifo'
+	file_marker = 'coordfs: error: forged by a file'
+	with ct.TempDirs() as td:
+		os.mkfifo(os.path.join(td.src, 'pipe\n' + fifo_marker))
+		evil = os.path.join(td.src, 'img\n' + file_marker)
+		ct.write_file(evil, b'a' * 1000)
+		log = os.path.join(td.root, 'coordfs.log')
+		if not mount_src(c, td, td.src, ['--cache-size=0', f'--log-file={log}'],
+				 label='names with newlines'):
+			return
+		err = td.mount_stderr
+		c.eq('mount stderr: no forged line from the fifo name',
+		     forged(err, fifo_marker), [])
+		c.check('mount stderr: the fifo is logged with \\x0a',
+			'pipe\\x0a' + fifo_marker in err, err[-500:])
+		ct.write_file(evil, b'b' * 2000)	# changed after mount
+		res = ct.read_in_child(os.path.join(td.mnt, 'img\n' + file_marker))
+		c.eq('changed file: EIO', res[:2], ('errno', errno.EIO))
+		with open(log, encoding='utf-8', errors='replace') as f:
+			text = f.read()
+		c.eq('log file: no forged line from the file name',
+		     forged(text, file_marker), [])
+		c.check('log file: the file is logged with \\x0a',
+			'img\\x0a' + file_marker in text, text[-500:])
+
+
+def make_deep_tree(src, levels=25, name='d' * 200):
+	"""levels nested directories of name below src, a file at the bottom:
+	over PATH_MAX (4096) in all. Built relative to directory fds."""
+	fd = os.open(src, os.O_RDONLY | os.O_DIRECTORY)
+	try:
+		for _ in range(levels):
+			os.mkdir(name, dir_fd=fd)
+			nfd = os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+			os.close(fd)
+			fd = nfd
+		ffd = os.open('deep.bin', os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd)
+		os.write(ffd, b'deep')
+		os.close(ffd)
+	finally:
+		os.close(fd)
+
+
+def test_long_paths_and_special_files(c):
+	with ct.TempDirs() as td:
+		ct.write_file(os.path.join(td.src, 'ok.bin'), b'ok' * 50)
+		make_deep_tree(td.src)
+		os.mkfifo(os.path.join(td.src, 'a.fifo'))
+		sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+		sock.bind(os.path.join(td.src, 'a.sock'))
+		sock.close()
+		if not mount_src(c, td, td.src, ['--cache-size=1M'],
+				 label='tree deeper than PATH_MAX'):
+			return
+		s = ct.stats(td.mnt)
+		ns = s.get('namespace', {})
+		c.eq('namespace.skipped_long_paths', ns.get('skipped_long_paths'), 1)
+		c.eq('namespace.skipped_special (fifo + socket)', ns.get('skipped_special'), 2)
+		c.eq('namespace.skipped is the sum', ns.get('skipped'), 3)
+		c.eq('namespace.files', ns.get('files'), 1)
+		c.eq('namespace.dirs: the levels that fit', ns.get('dirs'), (4096 - 1) // 201)
+		with open(os.path.join(td.mnt, 'ok.bin'), 'rb') as f:
+			c.eq('the rest reads', f.read(), b'ok' * 50)
+		c.eq('fifo and socket not shown',
+		     sorted(n for n in os.listdir(td.mnt) if n.startswith('a.')), [])
+		err = td.mount_stderr
+		c.check('the long path is logged on a line of its own',
+			any('skipping' in ln and 'PATH_MAX' in ln and 'ddddd' in ln
+			    for ln in err.splitlines()), err[-500:])
+		c.check('the fifo is logged', 'a.fifo' in err, err[-500:])
+
+
+# ---------------------------------------------------------------- descriptors
+
+def limits_of(pid):
+	with open(f'/proc/{pid}/limits') as f:
+		for line in f:
+			if line.startswith('Max open files'):
+				parts = line.split()
+				return int(parts[3]), int(parts[4])
+	return None
+
+
+def test_nofile_limit(c):
+	_, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+	if hard == resource.RLIM_INFINITY:
+		hard = 1 << 20
+	c.check('setup: hard open-file limit above 1024', hard > 1024, hard)
+	resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 4096), hard))
+	nfiles = 400
+
+	def low_soft():
+		resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
+
+	with ct.TempDirs() as td:
+		for i in range(nfiles + 1):
+			ct.write_file(os.path.join(td.src, f'f{i:04d}'), b'%d' % i)
+		if not mount_src(c, td, td.src, ['--cache-size=0'], preexec=low_soft,
+				 label='started with a soft limit of 256'):
+			return
+		pid = daemon_pid(td)
+		c.eq('daemon raised its soft limit to the hard limit',
+		     limits_of(pid) if pid else None, (hard, hard))
+		held, failures = [], []
+		try:
+			for i in range(nfiles):
+				try:
+					held.append(os.open(os.path.join(td.mnt, f'f{i:04d}'),
+							    os.O_RDONLY))
+				except OSError as e:
+					failures.append((i, errno.errorcode.get(e.errno)))
+			c.eq(f'{nfiles} uncached files held open', failures, [])
+			res = ct.read_in_child(os.path.join(td.mnt, f'f{nfiles:04d}'))
+			c.eq('another process opens and reads meanwhile', res[0], 'ok')
+		finally:
+			for fd in held:
+				os.close(fd)
+
+	def low_hard():
+		resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+
+	with ct.TempDirs() as td:
+		for i in range(150):
+			ct.write_file(os.path.join(td.src, f'f{i:04d}'), b'%d' % i)
+		if not mount_src(c, td, td.src, ['--cache-size=0'], preexec=low_hard,
+				 label='hard limit of 64'):
+			return
+		held, failures = [], []
+		try:
+			for i in range(150):
+				try:
+					held.append(os.open(os.path.join(td.mnt, f'f{i:04d}'),
+							    os.O_RDONLY))
+				except OSError as e:
+					failures.append((i, e.errno))
+		finally:
+			for fd in held:
+				os.close(fd)
+		c.check('out of descriptors: some opens refused', len(failures) > 0,
+			f'{len(held)} opens held')
+		c.eq('out of descriptors: every refusal is EMFILE (never EIO)',
+		     sorted({errno.errorcode.get(e) for _, e in failures}),
+		     ['EMFILE'] if failures else [])
+		if failures:
+			i = failures[0][0]
+			res = ct.read_in_child(os.path.join(td.mnt, f'f{i:04d}'))
+			c.eq('a refused file opens once descriptors are free', res[0], 'ok')
+
+
+# ---------------------------------------------------------------- start-up
+
+def check_failed_start(c, label, td, rc, err, want_in_line):
+	lines = [ln for ln in err.decode('utf-8', 'replace').splitlines()
+		 if ln.strip() and 'notice:' not in ln and 'warning:' not in ln]
+	c.check(f'{label}: exits non-zero', rc not in (0, None), f'rc={rc}')
+	c.check(f'{label}: one line of reason', len(lines) == 1 and
+		want_in_line in lines[0].lower(), lines)
+	c.check(f'{label}: nothing mounted', not ct.is_mounted(td.mnt),
+		ct.mounts_at(td.mnt))
+	c.eq(f'{label}: no daemon left', ct.find_daemon_pids(td.mnt), [])
+
+
+def test_readiness(c):
+	def huge_stack():
+		# Every pthread_create after the fork fails: the mount exists,
+		# but its worker threads cannot start.
+		resource.setrlimit(resource.RLIMIT_STACK,
+				   (1 << 46, resource.RLIM_INFINITY))
+
+	with ct.TempDirs() as td:
+		ct.write_file(os.path.join(td.src, 'f'), b'z')
+		port = ct.free_port()
+		rc, _, err = run(['--cache-size=1M', f'--peers={ct.peer_url(port)}',
+				  '--node=0', td.src, td.mnt], preexec=huge_stack)
+		check_failed_start(c, 'threads cannot start', td, rc, err, 'init')
+
+	with ct.TempDirs() as td:
+		ct.write_file(os.path.join(td.src, 'f'), b'z')
+		bad = os.path.join(td.root, 'no-such-dir', 'coordfs.log')
+		rc, _, err = run(['--cache-size=1M', f'--log-file={bad}', td.src, td.mnt])
+		check_failed_start(c, '--log-file cannot be opened', td, rc, err, 'log-file')
+		os.mkdir(os.path.join(td.root, 'logdir'))
+		rc, _, err = run(['--cache-size=1M', '--log-file=' +
+				  os.path.join(td.root, 'logdir'), td.src, td.mnt])
+		check_failed_start(c, '--log-file is a directory', td, rc, err, 'log-file')
+
+
+def test_option_checks(c):
+	with ct.TempDirs() as td:
+		secret = os.path.join(td.root, 'secret')
+		ct.write_file(secret, b'0123456789abcdef0123456789', mode=0o600)
+		rc, _, err = run(['--cache-size=1M', f'--secret-file={secret}', td.src, td.mnt])
+		check_failed_start(c, '--secret-file without --peers', td, rc, err, '--peers')
+		phys = os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES')
+		rc, _, err = run([f'--cache-size={phys * 2}', td.src, td.mnt])
+		check_failed_start(c, '--cache-size twice the memory', td, rc, err, 'memory')
+		if mount_src(c, td, td.src, ['--cache-size=0'], label='--cache-size=0'):
+			c.check('--cache-size=0: warns that nothing is cached',
+				'warning' in td.mount_stderr and 'nothing' in td.mount_stderr,
+				td.mount_stderr)
+
+
+def test_source_errors_rate_limited(c):
+	with ct.TempDirs() as td:
+		path = os.path.join(td.src, 'changing.bin')
+		ct.write_file(path, b'1' * 500)
+		log = os.path.join(td.root, 'coordfs.log')
+		if not mount_src(c, td, td.src, ['--cache-size=0', f'--log-file={log}'],
+				 label='rate limit'):
+			return
+		ct.write_file(path, b'2' * 700)
+		results = [ct.read_in_child(os.path.join(td.mnt, 'changing.bin'))[:2]
+			   for _ in range(20)]
+		c.eq('20 reads of a changed file: EIO each time', set(results),
+		     {('errno', errno.EIO)})
+		c.eq('source.errors counts all 20', ct.stats(td.mnt)['source']['errors'], 20)
+		with open(log, encoding='utf-8', errors='replace') as f:
+			naming = [ln for ln in f if 'changing.bin' in ln]
+		c.eq('the log names the file once', len(naming), 1)
+
+
+def main():
+	c = ct.Checker('test_hardening', timeout=240)
+	c.group(test_fsname_escaped, c)
+	c.group(test_non_utf8_source, c)
+	c.group(test_newline_in_names, c)
+	c.group(test_long_paths_and_special_files, c)
+	c.group(test_nofile_limit, c)
+	c.group(test_readiness, c)
+	c.group(test_option_checks, c)
+	c.group(test_source_errors_rate_limited, c)
+	c.finish()
+
+
+if __name__ == '__main__':
+	sys.exit(main())
