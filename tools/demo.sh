@@ -77,7 +77,8 @@ say "coordfs --cache-size=$(mib "$cache")M: three ImageFolder epochs in fresh ra
 opts=(--cache-size="$cache")
 # Where the kernel cache is on by default, turn it off so that no memory
 # outside the budget holds data and every read is counted.
-if "$coordfs" --help 2>&1 | grep -q -- '--no-kernel-cache'; then
+help=$("$coordfs" --help 2>&1 || true)
+if [[ $help == *--no-kernel-cache* ]]; then
 	opts+=(--no-kernel-cache)
 fi
 "$coordfs" "${opts[@]}" "$work/data" "$work/mnt"
