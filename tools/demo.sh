@@ -122,7 +122,7 @@ read -r co1 co2 co3 <"$work/coordfs.txt"
 
 # ---- the page cache with the same memory
 pc1= pc2= pc3=
-reader_mem=$(( 16 * 1048576 )) # the reader's own memory: 2 threads, 1 MiB buffers
+reader_mem=$(( 4 * 1048576 )) # the reader's own memory (2 MiB measured: 2 threads, 1 MiB buffers)
 make_cgroup() { # limit -> sets $cgroup, or returns 1
 	local limit=$1 name=coordfs-demo-$$
 	if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
