@@ -4,9 +4,10 @@
 # root): install, build, generate a dataset of ImageNet-sized files, mount it
 # through coordfs with a cache of about half the dataset, run three
 # ImageFolder + DataLoader epochs in fresh random orders, print the bytes each
-# epoch read from storage against the MinIO optimum, show fsstat; then read
-# the same three epochs directly with the same memory left to the kernel's
-# page cache (a memory cgroup) and end with one comparison table.
+# epoch read from storage against the MinIO optimum, show fsstat --watch's
+# view of the same passes; then read the same three epochs directly with the
+# same memory left to the kernel's page cache (a memory cgroup) and end with
+# one comparison table.
 #
 # The dataset lives on an ext4 image on a loop device, so the page cache's
 # storage reads are counted exactly (/proc/diskstats); coordfs's come from
@@ -31,8 +32,10 @@ py=/usr/bin/python3
 work=$(mktemp -d /tmp/coordfs-demo.XXXXXX)
 loopdev=
 cgroup=
+watch_pid=
 cleanup() {
 	set +e
+	[ -n "$watch_pid" ] && kill "$watch_pid" 2>/dev/null && wait "$watch_pid"
 	mountpoint -q "$work/mnt" && fusermount3 -u "$work/mnt"
 	mountpoint -q "$work/data" && umount "$work/data"
 	[ -n "$loopdev" ] && losetup -d "$loopdev"
@@ -82,6 +85,10 @@ if [[ $help == *--no-kernel-cache* ]]; then
 	opts+=(--no-kernel-cache)
 fi
 "$coordfs" "${opts[@]}" "$work/data" "$work/mnt"
+# fsstat --watch follows the job as a user would, splitting it into passes
+# over the dataset; its last table is shown after the epochs.
+"$fsstat" --watch=0.5 "$work/mnt" >"$work/watch.txt" 2>&1 &
+watch_pid=$!
 
 "$py" - "$work/mnt" "$dataset" "$cache" "$work/coordfs.txt" <<'PY'
 import json, os, sys, time
@@ -116,7 +123,12 @@ with open(out, "w") as f:
     f.write(" ".join(str(r) for r in results) + "\n")
 PY
 
-"$fsstat" "$work/mnt"
+sleep 1 # one more sample after the last read
+kill -INT "$watch_pid"
+wait "$watch_pid" || true
+watch_pid=
+say "fsstat --watch, its last table"
+awk 'BEGIN { RS = ""; ORS = "\n" } /rates/ { last = $0 } END { print last }' "$work/watch.txt"
 fusermount3 -u "$work/mnt"
 read -r co1 co2 co3 <"$work/coordfs.txt"
 
