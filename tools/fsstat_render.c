@@ -382,18 +382,26 @@ static const char *fmt_ms(const json_t *s, const char *path, char *buf, size_t l
 	return buf;
 }
 
-/* Object-store counters, only when the daemon reports them. */
+/*
+ * Object-store counters: for a source that is not a local directory
+ * (source.kind), or whenever requests were counted.
+ */
 static void render_source_requests(FILE *out, const json_t *s)
 {
-	char a[32], b[32], c[32], d[32];
+	const char *kind = json_string_value(fsstat_field(s, "source.kind"));
+	struct counter requests = get_counter(s, "source.requests");
+	struct counter skipped = get_counter(s, "source.skipped_keys");
+	char a[32], b[32], c[32], d[32], e[48] = "", k[MAX_SHOWN_STRING + 1];
 
-	if (!fsstat_field(s, "source.requests") && !fsstat_field(s, "source.retries") &&
-	    !fsstat_field(s, "source.latency_ms"))
+	if (kind ? strcmp(kind, "local") == 0 : !(requests.ok && requests.v > 0))
 		return;
-	fprintf(out, LABEL "requests %s  retries %s  latency p50 %s  p99 %s\n", "",
-		fmt_count(get_counter(s, "source.requests"), a, sizeof(a)),
+	if (skipped.ok && skipped.v > 0)
+		snprintf(e, sizeof(e), "  skipped keys %s", fmt_count(skipped, a, sizeof(a)));
+	fprintf(out, LABEL "%s requests %s  retries %s  latency p50 %s  p99 %s%s\n", "",
+		kind ? shown(kind, k, sizeof(k)) : "-", fmt_count(requests, a, sizeof(a)),
 		fmt_count(get_counter(s, "source.retries"), b, sizeof(b)),
-		fmt_ms(s, "source.latency_ms.p50", c, sizeof(c)), fmt_ms(s, "source.latency_ms.p99", d, sizeof(d)));
+		fmt_ms(s, "source.latency_ms.p50", c, sizeof(c)), fmt_ms(s, "source.latency_ms.p99", d, sizeof(d)),
+		e);
 }
 
 static const char *fmt_duration(double s, char *buf, size_t len)
@@ -416,7 +424,8 @@ static void render_prefill(FILE *out, const json_t *s, const struct fsstat_view 
 	char bar[FSSTAT_BAR_WIDTH + 3], a[32], b[32], c[32], d[48];
 	const char *state = "-";
 
-	if (!json_is_object(pf))
+	/* Only a mount that prefills (or did) has something to show. */
+	if (!json_is_object(pf) || (!json_is_true(running) && !(target.ok && target.v > 0)))
 		return;
 	if (json_is_boolean(running))
 		state = json_is_true(running) ? "running" : "stopped";

@@ -11,7 +11,7 @@ pkgs=(
 	libcurl4-openssl-dev libmicrohttpd-dev
 	libjansson-dev libmount-dev libexpat1-dev
 	check valgrind clang groff-base man-db
-	python3-torch python3-torchvision python3-pil python3-numpy
+	python3-torch python3-torchvision python3-pil python3-numpy python3-matplotlib
 	e2fsprogs util-linux attr curl
 	nginx
 	libexpat1-dev libjansson-dev

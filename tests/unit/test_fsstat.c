@@ -537,7 +537,7 @@ START_TEST(prefill_and_requests_only_when_reported)
 	struct fsstat_view view = { .rates = true, .prev = prev, .interval_s = 1 };
 	const char *cur = "{\"uptime_s\": 12, \"prefill\": {\"target_bytes\": 1000000, \"done_bytes\": 250000,"
 			  " \"running\": true}, \"source\": {\"reads\": 3, \"requests\": 10, \"retries\": 2,"
-			  " \"latency_ms\": {\"p50\": 12.5, \"p99\": 80}}}";
+			  " \"latency_ms\": {\"p50\": 12.5, \"p99\": 80}, \"kind\": \"s3\", \"skipped_keys\": 4}}";
 	char *out = render_text(cur, &view), line[512];
 
 	line_starting(out, "prefill", line, sizeof(line));
@@ -546,7 +546,19 @@ START_TEST(prefill_and_requests_only_when_reported)
 	assert_contains(line, "[########......................]");
 	/* 200000 bytes in 2 s: 0.1 MB/s, 750000 bytes left: 7.5 s */
 	assert_contains(out, "0.1 MB/s  ETA 7.5s");
-	assert_contains(out, "requests 10  retries 2  latency p50 12.5 ms  p99 80.0 ms");
+	assert_contains(out, "s3 requests 10  retries 2  latency p50 12.5 ms  p99 80.0 ms  skipped keys 4");
+	free(out);
+
+	/* A local directory reports zeros there, and no prefill unless asked:
+	 * neither is shown. Requests without a kind are. */
+	out = render_text("{\"source\": {\"requests\": 0, \"retries\": 0, \"latency_ms\": {\"p50\": 0, \"p99\": 0},"
+			  " \"kind\": \"local\", \"skipped_keys\": 0},"
+			  " \"prefill\": {\"target_bytes\": 0, \"done_bytes\": 0, \"running\": false}}", &view);
+	assert_lacks(out, "requests");
+	assert_lacks(out, "prefill");
+	free(out);
+	out = render_text("{\"source\": {\"requests\": 5}}", NULL);
+	assert_contains(out, "- requests 5  retries -  latency p50 -  p99 -\n");
 	free(out);
 
 	out = render_text("{\"prefill\": {\"target_bytes\": 100, \"done_bytes\": 100, \"running\": false}}", NULL);

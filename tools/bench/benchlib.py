@@ -455,7 +455,7 @@ def md_table(headers, rows):
 
 
 def save(name, markdown, data):
-    """Print markdown and save it (+ JSON data) under tools/bench/out/."""
+    """Print markdown and save it (+ JSON data and PNG plots) under tools/bench/out/."""
     os.makedirs(OUT, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     head = "## %s\n\n%s UTC, `%s`\n\nMachine: %s\n\n" % (
@@ -468,6 +468,14 @@ def save(name, markdown, data):
     with open(os.path.join(OUT, "%s-%s.json" % (name, stamp)), "w") as f:
         json.dump({"machine": machine(), "argv": sys.argv, "env": bench_env(), "data": data}, f, indent=1)
     print(text, flush=True)
+    # PNG plots next to the tables (tools/bench/plots.py); a missing
+    # matplotlib costs the plots, never the numbers.
+    try:
+        import plots
+        for p in plots.plot_markdown(name, text, OUT, "%s-%s" % (name, stamp)):
+            log("plot: %s" % os.path.relpath(p, TOP))
+    except Exception as e:
+        log("no plots for %s: %s" % (name, e))
 
 
 def bench_env():
