@@ -5,7 +5,7 @@
  * ListObjectsV2 page parser, the shared-file (INI) reader, credential JSON,
  * answer checks and the latency histogram. Nothing here is for fs/.
  *
- * Files depend on each other one way: s3.c and s3_list.c call s3_cred.c
+ * Files depend on each other one way: s3_list.c calls s3.c; both call s3_cred.c
  * and s3_util.c; s3_cred.c calls s3_util.c only.
  */
 #ifndef COORDFS_REMOTE_S3_INT_H

@@ -61,6 +61,8 @@ def cli_path():
 
 
 CLI = cli_path()
+# s3_cli runs that exited badly or printed a sanitizer report
+bad_exits = []
 
 
 class Cli:
@@ -106,6 +108,9 @@ class Cli:
 		except subprocess.TimeoutExpired:
 			self.p.kill()
 			_, err = self.p.communicate()
+		want = 0 if self.ready == 'ok ready' else 1
+		if self.p.returncode != want or 'Sanitizer' in err or 'runtime error' in err:
+			bad_exits.append((self.p.args, self.p.returncode, err[-2000:]))
 		return err
 
 	def __enter__(self):
@@ -400,6 +405,7 @@ def main():
 	except Exception:
 		traceback.print_exc()
 		check('radosgw fixture', False)
+	check('every s3_cli exited cleanly (no sanitizer report)', not bad_exits, bad_exits)
 	print(f'{passed} passed, {len(failed)} failed ({time.monotonic() - start:.1f} s)')
 	sys.exit(1 if failed else 0)
 
