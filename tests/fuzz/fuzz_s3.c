@@ -177,7 +177,7 @@ static int replay(const char *path, unsigned *count)
 
 		if (names[i]->d_name[0] != '.' &&
 		    snprintf(full, sizeof(full), "%s/%s", path, names[i]->d_name) <
-			    (int)sizeof(full) &&
+			(int)sizeof(full) &&
 		    stat(full, &st) == 0 && S_ISREG(st.st_mode)) {
 			int r = replay_file(full);
 

@@ -82,7 +82,8 @@ static void do_get(struct remote_s3 *s, char *args)
 	uint64_t size, off, len;
 
 	if (sscanf(args, "%3072s %128s %" SCNu64 " %" SCNu64 " %" SCNu64, raw, etag, &size, &off,
-		   &len) != 5 || len > (256u << 20) || remote__pct_decode(raw, key, sizeof(key))) {
+		   &len) != 5 ||
+	    len > (256u << 20) || remote__pct_decode(raw, key, sizeof(key))) {
 		printf("err %d bad get arguments\n", -EINVAL);
 		return;
 	}

@@ -71,9 +71,14 @@ START_TEST(test_parse_time)
 	ck_assert_int_eq(ns, 1796222229LL * 1000000000 + 250000000);
 	ck_assert_int_eq(remote__s3_parse_time("2026-12-02T14:37:09+00:00", &ns), 0);
 	ck_assert_int_eq(ns, 1796222229LL * 1000000000);
-	const char *bad[] = {"", "2026-12-02", "2026-13-02T00:00:00Z", "2026-12-02T24:00:00Z",
-			     "2026-12-02T14:37:09.Z", "2026-12-02T14:37:09Zjunk",
-			     "2026-12-02T14:37:09+01:00", "x026-12-02T14:37:09Z"};
+	const char *bad[] = {"",
+			     "2026-12-02",
+			     "2026-13-02T00:00:00Z",
+			     "2026-12-02T24:00:00Z",
+			     "2026-12-02T14:37:09.Z",
+			     "2026-12-02T14:37:09Zjunk",
+			     "2026-12-02T14:37:09+01:00",
+			     "x026-12-02T14:37:09Z"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		ck_assert_msg(remote__s3_parse_time(bad[i], &ns) == -EINVAL, "%s", bad[i]);
 }
@@ -85,13 +90,19 @@ START_TEST(test_content_range)
 
 	ck_assert_int_eq(remote__s3_content_range("bytes 0-9/10", &a, &b, &t), 0);
 	ck_assert(a == 0 && b == 9 && t == 10);
-	ck_assert_int_eq(remote__s3_content_range("bytes 5-5/18446744073709551615", &a, &b, &t),
-			 0);
+	ck_assert_int_eq(remote__s3_content_range("bytes 5-5/18446744073709551615", &a, &b, &t), 0);
 	ck_assert(t == UINT64_MAX);
-	const char *bad[] = {"bytes */10",	   "bytes 0-9/*",     "bytes 9-0/10",
-			     "bytes 0-10/10",	   "bytes 0-9/10x",   "bits 0-9/10",
-			     "bytes -9/10",	   "bytes 0-9",	      "bytes 0-9/18446744073709551616",
-			     "bytes 0-9/10, 1-2/10", ""};
+	const char *bad[] = {"bytes */10",
+			     "bytes 0-9/*",
+			     "bytes 9-0/10",
+			     "bytes 0-10/10",
+			     "bytes 0-9/10x",
+			     "bits 0-9/10",
+			     "bytes -9/10",
+			     "bytes 0-9",
+			     "bytes 0-9/18446744073709551616",
+			     "bytes 0-9/10, 1-2/10",
+			     ""};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		ck_assert_msg(remote__s3_content_range(bad[i], &a, &b, &t) == -EINVAL, "%s",
 			      bad[i]);
@@ -181,20 +192,20 @@ END_TEST
 /* ---- page parser ------------------------------------------------------ */
 
 static const char page_xml[] =
-	"<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-	"<ListBucketResult xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"
-	"<Name>b</Name><Prefix>p/</Prefix><KeyCount>3</KeyCount><MaxKeys>1000</MaxKeys>"
-	"<IsTruncated>true</IsTruncated>"
-	"<NextContinuationToken>tok/+=&amp;</NextContinuationToken>"
-	"<Contents><Key>p/a &amp; b.txt</Key><LastModified>2026-12-02T14:37:09.250Z"
-	"</LastModified><ETag>&quot;0123abcd&quot;</ETag><Size>10</Size>"
-	"<StorageClass>STANDARD</StorageClass><Owner><ID>x</ID></Owner></Contents>"
-	"<Contents><Size>0</Size><Key><![CDATA[p/<cdata>]]></Key>"
-	"<ETag>\"e2\"</ETag><Unknown><Key>ignored</Key></Unknown></Contents>"
-	"<Contents><Key>p/\xc3\xbc</Key><Size>18446744073709551615</Size></Contents>"
-	"<CommonPrefixes><Prefix>p/sub/</Prefix></CommonPrefixes>"
-	"<CommonPrefixes><Prefix>p/sub2/</Prefix></CommonPrefixes>"
-	"</ListBucketResult>";
+    "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+    "<ListBucketResult xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"
+    "<Name>b</Name><Prefix>p/</Prefix><KeyCount>3</KeyCount><MaxKeys>1000</MaxKeys>"
+    "<IsTruncated>true</IsTruncated>"
+    "<NextContinuationToken>tok/+=&amp;</NextContinuationToken>"
+    "<Contents><Key>p/a &amp; b.txt</Key><LastModified>2026-12-02T14:37:09.250Z"
+    "</LastModified><ETag>&quot;0123abcd&quot;</ETag><Size>10</Size>"
+    "<StorageClass>STANDARD</StorageClass><Owner><ID>x</ID></Owner></Contents>"
+    "<Contents><Size>0</Size><Key><![CDATA[p/<cdata>]]></Key>"
+    "<ETag>\"e2\"</ETag><Unknown><Key>ignored</Key></Unknown></Contents>"
+    "<Contents><Key>p/\xc3\xbc</Key><Size>18446744073709551615</Size></Contents>"
+    "<CommonPrefixes><Prefix>p/sub/</Prefix></CommonPrefixes>"
+    "<CommonPrefixes><Prefix>p/sub2/</Prefix></CommonPrefixes>"
+    "</ListBucketResult>";
 
 static void check_page(const struct s3_page *p)
 {
@@ -270,28 +281,28 @@ static int parse_one(const char *xml)
 START_TEST(test_page_bad_inputs)
 {
 	const char *bad[] = {
-		"",
-		"not xml at all",
-		"<ListBucketResult><Contents><Key>a</Key><Size>1</Size></Contents>", /* cut */
-		"<Other/>",
-		LBR("<Contents><Key>a</Key></Contents>"),		    /* no Size */
-		LBR("<Contents><Size>1</Size></Contents>"),		    /* no Key */
-		LBR("<Contents><Key></Key><Size>1</Size></Contents>"),	    /* empty key */
-		LBR("<Contents><Key>a</Key><Size>-1</Size></Contents>"),
-		LBR("<Contents><Key>a</Key><Size>1x</Size></Contents>"),
-		LBR("<Contents><Key>a</Key><Size>18446744073709551616</Size></Contents>"),
-		LBR("<Contents><Key>a</Key><Size>1</Size><LastModified>yesterday"
-		    "</LastModified></Contents>"),
-		LBR("<Contents><Key>a&#0;b</Key><Size>1</Size></Contents>"),
-		LBR("<IsTruncated>maybe</IsTruncated>"),
-		LBR("<IsTruncated>true</IsTruncated>"), /* truncated without a token */
-		LBR("<CommonPrefixes><Prefix></Prefix></CommonPrefixes>"),
-		/* entity expansion is refused outright */
-		"<?xml version=\"1.0\"?><!DOCTYPE l [<!ENTITY a \"aaaaaaaaaa\">"
-		"<!ENTITY b \"&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;\">]>" LBR("<Name>&b;</Name>"),
-		"<!DOCTYPE l SYSTEM \"file:///etc/passwd\">" LBR(""),
-		LBR("<a><b><c><d><e><f><g><h><i>deep</i></h></g></f></e></d></c></b></a>"),
-		LBR("") "<second/>",
+	    "",
+	    "not xml at all",
+	    "<ListBucketResult><Contents><Key>a</Key><Size>1</Size></Contents>", /* cut */
+	    "<Other/>",
+	    LBR("<Contents><Key>a</Key></Contents>"),		   /* no Size */
+	    LBR("<Contents><Size>1</Size></Contents>"),		   /* no Key */
+	    LBR("<Contents><Key></Key><Size>1</Size></Contents>"), /* empty key */
+	    LBR("<Contents><Key>a</Key><Size>-1</Size></Contents>"),
+	    LBR("<Contents><Key>a</Key><Size>1x</Size></Contents>"),
+	    LBR("<Contents><Key>a</Key><Size>18446744073709551616</Size></Contents>"),
+	    LBR("<Contents><Key>a</Key><Size>1</Size><LastModified>yesterday"
+		"</LastModified></Contents>"),
+	    LBR("<Contents><Key>a&#0;b</Key><Size>1</Size></Contents>"),
+	    LBR("<IsTruncated>maybe</IsTruncated>"),
+	    LBR("<IsTruncated>true</IsTruncated>"), /* truncated without a token */
+	    LBR("<CommonPrefixes><Prefix></Prefix></CommonPrefixes>"),
+	    /* entity expansion is refused outright */
+	    "<?xml version=\"1.0\"?><!DOCTYPE l [<!ENTITY a \"aaaaaaaaaa\">"
+	    "<!ENTITY b \"&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;\">]>" LBR("<Name>&b;</Name>"),
+	    "<!DOCTYPE l SYSTEM \"file:///etc/passwd\">" LBR(""),
+	    LBR("<a><b><c><d><e><f><g><h><i>deep</i></h></g></f></e></d></c></b></a>"),
+	    LBR("") "<second/>",
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		ck_assert_msg(parse_one(bad[i]) < 0, "accepted #%zu: %s", i, bad[i]);
@@ -481,16 +492,16 @@ START_TEST(test_cred_json)
 	ck_assert_int_eq(c.expires_s, 0);
 
 	const char *bad[] = {
-		"",
-		"[]",
-		"{\"Code\":\"Failure\",\"AccessKeyId\":\"A\",\"SecretAccessKey\":\"S\"}",
-		"{\"AccessKeyId\":\"A\"}",
-		"{\"AccessKeyId\":\"\",\"SecretAccessKey\":\"S\"}",
-		"{\"AccessKeyId\":1,\"SecretAccessKey\":\"S\"}",
-		"{\"AccessKeyId\":\"A\",\"SecretAccessKey\":\"S\",\"Expiration\":\"soon\"}",
-		"{\"AccessKeyId\":\"A\",\"SecretAccessKey\":\"S\"",
-		"{\"AccessKeyId\":\"A\",\"AccessKeyId\":\"B\",\"SecretAccessKey\":\"S\"}",
-		"{\"AccessKeyId\":\"A\\u0000B\",\"SecretAccessKey\":\"S\"}",
+	    "",
+	    "[]",
+	    "{\"Code\":\"Failure\",\"AccessKeyId\":\"A\",\"SecretAccessKey\":\"S\"}",
+	    "{\"AccessKeyId\":\"A\"}",
+	    "{\"AccessKeyId\":\"\",\"SecretAccessKey\":\"S\"}",
+	    "{\"AccessKeyId\":1,\"SecretAccessKey\":\"S\"}",
+	    "{\"AccessKeyId\":\"A\",\"SecretAccessKey\":\"S\",\"Expiration\":\"soon\"}",
+	    "{\"AccessKeyId\":\"A\",\"SecretAccessKey\":\"S\"",
+	    "{\"AccessKeyId\":\"A\",\"AccessKeyId\":\"B\",\"SecretAccessKey\":\"S\"}",
+	    "{\"AccessKeyId\":\"A\\u0000B\",\"SecretAccessKey\":\"S\"}",
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		ck_assert_msg(remote__s3_cred_json(bad[i], strlen(bad[i]), &c) == -EINVAL, "%s",
@@ -619,8 +630,8 @@ START_TEST(test_create_urls)
 	destroy(s);
 	unsetenv("AWS_REGION");
 
-	cfg = (struct remote_s3_config){.bucket = "bkt", .endpoint = "http://127.0.0.1:9000/",
-					.prefix = "x/"};
+	cfg = (struct remote_s3_config){
+	    .bucket = "bkt", .endpoint = "http://127.0.0.1:9000/", .prefix = "x/"};
 	ck_assert_int_eq(create(&cfg, &s, err), 0);
 	ck_assert_str_eq(s->bucket_url, "http://127.0.0.1:9000/bkt/");
 	ck_assert_str_eq(s->prefix, "x/");
@@ -650,8 +661,8 @@ START_TEST(test_create_errors)
 	cfg.bucket = "ab";
 	ck_assert_int_eq(create(&cfg, &s, err), -EINVAL);
 	cfg.bucket = "bkt";
-	const char *eps[] = {"ftp://x", "http://", "http://h/path", "http://u:p@h", "h:80",
-			     "http://h?x"};
+	const char *eps[] = {"ftp://x",	     "http://", "http://h/path",
+			     "http://u:p@h", "h:80",	"http://h?x"};
 	for (size_t i = 0; i < sizeof(eps) / sizeof(eps[0]); i++) {
 		cfg.endpoint = eps[i];
 		ck_assert_msg(create(&cfg, &s, err) == -EINVAL, "%s", eps[i]);
