@@ -231,19 +231,23 @@ int remote__s3_prepare(struct remote_s3 *s, void *easy, struct curl_slist **hdrs
 {
 	CURL *e = easy;
 	struct curl_slist *n;
+	struct s3_creds c;
+	bool sign = remote__s3_cred_source(s->cred) != S3_CRED_NONE;
 
+	/* First, as a refresh may run a request on this thread's handle (and
+	 * reset it): only then set this request's options. */
+	if (sign) {
+		int r = remote__s3_cred_get(s->cred, &c);
+
+		if (r)
+			return r;
+	}
 	/* keys are sent as listed: no "." or ".." folding by curl */
 	curl_easy_setopt(e, CURLOPT_PATH_AS_IS, 1L);
 	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)s->connect_timeout_ms);
 	curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)s->timeout_ms);
-	if (remote__s3_cred_source(s->cred) == S3_CRED_NONE)
+	if (!sign)
 		return 0;
-
-	struct s3_creds c;
-	int r = remote__s3_cred_get(s->cred, &c);
-
-	if (r)
-		return r;
 	n = curl_slist_append(*hdrs, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
 	if (!n)
 		goto nomem;
@@ -254,7 +258,8 @@ int remote__s3_prepare(struct remote_s3 *s, void *easy, struct curl_slist **hdrs
 		strbuf_init(&tok);
 		strbuf_printf(&tok, "x-amz-security-token: %s", c.token);
 		n = tok.failed ? NULL : curl_slist_append(*hdrs, tok.buf);
-		explicit_bzero(tok.buf, tok.len);
+		if (tok.buf)
+			explicit_bzero(tok.buf, tok.len);
 		strbuf_fini(&tok);
 		if (!n)
 			goto nomem;

@@ -28,7 +28,7 @@ import traceback
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import s3_fixture as s3f  # noqa: E402
 
-EIO, ENOENT, EACCES, EINVAL = 5, 2, 13, 22
+EIO, ENOENT, EACCES, EINVAL, ETIMEDOUT = 5, 2, 13, 22, 110
 
 passed = 0
 failed = []
@@ -350,6 +350,19 @@ def test_temporary(rgw, objs, etags):
 			      cs.fetches >= 3, f'fetches={cs.fetches}')
 			st = c.stats()
 			eq('  the client counts the same fetches', st['fetches'], cs.fetches)
+		# the request that triggers a refresh keeps its own options (timeouts)
+		with s3f.S3Proxy(rgw.endpoint) as px, \
+				Cli('data', env, f'--endpoint={px.endpoint}', '--timeout-ms=700',
+				    '--retries=1', '--backoff-base-ms=10') as c:
+			eq('  via the proxy: a GET', c.get(key, etags[key], len(objs[key]), 0, 3),
+			   objs[key][:3])
+			time.sleep(2.5)  # past the refresh time (half of 4 s)
+			before = cs.fetches
+			px.set_delay(2500)
+			eq('  a GET that refreshes, answered after its timeout: -ETIMEDOUT',
+			   c.get(key, etags[key], len(objs[key]), 0, 3), -ETIMEDOUT)
+			eq('  that GET fetched new credentials', cs.fetches - before, 1)
+			px.set_delay(0)
 		cs.set_ttl(3600)
 		before = cs.fetches
 		with Cli('data', env, f'--endpoint={rgw.endpoint}') as c:
