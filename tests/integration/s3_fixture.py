@@ -18,6 +18,7 @@
             proxy.fail_next(3, status=503, method="GET", key="train/a/1.jpg")
             proxy.down(); proxy.up()           # close every connection / come back
             proxy.count(method="GET", key="train/a/1.jpg")
+            proxy.connections                  # TCP connections accepted
             proxy.entries()                    # every request: method, bucket, key,
                                                #   query, range, status, injected
 

@@ -203,6 +203,23 @@ def test_get(rgw, objs, etags, rng):
 		eq('GET with a wrong size for the snapshot: -EIO',
 		   c.get('big.bin', etags['big.bin'], len(big) + 1, 0, 10), -EIO)
 
+		# many threads at once, one pool: every read identical to the object,
+		# and the pool's connections shared (short-lived listing threads
+		# leave theirs to the next ones)
+		key = 'train/c007/img000.jpg'
+		mid = objs['big.bin'][:20000]
+		mkey = 'mid.bin'
+		metag = rgw.put('data', mkey, mid)
+		ans = c.cmd(f'pget 8 10 {mkey} {metag} {len(mid)}').split()
+		eq('8 threads x 20 concurrent GETs: every read the uploaded bytes',
+		   (ans[0], bytes.fromhex(ans[2]) if len(ans) > 2 else None), ('ok', mid))
+		conns = px.connections
+		for _ in range(3):
+			head, got = c.list(8)
+			check('  parallel listing again', got is not None, head)
+		check('  3 listings by 8 new threads each reuse the pooled connections',
+		      px.connections - conns <= 10, f'{px.connections - conns} new connections')
+
 		# injected 503s are retried transparently, and counted
 		key = 'train/c003/img001.jpg'
 		px.clear_log()
