@@ -407,6 +407,43 @@ def test_temporary(rgw, objs, etags):
 	c.close()
 
 
+def test_proxy_cli(rgw, objs, etags):
+	"""tools/s3/s3proxy.py as a standalone process, controlled over HTTP."""
+	import json
+	import urllib.request
+	tool = os.path.join(s3f.TOOLS, 's3proxy.py')
+	p = subprocess.Popen([sys.executable, tool, '--upstream', rgw.endpoint],
+			     stdout=subprocess.PIPE, text=True)
+	try:
+		line = p.stdout.readline().split()
+		check('standalone proxy prints its address', line[:1] == ['listening'], line)
+		ep = line[1]
+
+		def ctl(what):
+			with urllib.request.urlopen(f'{ep}/__proxy/{what}', timeout=10) as r:
+				return r.read().decode()
+		key = 'train/c008/img001.jpg'
+		eq('control: fail the next 2 GETs of a key', ctl(f'fail?n=2&status=503&key={key}'),
+		   'ok\n')
+		with Cli('data', rgw.env(), f'--endpoint={ep}', '--backoff-base-ms=10') as c:
+			eq('  a GET through it still returns the bytes',
+			   c.get(key, etags[key], len(objs[key]), 0, len(objs[key])), objs[key])
+		log = [json.loads(x) for x in ctl('log').splitlines()]
+		eq('  its log: 3 GETs of the key, statuses 503, 503, 206',
+		   [e['status'] for e in log if e['key'] == key], [503, 503, 206])
+		ctl('down')
+		with Cli('data', rgw.env(), f'--endpoint={ep}', '--retries=1',
+			 '--backoff-base-ms=10') as c:
+			eq('  down: GET fails', c.get(key, etags[key], len(objs[key]), 0, 1), -EIO)
+			eq('  control still answers while down; up', ctl('up'), 'ok\n')
+			eq('  up: the same client reads again',
+			   c.get(key, etags[key], len(objs[key]), 0, 1), objs[key][:1])
+	finally:
+		p.terminate()
+		p.wait(10)
+	eq('standalone proxy exits on SIGTERM', p.returncode, 0)
+
+
 def main():
 	rng = random.Random(20261202)
 	start = time.monotonic()
@@ -428,7 +465,8 @@ def main():
 					 (test_auth, (rgw, objs, etags)),
 					 (test_profiles, (rgw, etags)),
 					 (test_temporary, (rgw, objs, etags)),
-					 (test_get, (rgw, objs, etags, rng))):
+					 (test_get, (rgw, objs, etags, rng)),
+					 (test_proxy_cli, (rgw, objs, etags))):
 				try:
 					fn(*args)
 				except Exception:

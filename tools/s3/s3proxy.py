@@ -220,6 +220,12 @@ class _Server(http.server.ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
 
+    def handle_error(self, request, client_address):
+        # a client that gave up (timeout) and closed is not the proxy's error
+        if isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            return
+        super().handle_error(request, client_address)
+
 
 class S3Proxy:
     """In-process proxy; see the module docstring. Thread-safe."""
