@@ -307,6 +307,12 @@ static void list_prefix(struct list_ctx *c, const char *prefix)
 		}
 		if (!p->truncated)
 			break;
+		if (token && !strcmp(token, p->next_token)) {
+			/* the same page again: a broken server, not a long listing */
+			ctx_fail(c, -EIO, "s3://%s/%s: the endpoint repeats its continuation token",
+				 s->bucket, prefix);
+			break;
+		}
 		free(token);
 		token = strdup(p->next_token);
 		if (!token) {

@@ -444,6 +444,43 @@ def test_proxy_cli(rgw, objs, etags):
 	eq('standalone proxy exits on SIGTERM', p.returncode, 0)
 
 
+def test_lying_server(rng):
+	"""Answers radosgw never gives: each must be an error, never bytes."""
+	data = rng.randbytes(5000)
+	objs = {'d/obj.bin': data, 'd/other.bin': b'x' * 10}
+	with s3f.FakeS3(objs) as fake:
+		env = {k: v for k, v in os.environ.items() if not k.startswith('AWS_')}
+		env.update(AWS_ACCESS_KEY_ID='fake', AWS_SECRET_ACCESS_KEY='fake-secret',
+			   AWS_EC2_METADATA_DISABLED='true')
+		with Cli('fake', env, f'--endpoint={fake.endpoint}', '--retries=2',
+			 '--backoff-base-ms=5', '--timeout-ms=5000') as c:
+			et = fake.etag('d/obj.bin')
+			head, got = c.list(4)
+			eq('honest fake server: listing', got,
+			   {k: (len(v), fake.etag(k)) for k, v in objs.items()})
+			eq('honest fake server: ranged GET', c.get('d/obj.bin', et, 5000, 100, 200),
+			   data[100:300])
+			for mode in ('wrong_etag', 'ignore_range', 'wrong_range', 'wrong_total',
+				     'no_content_range', 'long_body', 'short_body'):
+				fake.mode = mode
+				eq(f'server answers {mode}: -EIO', c.get('d/obj.bin', et, 5000, 100, 200),
+				   -EIO)
+			fake.mode = 'ignore_range'
+			eq('a 200 for a whole-object read is fine', c.get('d/obj.bin', et, 5000, 0, 5000),
+			   data)
+			for mode, why in (('list_bad_xml', 'malformed'), ('list_huge', 'oversized'),
+					  ('list_repeat_token', 'repeats its continuation token')):
+				fake.mode = mode
+				for par in (1, 4):
+					head, got = c.list(par)
+					check(f'server answers {mode} (parallel {par}): -EIO, says {why}',
+					      got is None and head.startswith(f'err -{EIO} ') and why in head,
+					      head)
+			fake.mode = 'ok'
+			eq('the same client is fine with an honest answer again',
+			   c.get('d/obj.bin', et, 5000, 0, 10), data[:10])
+
+
 def main():
 	rng = random.Random(20261202)
 	start = time.monotonic()
@@ -466,7 +503,8 @@ def main():
 					 (test_profiles, (rgw, etags)),
 					 (test_temporary, (rgw, objs, etags)),
 					 (test_get, (rgw, objs, etags, rng)),
-					 (test_proxy_cli, (rgw, objs, etags))):
+					 (test_proxy_cli, (rgw, objs, etags)),
+					 (test_lying_server, (rng,))):
 				try:
 					fn(*args)
 				except Exception:
