@@ -34,7 +34,7 @@
 #define STAT_ADD(s, field, v) atomic_fetch_add_explicit(&(s)->field, (v), memory_order_relaxed)
 
 static void set_err(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 static void set_err(char *err, size_t errlen, const char *fmt, ...)
 {
 	va_list ap;
@@ -152,10 +152,10 @@ int remote_s3_create(const struct remote_s3_config *cfg, struct remote_http *poo
 	if (r)
 		goto fail;
 	const char *reg = cfg->region && *cfg->region ? cfg->region
-			  : env("AWS_REGION")		 ? env("AWS_REGION")
-			  : env("AWS_DEFAULT_REGION")	 ? env("AWS_DEFAULT_REGION")
-			  : region[0]			 ? region
-							 : "us-east-1";
+			  : env("AWS_REGION")	      ? env("AWS_REGION")
+			  : env("AWS_DEFAULT_REGION") ? env("AWS_DEFAULT_REGION")
+			  : region[0]		      ? region
+						      : "us-east-1";
 	if (!region_ok(reg)) {
 		set_err(err, errlen, "s3://%s: bad region '%.64s'", cfg->bucket, reg);
 		r = -EINVAL;
@@ -172,9 +172,10 @@ int remote_s3_create(const struct remote_s3_config *cfg, struct remote_http *poo
 
 	if (cfg->endpoint && *cfg->endpoint) {
 		if (parse_endpoint(cfg->endpoint, scheme, sizeof(scheme), host, sizeof(host))) {
-			set_err(err, errlen,
-				"--endpoint=%.200s: expected http://HOST[:PORT] or https://HOST[:PORT]",
-				cfg->endpoint);
+			set_err(
+			    err, errlen,
+			    "--endpoint=%.200s: expected http://HOST[:PORT] or https://HOST[:PORT]",
+			    cfg->endpoint);
 			r = -EINVAL;
 			goto fail;
 		}
@@ -230,17 +231,23 @@ int remote__s3_prepare(struct remote_s3 *s, void *easy, struct curl_slist **hdrs
 {
 	CURL *e = easy;
 	struct curl_slist *n;
+	struct s3_creds c;
+	bool sign = remote__s3_cred_source(s->cred) != S3_CRED_NONE;
 
+	/* First, as a refresh may run a request on this thread's handle (and
+	 * reset it): only then set this request's options. */
+	if (sign) {
+		int r = remote__s3_cred_get(s->cred, &c);
+
+		if (r)
+			return r;
+	}
+	/* keys are sent as listed: no "." or ".." folding by curl */
+	curl_easy_setopt(e, CURLOPT_PATH_AS_IS, 1L);
 	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)s->connect_timeout_ms);
 	curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)s->timeout_ms);
-	if (remote__s3_cred_source(s->cred) == S3_CRED_NONE)
+	if (!sign)
 		return 0;
-
-	struct s3_creds c;
-	int r = remote__s3_cred_get(s->cred, &c);
-
-	if (r)
-		return r;
 	n = curl_slist_append(*hdrs, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
 	if (!n)
 		goto nomem;
@@ -251,7 +258,8 @@ int remote__s3_prepare(struct remote_s3 *s, void *easy, struct curl_slist **hdrs
 		strbuf_init(&tok);
 		strbuf_printf(&tok, "x-amz-security-token: %s", c.token);
 		n = tok.failed ? NULL : curl_slist_append(*hdrs, tok.buf);
-		explicit_bzero(tok.buf, tok.len);
+		if (tok.buf)
+			explicit_bzero(tok.buf, tok.len);
 		strbuf_fini(&tok);
 		if (!n)
 			goto nomem;
@@ -443,8 +451,7 @@ ssize_t remote_s3_get(struct remote_s3 *s, const char *key, const char *etag, ui
 	strbuf_puts(&url, s->base_url);
 	remote__s3_pct(&url, s->prefix, strlen(s->prefix), true);
 	remote__s3_pct(&url, key, strlen(key), true);
-	snprintf(range, sizeof(range), "Range: bytes=%" PRIu64 "-%" PRIu64, off,
-		 off + len - 1);
+	snprintf(range, sizeof(range), "Range: bytes=%" PRIu64 "-%" PRIu64, off, off + len - 1);
 	snprintf(ifmatch, sizeof(ifmatch), "If-Match: %s", etag);
 	if (url.failed) {
 		ret = -ENOMEM;

@@ -103,7 +103,7 @@ struct remote_s3_stats {
 	uint64_t retries;	 /* of those, repeats after a retryable failure */
 	uint64_t errors;	 /* calls that returned an error */
 	uint64_t bytes;		 /* body bytes of successful GETs */
-	double latency_p50_ms;	 /* time to first byte of GETs, recent window */
+	double latency_p50_ms;	 /* time to first byte of GETs, since create */
 	double latency_p99_ms;
 };
 void remote_s3_get_stats(struct remote_s3 *s, struct remote_s3_stats *out);

@@ -40,9 +40,9 @@
 struct s3_cred {
 	enum s3_cred_source source;
 	struct remote_http *pool;
-	char *url;	  /* container URI, or the IMDS base */
-	char *auth;	  /* container Authorization value (a secret) */
-	char *auth_file;  /* ... or the file that holds it */
+	char *url;	 /* container URI, or the IMDS base */
+	char *auth;	 /* container Authorization value (a secret) */
+	char *auth_file; /* ... or the file that holds it */
 	pthread_mutex_t refresh_lock;
 	pthread_mutex_t lock; /* protects cur and refresh_at_s */
 	struct s3_creds cur;
@@ -59,7 +59,7 @@ static int64_t now_s(void)
 }
 
 static void set_err(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 static void set_err(char *err, size_t errlen, const char *fmt, ...)
 {
 	va_list ap;
@@ -398,8 +398,8 @@ static int copy_str(char *dst, size_t cap, const char *src)
 }
 
 int remote__s3_cred_create(const struct remote_s3_config *cfg, struct remote_http *pool,
-			   char *region_out, size_t region_cap, struct s3_cred **out,
-			   char *err, size_t errlen)
+			   char *region_out, size_t region_cap, struct s3_cred **out, char *err,
+			   size_t errlen)
 {
 	struct s3_cred *c = calloc(1, sizeof(*c));
 	struct s3_profile *prof = calloc(1, sizeof(*prof));
@@ -439,8 +439,9 @@ int remote__s3_cred_create(const struct remote_s3_config *cfg, struct remote_htt
 		    copy_str(c->cur.secret_key, sizeof(c->cur.secret_key), sk) ||
 		    ((v = env("AWS_SESSION_TOKEN")) &&
 		     copy_str(c->cur.token, sizeof(c->cur.token), v))) {
-			set_err(err, errlen, "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY/"
-					     "AWS_SESSION_TOKEN: too long");
+			set_err(err, errlen,
+				"AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY/"
+				"AWS_SESSION_TOKEN: too long");
 			r = -EINVAL;
 			goto fail;
 		}

@@ -5,7 +5,7 @@
  * ListObjectsV2 page parser, the shared-file (INI) reader, credential JSON,
  * answer checks and the latency histogram. Nothing here is for fs/.
  *
- * Files depend on each other one way: s3.c and s3_list.c call s3_cred.c
+ * Files depend on each other one way: s3_list.c calls s3.c; both call s3_cred.c
  * and s3_util.c; s3_cred.c calls s3_util.c only.
  */
 #ifndef COORDFS_REMOTE_S3_INT_H
@@ -25,13 +25,13 @@ struct curl_slist;
 /* Caps on what the network or a file may hand us. */
 #define S3_MAX_ACCESS_KEY 128
 #define S3_MAX_SECRET 256
-#define S3_MAX_TOKEN 4096	    /* session tokens are ~1-2 KiB */
+#define S3_MAX_TOKEN 4096 /* session tokens are ~1-2 KiB */
 #define S3_MAX_REGION 64
-#define S3_MAX_ERROR_BODY 8192	    /* XML error document we keep */
+#define S3_MAX_ERROR_BODY 8192	     /* XML error document we keep */
 #define S3_MAX_LIST_BODY (32u << 20) /* one ListObjectsV2 page */
-#define S3_MAX_PAGE_ENTRIES 20000   /* S3 sends at most 1000 */
-#define S3_MAX_XML_TEXT 4096	    /* one element's text */
-#define S3_MAX_CRED_BODY 65536	    /* a credential endpoint's answer */
+#define S3_MAX_PAGE_ENTRIES 20000    /* S3 sends at most 1000 */
+#define S3_MAX_XML_TEXT 4096	     /* one element's text */
+#define S3_MAX_CRED_BODY 65536	     /* a credential endpoint's answer */
 #define S3_MAX_INI_LINE 4096
 #define S3_MAX_INI_FILE (1u << 20)
 
@@ -51,8 +51,7 @@ void remote__s3_list_query(struct strbuf *out, const char *token, const char *de
 int remote__s3_parse_time(const char *s, int64_t *ns);
 
 /* "bytes FIRST-LAST/TOTAL": 0 and the numbers, or -EINVAL (also for '*'). */
-int remote__s3_content_range(const char *value, uint64_t *first, uint64_t *last,
-			     uint64_t *total);
+int remote__s3_content_range(const char *value, uint64_t *first, uint64_t *last, uint64_t *total);
 
 /* Strong ETag equality; the quotes may be missing on either side. */
 bool remote__s3_etag_equal(const char *a, const char *b);
@@ -95,7 +94,7 @@ struct s3_page {
 	/* parser state */
 	void *parser; /* XML_Parser */
 	unsigned depth;
-	int root;  /* 1: ListBucketResult, 2: Error */
+	int root; /* 1: ListBucketResult, 2: Error */
 	bool in_contents, in_prefixes;
 	int where; /* which text-bearing element we are in */
 	char *text;
@@ -126,8 +125,7 @@ struct s3_profile {
  * others stay). Keys are matched case-insensitively, around '=' spaces are
  * trimmed, ';' and '#' start comments. -EINVAL on a line over
  * S3_MAX_INI_LINE or a value over its field. */
-int remote__s3_ini_parse(const char *text, size_t len, const char *section,
-			 struct s3_profile *p);
+int remote__s3_ini_parse(const char *text, size_t len, const char *section, struct s3_profile *p);
 
 struct s3_creds {
 	char access_key[S3_MAX_ACCESS_KEY];
@@ -157,8 +155,8 @@ enum s3_cred_source {
  * region_out receives the profile's region when it has one (else left
  * alone). 0 or -EACCES / -EINVAL / -ENOMEM with one line in err. */
 int remote__s3_cred_create(const struct remote_s3_config *cfg, struct remote_http *pool,
-			   char *region_out, size_t region_cap, struct s3_cred **out,
-			   char *err, size_t errlen);
+			   char *region_out, size_t region_cap, struct s3_cred **out, char *err,
+			   size_t errlen);
 void remote__s3_cred_destroy(struct s3_cred *c);
 /* Current credentials, refreshed first when due. One thread refreshes;
  * the others go on with the old ones while those are still valid.
@@ -174,10 +172,10 @@ struct remote_s3 {
 	struct remote_http *http;
 	struct s3_cred *cred; /* NULL when anonymous */
 	char *bucket;
-	char *prefix;	    /* "" or ends in '/' */
-	char *base_url;	    /* scheme://host[:port]/[bucket/] : keys follow */
-	char *bucket_url;   /* base_url for bucket-level requests, ends in '/' */
-	char *sigv4;	    /* "aws:amz:REGION:s3" */
+	char *prefix;	  /* "" or ends in '/' */
+	char *base_url;	  /* scheme://host[:port]/[bucket/] : keys follow */
+	char *bucket_url; /* base_url for bucket-level requests, ends in '/' */
+	char *sigv4;	  /* "aws:amz:REGION:s3" */
 	char region[S3_MAX_REGION];
 	unsigned connect_timeout_ms, timeout_ms, max_retries, backoff_base_ms, backoff_cap_ms;
 	_Atomic uint64_t requests, retries, errors, bytes;
@@ -186,14 +184,16 @@ struct remote_s3 {
 
 /* One signed request's outcome. */
 struct s3_result {
-	int curl_code;	 /* CURLcode */
-	long status;	 /* HTTP status, 0 when none */
+	int curl_code; /* CURLcode */
+	long status;   /* HTTP status, 0 when none */
 	char error_code[64];
 };
 
 /* Apply signing (credentials, SigV4, UNSIGNED-PAYLOAD, session token) and
- * the client's timeouts to easy, whose URL and callbacks the caller set;
- * hdrs is the caller's header list, appended to (freed by the caller).
+ * the client's timeouts to easy, the calling thread's pool handle. Call it
+ * right after remote_http_easy(), before setting any other option: a due
+ * credential refresh runs its own requests on that same handle. hdrs is
+ * the caller's header list, appended to (freed by the caller).
  * 0 or -EACCES (no valid credentials) / -ENOMEM. */
 int remote__s3_prepare(struct remote_s3 *s, void *easy, struct curl_slist **hdrs);
 

@@ -86,7 +86,7 @@ static size_t page_write_cb(char *data, size_t size, size_t n, void *arg)
 }
 
 static void ctx_fail(struct list_ctx *c, int err, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 static void ctx_fail(struct list_ctx *c, int err, const char *fmt, ...)
 {
 	va_list ap;
@@ -178,8 +178,8 @@ static int fetch_page(struct list_ctx *c, const char *prefix, const char *token,
 			break;
 		}
 		if (x->too_big || (rc == CURLE_WRITE_ERROR && x->status == 200)) {
-			ctx_fail(c, -EIO, "s3://%s/%s: %s ListObjectsV2 answer", s->bucket,
-				 prefix, x->too_big ? "oversized" : "malformed");
+			ctx_fail(c, -EIO, "s3://%s/%s: %s ListObjectsV2 answer", s->bucket, prefix,
+				 x->too_big ? "oversized" : "malformed");
 			break;
 		}
 		if (remote__s3_retryable(rc, x->status) && attempt < s->max_retries &&
@@ -207,8 +207,8 @@ static int fetch_page(struct list_ctx *c, const char *prefix, const char *token,
 			ctx_fail(c, ret, "s3://%s: access denied (%s): check the credentials%s",
 				 s->bucket, code[0] ? code : "HTTP 403",
 				 remote__s3_cred_source(s->cred) == S3_CRED_NONE
-					 ? " (the request was anonymous)"
-					 : " and the bucket's policy");
+				     ? " (the request was anonymous)"
+				     : " and the bucket's policy");
 		else if (ret == -ENOENT)
 			ctx_fail(c, ret, "s3://%s: no such bucket (%s at %s)", s->bucket,
 				 code[0] ? code : "HTTP 404", s->bucket_url);
@@ -277,8 +277,10 @@ static void list_prefix(struct list_ctx *c, const char *prefix)
 			struct s3_page_entry *en = &p->entries[i];
 			struct remote_s3_object obj;
 
-			if (en->key_len < plen || memcmp(en->key, s->prefix, plen))
-				continue; /* not under our prefix: a confused server */
+			/* not under our prefix (a confused server), or the prefix
+			 * itself (a directory marker for the root): not a file */
+			if (en->key_len <= plen || memcmp(en->key, s->prefix, plen))
+				continue;
 			obj.key = en->key + plen;
 			obj.key_len = en->key_len - plen;
 			obj.size = en->size;
@@ -305,6 +307,12 @@ static void list_prefix(struct list_ctx *c, const char *prefix)
 		}
 		if (!p->truncated)
 			break;
+		if (token && !strcmp(token, p->next_token)) {
+			/* the same page again: a broken server, not a long listing */
+			ctx_fail(c, -EIO, "s3://%s/%s: the endpoint repeats its continuation token",
+				 s->bucket, prefix);
+			break;
+		}
 		free(token);
 		token = strdup(p->next_token);
 		if (!token) {

@@ -138,8 +138,7 @@ static int parse_u64(const char **p, uint64_t *out)
 	return 0;
 }
 
-int remote__s3_content_range(const char *value, uint64_t *first, uint64_t *last,
-			     uint64_t *total)
+int remote__s3_content_range(const char *value, uint64_t *first, uint64_t *last, uint64_t *total)
 {
 	const char *p = value;
 
@@ -255,7 +254,7 @@ enum where {
 	W_SIZE,
 	W_ETAG,
 	W_MTIME,
-	W_PREFIX,	/* CommonPrefixes/Prefix */
+	W_PREFIX, /* CommonPrefixes/Prefix */
 	W_TRUNCATED,
 	W_TOKEN,
 	W_ERR_CODE,
@@ -394,8 +393,7 @@ static void end_text(struct s3_page *p)
 	case W_PREFIX:
 		if (p->text_len == 0 || p->text_len > REMOTE_S3_MAX_KEY ||
 		    memchr(t, '\0', p->text_len) || p->n_prefixes >= S3_MAX_PAGE_ENTRIES ||
-		    !grow((void **)&p->prefixes, &p->cap_prefixes, p->n_prefixes,
-			  sizeof(char *))) {
+		    !grow((void **)&p->prefixes, &p->cap_prefixes, p->n_prefixes, sizeof(char *))) {
 			page_fail(p, -EINVAL);
 			return;
 		}
@@ -422,13 +420,13 @@ static void end_text(struct s3_page *p)
 	case W_ERR_CODE:
 		copy_text(p->error_code, sizeof(p->error_code), t,
 			  p->text_len < sizeof(p->error_code) ? p->text_len
-							     : sizeof(p->error_code) - 1,
+							      : sizeof(p->error_code) - 1,
 			  p);
 		break;
 	case W_ERR_MESSAGE:
 		copy_text(p->error_message, sizeof(p->error_message), t,
 			  p->text_len < sizeof(p->error_message) ? p->text_len
-								: sizeof(p->error_message) - 1,
+								 : sizeof(p->error_message) - 1,
 			  p);
 		break;
 	default:
@@ -562,8 +560,7 @@ static int set_field(char *dst, size_t cap, const char *v)
 	return 0;
 }
 
-int remote__s3_ini_parse(const char *text, size_t len, const char *section,
-			 struct s3_profile *p)
+int remote__s3_ini_parse(const char *text, size_t len, const char *section, struct s3_profile *p)
 {
 	char line[S3_MAX_INI_LINE + 1];
 	bool in_section = false;
@@ -653,8 +650,7 @@ int remote__s3_cred_json(const char *json, size_t len, struct s3_creds *out)
 	    (code[0] && strcmp(code, "Success")))
 		goto out;
 	if (json_field(root, "AccessKeyId", out->access_key, sizeof(out->access_key), true) ||
-	    json_field(root, "SecretAccessKey", out->secret_key, sizeof(out->secret_key),
-		       true) ||
+	    json_field(root, "SecretAccessKey", out->secret_key, sizeof(out->secret_key), true) ||
 	    json_field(root, "Token", out->token, sizeof(out->token), false) ||
 	    json_field(root, "Expiration", expiration, sizeof(expiration), false))
 		goto out;

@@ -18,6 +18,7 @@
             proxy.fail_next(3, status=503, method="GET", key="train/a/1.jpg")
             proxy.down(); proxy.up()           # close every connection / come back
             proxy.count(method="GET", key="train/a/1.jpg")
+            proxy.connections                  # TCP connections accepted
             proxy.entries()                    # every request: method, bucket, key,
                                                #   query, range, status, injected
 
@@ -29,6 +30,9 @@
             cs.token_requests                  # IMDSv2 PUT /latest/api/token calls
             cs.set_ttl(600)
 
+        with s3f.FakeS3({"k": b"bytes"}, mode="wrong_etag") as fake:   # a lying server
+            fake.endpoint, fake.etag("k"), fake.mode = "ok"
+
 RadosGW runs tools/s3/rgw-up.sh with a fresh directory and free ports, and
 rgw-down.sh on exit (also when the body raises). It raises RuntimeError when
 radosgw cannot start (a missing package is a failure, never a skip: the
@@ -39,6 +43,7 @@ S3Proxy is tools/s3/s3proxy.py's class (documented there), re-exported.
 
 import concurrent.futures
 import datetime
+import hashlib
 import http.server
 import json
 import os
@@ -49,6 +54,8 @@ import subprocess
 import sys
 import tempfile
 import threading
+import urllib.parse
+from xml.sax.saxutils import escape as _xml_escape
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -57,7 +64,7 @@ TOOLS = os.path.join(REPO, 'tools', 's3')
 sys.path.insert(0, TOOLS)
 from s3proxy import S3Proxy  # noqa: E402  (re-exported)
 
-__all__ = ['RadosGW', 'S3Proxy', 'FakeCredServer', 'free_port']
+__all__ = ['RadosGW', 'S3Proxy', 'FakeCredServer', 'FakeS3', 'free_port']
 
 
 def free_port():
@@ -177,6 +184,16 @@ class RadosGW:
 		return ak, sk
 
 
+class _QuietServer(http.server.ThreadingHTTPServer):
+	"""A threaded server that does not print clients hanging up."""
+	daemon_threads = True
+
+	def handle_error(self, request, client_address):
+		if isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+			return
+		super().handle_error(request, client_address)
+
+
 class _CredHandler(http.server.BaseHTTPRequestHandler):
 	protocol_version = 'HTTP/1.1'
 
@@ -240,8 +257,7 @@ class FakeCredServer:
 		self.lock = threading.Lock()
 		self.fetches = 0
 		self.token_requests = 0
-		srv = http.server.ThreadingHTTPServer(('127.0.0.1', 0), _CredHandler)
-		srv.daemon_threads = True
+		srv = _QuietServer(('127.0.0.1', 0), _CredHandler)
 		srv.cs = self
 		self._srv = srv
 		self.port = srv.server_address[1]
@@ -276,6 +292,133 @@ class FakeCredServer:
 		if self.token is not None:
 			doc['Token'] = self.token
 		return json.dumps(doc)
+
+	def close(self):
+		self._srv.shutdown()
+		self._srv.server_close()
+		self._thread.join(5)
+
+	def __enter__(self):
+		return self
+
+	def __exit__(self, *exc):
+		self.close()
+
+
+class _FakeS3Handler(http.server.BaseHTTPRequestHandler):
+	protocol_version = 'HTTP/1.1'
+
+	def log_message(self, fmt, *args):
+		pass
+
+	def _send(self, status, body, headers=(), length=None):
+		self.send_response(status)
+		for k, v in headers:
+			self.send_header(k, v)
+		self.send_header('Content-Length', str(len(body) if length is None else length))
+		self.end_headers()
+		self.wfile.write(body)
+
+	def do_GET(self):
+		fs = self.server.fake
+		with fs.lock:
+			fs.requests.append((self.command, self.path, self.headers.get('Range')))
+			mode = fs.mode
+		url = urllib.parse.urlsplit(self.path)
+		parts = urllib.parse.unquote(url.path).lstrip('/').split('/', 1)
+		if parts[0] != fs.bucket:
+			return self._send(404, b'<Error><Code>NoSuchBucket</Code></Error>')
+		key = parts[1] if len(parts) > 1 else ''
+		if key == '':
+			return self._list(dict(urllib.parse.parse_qsl(url.query,
+								   keep_blank_values=True)), mode)
+		if key not in fs.objects:
+			return self._send(404, b'<Error><Code>NoSuchKey</Code></Error>')
+		self._get(fs, key, fs.objects[key], mode)
+
+	def _list(self, q, mode):
+		fs = self.server.fake
+		if mode == 'list_bad_xml':
+			return self._send(200, b'<ListBucketResult><Contents><Key>a</Key>')
+		if mode == 'list_huge':
+			body = b'<ListBucketResult><Name>' + b'x' * (33 << 20) + b'</Name>'
+			return self._send(200, body)
+		prefix = q.get('prefix', '')
+		keys = sorted(k for k in fs.objects if k.startswith(prefix))
+		token = 'same/token+=' if mode == 'list_repeat_token' else ''
+		out = ['<?xml version="1.0" encoding="UTF-8"?><ListBucketResult>',
+		       f'<IsTruncated>{"true" if token else "false"}</IsTruncated>']
+		if token:
+			out.append(f'<NextContinuationToken>{token}</NextContinuationToken>')
+		for k in keys:
+			out.append(f'<Contents><Key>{_xml_escape(k)}</Key>'
+				   f'<Size>{len(fs.objects[k])}</Size>'
+				   f'<ETag>&quot;{fs.etag(k).strip(chr(34))}&quot;</ETag>'
+				   '<LastModified>2026-01-01T00:00:00.000Z</LastModified></Contents>')
+		out.append('</ListBucketResult>')
+		self._send(200, ''.join(out).encode())
+
+	def _get(self, fs, key, data, mode):
+		etag = fs.etag(key)
+		rng = self.headers.get('Range', '')
+		a, b = 0, len(data) - 1
+		if rng.startswith('bytes='):
+			a, b = (int(x) for x in rng[6:].split('-'))
+		total = len(data)
+		hdr = [('ETag', etag)]
+		if mode == 'wrong_etag':
+			hdr = [('ETag', '"0000000000000000000000000000beef"')]
+		if mode == 'ignore_range':
+			return self._send(200, data, hdr)
+		if mode == 'wrong_range':
+			a2 = min(a + 1, total - 1)
+			return self._send(206, data[a2:b + 1],
+					  hdr + [('Content-Range', f'bytes {a2}-{b}/{total}')])
+		if mode == 'wrong_total':
+			return self._send(206, data[a:b + 1],
+					  hdr + [('Content-Range', f'bytes {a}-{b}/{total + 1}')])
+		if mode == 'no_content_range':
+			return self._send(206, data[a:b + 1], hdr)
+		if mode == 'long_body':
+			body = data[a:b + 1] + b'OVERFLOW' * 64
+			return self._send(206, body, hdr + [('Content-Range', f'bytes {a}-{b}/{total}')])
+		if mode == 'short_body':
+			self._send(206, data[a:b], hdr + [('Content-Range', f'bytes {a}-{b}/{total}')],
+				   length=b + 1 - a)
+			self.close_connection = True
+			return
+		self._send(206, data[a:b + 1], hdr + [('Content-Range', f'bytes {a}-{b}/{total}')])
+
+
+class FakeS3:
+	"""A path-style S3 endpoint serving objects from a dict, honest (mode
+	"ok") or lying on purpose: GET modes wrong_etag, ignore_range (200 with
+	the whole object), wrong_range (shifted Content-Range), wrong_total,
+	no_content_range, long_body (more bytes than the range), short_body
+	(fewer than Content-Length, then closes); listing modes list_bad_xml,
+	list_huge (a 33 MiB page), list_repeat_token (always truncated, same
+	token). It checks no signature. requests: (method, path, Range) seen."""
+
+	def __init__(self, objects, bucket='fake', mode='ok'):
+		self.objects = dict(objects)
+		self.bucket = bucket
+		self.mode = mode
+		self.lock = threading.Lock()
+		self.requests = []
+		srv = _QuietServer(('127.0.0.1', 0), _FakeS3Handler)
+		srv.fake = self
+		self._srv = srv
+		self.port = srv.server_address[1]
+		self._thread = threading.Thread(target=srv.serve_forever,
+						kwargs={'poll_interval': 0.05}, daemon=True)
+		self._thread.start()
+
+	@property
+	def endpoint(self):
+		return f'http://127.0.0.1:{self.port}'
+
+	def etag(self, key):
+		return '"' + hashlib.md5(self.objects[key]).hexdigest() + '"'
 
 	def close(self):
 		self._srv.shutdown()

@@ -28,7 +28,7 @@ import traceback
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import s3_fixture as s3f  # noqa: E402
 
-EIO, ENOENT, EACCES, EINVAL = 5, 2, 13, 22
+EIO, ENOENT, EACCES, EINVAL, ETIMEDOUT = 5, 2, 13, 22, 110
 
 passed = 0
 failed = []
@@ -61,6 +61,8 @@ def cli_path():
 
 
 CLI = cli_path()
+# s3_cli runs that exited badly or printed a sanitizer report
+bad_exits = []
 
 
 class Cli:
@@ -106,6 +108,9 @@ class Cli:
 		except subprocess.TimeoutExpired:
 			self.p.kill()
 			_, err = self.p.communicate()
+		want = 0 if self.ready == 'ok ready' else 1
+		if self.p.returncode != want or 'Sanitizer' in err or 'runtime error' in err:
+			bad_exits.append((self.p.args, self.p.returncode, err[-2000:]))
 		return err
 
 	def __enter__(self):
@@ -129,6 +134,7 @@ def make_dataset(rng):
 	objs['top.txt'] = b'top level\n'
 	objs['odd name + plus & amp/ü ñ.txt'] = b'odd key\n'
 	objs['big.bin'] = rng.randbytes(700 * 1024 + 13)
+	objs['train/c001/'] = b''  # a "directory marker" object
 	return objs
 
 
@@ -165,8 +171,9 @@ def test_listing(rgw, objs, etags):
 		with Cli('data/train/c001', env, f'--endpoint={px.endpoint}') as c:
 			head, got = c.list(4)
 			want_sub = {k[len('train/c001/'):]: v for k, v in want.items()
-				    if k.startswith('train/c001/')}
-			eq('listing of a prefix: keys relative to it', got, want_sub)
+				    if k.startswith('train/c001/') and k != 'train/c001/'}
+			eq('listing of a prefix: keys relative to it, the prefix\'s own '
+			   'marker object left out', got, want_sub)
 
 
 def test_get(rgw, objs, etags, rng):
@@ -195,6 +202,23 @@ def test_get(rgw, objs, etags, rng):
 		   -EINVAL)
 		eq('GET with a wrong size for the snapshot: -EIO',
 		   c.get('big.bin', etags['big.bin'], len(big) + 1, 0, 10), -EIO)
+
+		# many threads at once, one pool: every read identical to the object,
+		# and the pool's connections shared (short-lived listing threads
+		# leave theirs to the next ones)
+		key = 'train/c007/img000.jpg'
+		mid = objs['big.bin'][:20000]
+		mkey = 'mid.bin'
+		metag = rgw.put('data', mkey, mid)
+		ans = c.cmd(f'pget 8 10 {mkey} {metag} {len(mid)}').split()
+		eq('8 threads x 20 concurrent GETs: every read the uploaded bytes',
+		   (ans[0], bytes.fromhex(ans[2]) if len(ans) > 2 else None), ('ok', mid))
+		conns = px.connections
+		for _ in range(3):
+			head, got = c.list(8)
+			check('  parallel listing again', got is not None, head)
+		check('  3 listings by 8 new threads each reuse the pooled connections',
+		      px.connections - conns <= 10, f'{px.connections - conns} new connections')
 
 		# injected 503s are retried transparently, and counted
 		key = 'train/c003/img001.jpg'
@@ -343,6 +367,19 @@ def test_temporary(rgw, objs, etags):
 			      cs.fetches >= 3, f'fetches={cs.fetches}')
 			st = c.stats()
 			eq('  the client counts the same fetches', st['fetches'], cs.fetches)
+		# the request that triggers a refresh keeps its own options (timeouts)
+		with s3f.S3Proxy(rgw.endpoint) as px, \
+				Cli('data', env, f'--endpoint={px.endpoint}', '--timeout-ms=700',
+				    '--retries=1', '--backoff-base-ms=10') as c:
+			eq('  via the proxy: a GET', c.get(key, etags[key], len(objs[key]), 0, 3),
+			   objs[key][:3])
+			time.sleep(2.5)  # past the refresh time (half of 4 s)
+			before = cs.fetches
+			px.set_delay(2500)
+			eq('  a GET that refreshes, answered after its timeout: -ETIMEDOUT',
+			   c.get(key, etags[key], len(objs[key]), 0, 3), -ETIMEDOUT)
+			eq('  that GET fetched new credentials', cs.fetches - before, 1)
+			px.set_delay(0)
 		cs.set_ttl(3600)
 		before = cs.fetches
 		with Cli('data', env, f'--endpoint={rgw.endpoint}') as c:
@@ -370,6 +407,80 @@ def test_temporary(rgw, objs, etags):
 	c.close()
 
 
+def test_proxy_cli(rgw, objs, etags):
+	"""tools/s3/s3proxy.py as a standalone process, controlled over HTTP."""
+	import json
+	import urllib.request
+	tool = os.path.join(s3f.TOOLS, 's3proxy.py')
+	p = subprocess.Popen([sys.executable, tool, '--upstream', rgw.endpoint],
+			     stdout=subprocess.PIPE, text=True)
+	try:
+		line = p.stdout.readline().split()
+		check('standalone proxy prints its address', line[:1] == ['listening'], line)
+		ep = line[1]
+
+		def ctl(what):
+			with urllib.request.urlopen(f'{ep}/__proxy/{what}', timeout=10) as r:
+				return r.read().decode()
+		key = 'train/c008/img001.jpg'
+		eq('control: fail the next 2 GETs of a key', ctl(f'fail?n=2&status=503&key={key}'),
+		   'ok\n')
+		with Cli('data', rgw.env(), f'--endpoint={ep}', '--backoff-base-ms=10') as c:
+			eq('  a GET through it still returns the bytes',
+			   c.get(key, etags[key], len(objs[key]), 0, len(objs[key])), objs[key])
+		log = [json.loads(x) for x in ctl('log').splitlines()]
+		eq('  its log: 3 GETs of the key, statuses 503, 503, 206',
+		   [e['status'] for e in log if e['key'] == key], [503, 503, 206])
+		ctl('down')
+		with Cli('data', rgw.env(), f'--endpoint={ep}', '--retries=1',
+			 '--backoff-base-ms=10') as c:
+			eq('  down: GET fails', c.get(key, etags[key], len(objs[key]), 0, 1), -EIO)
+			eq('  control still answers while down; up', ctl('up'), 'ok\n')
+			eq('  up: the same client reads again',
+			   c.get(key, etags[key], len(objs[key]), 0, 1), objs[key][:1])
+	finally:
+		p.terminate()
+		p.wait(10)
+	eq('standalone proxy exits on SIGTERM', p.returncode, 0)
+
+
+def test_lying_server(rng):
+	"""Answers radosgw never gives: each must be an error, never bytes."""
+	data = rng.randbytes(5000)
+	objs = {'d/obj.bin': data, 'd/other.bin': b'x' * 10}
+	with s3f.FakeS3(objs) as fake:
+		env = {k: v for k, v in os.environ.items() if not k.startswith('AWS_')}
+		env.update(AWS_ACCESS_KEY_ID='fake', AWS_SECRET_ACCESS_KEY='fake-secret',
+			   AWS_EC2_METADATA_DISABLED='true')
+		with Cli('fake', env, f'--endpoint={fake.endpoint}', '--retries=2',
+			 '--backoff-base-ms=5', '--timeout-ms=5000') as c:
+			et = fake.etag('d/obj.bin')
+			head, got = c.list(4)
+			eq('honest fake server: listing', got,
+			   {k: (len(v), fake.etag(k)) for k, v in objs.items()})
+			eq('honest fake server: ranged GET', c.get('d/obj.bin', et, 5000, 100, 200),
+			   data[100:300])
+			for mode in ('wrong_etag', 'ignore_range', 'wrong_range', 'wrong_total',
+				     'no_content_range', 'long_body', 'short_body'):
+				fake.mode = mode
+				eq(f'server answers {mode}: -EIO', c.get('d/obj.bin', et, 5000, 100, 200),
+				   -EIO)
+			fake.mode = 'ignore_range'
+			eq('a 200 for a whole-object read is fine', c.get('d/obj.bin', et, 5000, 0, 5000),
+			   data)
+			for mode, why in (('list_bad_xml', 'malformed'), ('list_huge', 'oversized'),
+					  ('list_repeat_token', 'repeats its continuation token')):
+				fake.mode = mode
+				for par in (1, 4):
+					head, got = c.list(par)
+					check(f'server answers {mode} (parallel {par}): -EIO, says {why}',
+					      got is None and head.startswith(f'err -{EIO} ') and why in head,
+					      head)
+			fake.mode = 'ok'
+			eq('the same client is fine with an honest answer again',
+			   c.get('d/obj.bin', et, 5000, 0, 10), data[:10])
+
+
 def main():
 	rng = random.Random(20261202)
 	start = time.monotonic()
@@ -391,7 +502,9 @@ def main():
 					 (test_auth, (rgw, objs, etags)),
 					 (test_profiles, (rgw, etags)),
 					 (test_temporary, (rgw, objs, etags)),
-					 (test_get, (rgw, objs, etags, rng))):
+					 (test_get, (rgw, objs, etags, rng)),
+					 (test_proxy_cli, (rgw, objs, etags)),
+					 (test_lying_server, (rng,))):
 				try:
 					fn(*args)
 				except Exception:
@@ -400,6 +513,7 @@ def main():
 	except Exception:
 		traceback.print_exc()
 		check('radosgw fixture', False)
+	check('every s3_cli exited cleanly (no sanitizer report)', not bad_exits, bad_exits)
 	print(f'{passed} passed, {len(failed)} failed ({time.monotonic() - start:.1f} s)')
 	sys.exit(1 if failed else 0)
 

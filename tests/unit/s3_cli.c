@@ -8,6 +8,11 @@
  *   list PARALLEL        -> "ok N" then N lines "KEY<TAB>SIZE<TAB>ETAG<TAB>MTIME_NS"
  *   get KEY ETAG SIZE OFF LEN   (KEY percent-encoded)
  *                        -> "ok LEN HEX" (the bytes, hex) or "err -ERRNO"
+ *   pget THREADS ROUNDS KEY ETAG SIZE
+ *                        -> THREADS threads at once read the object 2*ROUNDS
+ *                           times each (whole, then a moving range), every
+ *                           read compared with a first one: "ok SIZE HEX"
+ *                           (that first read) or "err -ERRNO"
  *   stats                -> "ok requests R retries T errors E bytes B fetches F"
  *   quit
  *
@@ -20,6 +25,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,7 +88,8 @@ static void do_get(struct remote_s3 *s, char *args)
 	uint64_t size, off, len;
 
 	if (sscanf(args, "%3072s %128s %" SCNu64 " %" SCNu64 " %" SCNu64, raw, etag, &size, &off,
-		   &len) != 5 || len > (256u << 20) || remote__pct_decode(raw, key, sizeof(key))) {
+		   &len) != 5 ||
+	    len > (256u << 20) || remote__pct_decode(raw, key, sizeof(key))) {
 		printf("err %d bad get arguments\n", -EINVAL);
 		return;
 	}
@@ -103,6 +110,88 @@ static void do_get(struct remote_s3 *s, char *args)
 		printf("\n");
 	}
 	free(buf);
+}
+
+struct pget {
+	struct remote_s3 *s;
+	const char *key, *etag;
+	uint64_t size;
+	unsigned rounds;
+	const unsigned char *want; /* the first read, every read must equal it */
+	int result;
+};
+
+static void *pget_thread(void *arg)
+{
+	struct pget *g = arg;
+	unsigned char *buf = malloc(g->size ? g->size : 1);
+
+	g->result = buf ? 0 : -ENOMEM;
+	for (unsigned i = 0; buf && i < g->rounds && !g->result; i++) {
+		/* the whole object, then a range that moves each round */
+		uint64_t off = g->size ? (i * 7919u) % g->size : 0;
+		uint64_t len = g->size - off;
+		ssize_t n = remote_s3_get(g->s, g->key, g->etag, g->size, 0, g->size, buf);
+
+		if (n != (ssize_t)g->size || memcmp(buf, g->want, g->size)) {
+			g->result = n < 0 ? (int)n : -EIO;
+			break;
+		}
+		n = remote_s3_get(g->s, g->key, g->etag, g->size, off, len, buf);
+		if (n != (ssize_t)len || memcmp(buf, g->want + off, len))
+			g->result = n < 0 ? (int)n : -EIO;
+	}
+	free(buf);
+	return NULL;
+}
+
+/* pget THREADS ROUNDS KEY ETAG SIZE: THREADS threads read the object
+ * 2*ROUNDS times each at once; every read must return the same bytes. */
+static void do_pget(struct remote_s3 *s, char *args)
+{
+	char raw[3 * REMOTE_S3_MAX_KEY + 1], key[REMOTE_S3_MAX_KEY + 1];
+	char etag[REMOTE_S3_MAX_ETAG + 1];
+	unsigned threads, rounds;
+	uint64_t size;
+
+	if (sscanf(args, "%u %u %3072s %128s %" SCNu64, &threads, &rounds, raw, etag, &size) != 5 ||
+	    threads == 0 || threads > 64 || size > (64u << 20) ||
+	    remote__pct_decode(raw, key, sizeof(key))) {
+		printf("err %d bad pget arguments\n", -EINVAL);
+		return;
+	}
+	unsigned char *want = malloc(size ? size : 1);
+	struct pget g[64];
+	pthread_t tid[64];
+	ssize_t n = want ? remote_s3_get(s, key, etag, size, 0, size, want) : -ENOMEM;
+
+	if (n < 0) {
+		printf("err %zd\n", n);
+		free(want);
+		return;
+	}
+	for (unsigned i = 0; i < threads; i++) {
+		g[i] = (struct pget){s, key, etag, size, rounds, want, 0};
+		if (pthread_create(&tid[i], NULL, pget_thread, &g[i]))
+			g[i].result = -EAGAIN;
+	}
+	int result = 0;
+
+	for (unsigned i = 0; i < threads; i++) {
+		if (g[i].result != -EAGAIN)
+			pthread_join(tid[i], NULL);
+		if (g[i].result && !result)
+			result = g[i].result;
+	}
+	if (result) {
+		printf("err %d\n", result);
+	} else {
+		printf("ok %" PRIu64 " ", size);
+		for (uint64_t i = 0; i < size; i++)
+			printf("%02x", want[i]);
+		printf("\n");
+	}
+	free(want);
 }
 
 static unsigned opt_uint(const char *arg, const char *name)
@@ -183,6 +272,8 @@ int main(int argc, char **argv)
 		line[strcspn(line, "\n")] = '\0';
 		if (!strncmp(line, "list", 4)) {
 			do_list(s, (unsigned)strtoul(line + 4, NULL, 10));
+		} else if (!strncmp(line, "pget ", 5)) {
+			do_pget(s, line + 5);
 		} else if (!strncmp(line, "get ", 4)) {
 			do_get(s, line + 4);
 		} else if (!strcmp(line, "stats")) {

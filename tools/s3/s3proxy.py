@@ -23,6 +23,7 @@ Python API (see tests/integration/s3_fixture.py, which re-exports it):
         p.fail_next(3, status=503, method="GET", key="a/b.jpg")
         p.down(refuse=False); p.up()
         p.count(method="GET", key="a/b.jpg")   # requests seen (failed ones too)
+        p.connections               # TCP connections accepted so far
         p.entries()                 # list of dicts: method, bucket, key, query,
                                     #   range, status, injected
         p.clear_log()
@@ -69,6 +70,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def log_message(self, fmt, *args):  # quiet: the proxy keeps its own log
         pass
+
+    def setup(self):
+        super().setup()
+        self.server.proxy.count_connection()
 
     # every method goes through one path
     def do_GET(self):
@@ -215,6 +220,12 @@ class _Server(http.server.ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
 
+    def handle_error(self, request, client_address):
+        # a client that gave up (timeout) and closed is not the proxy's error
+        if isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            return
+        super().handle_error(request, client_address)
+
 
 class S3Proxy:
     """In-process proxy; see the module docstring. Thread-safe."""
@@ -230,6 +241,7 @@ class S3Proxy:
         self._failures = []  # [remaining, status, method, key]
         self._down = False
         self._log = []
+        self._connections = 0
         self._server = None
         self._thread = None
         self.port = port
@@ -294,6 +306,16 @@ class S3Proxy:
     def is_down(self):
         with self._lock:
             return self._down
+
+    def count_connection(self):
+        with self._lock:
+            self._connections += 1
+
+    @property
+    def connections(self):
+        """TCP connections accepted so far (keep-alive reuse shows here)."""
+        with self._lock:
+            return self._connections
 
     # ---- log
     def record(self, method, bucket, key, query, rng, status, injected):
