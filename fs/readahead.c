@@ -20,8 +20,8 @@ void fs_readahead_fini(struct fs_readahead *ra, struct budget *mem)
 	pthread_mutex_destroy(&ra->lock);
 }
 
-int fs_readahead_read(struct fs_readahead *ra, struct budget *mem, uint64_t file_size,
-		      uint64_t off, size_t len, void *buf, fs_readahead_fetch_fn fetch, void *arg)
+int fs_readahead_read(struct fs_readahead *ra, struct budget *mem, uint64_t file_size, uint64_t off,
+		      size_t len, void *buf, fs_readahead_fetch_fn fetch, void *arg)
 {
 	size_t want;
 

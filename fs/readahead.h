@@ -29,8 +29,8 @@ struct fs_readahead {
 	uint8_t *data; /* NULL: empty; len bytes of the file from start */
 	uint64_t start;
 	size_t len;
-	uint64_t next;   /* where a sequential reader reads next */
-	size_t window;   /* 0 until the reader has been sequential once */
+	uint64_t next; /* where a sequential reader reads next */
+	size_t window; /* 0 until the reader has been sequential once */
 };
 
 void fs_readahead_init(struct fs_readahead *ra);
@@ -45,7 +45,7 @@ typedef int (*fs_readahead_fetch_fn)(void *arg, uint64_t off, size_t len, void *
  * by fetching a new window (or just the range, for a reader that seeks).
  * 0 or the fetch's -errno. Blocks during a fetch.
  */
-int fs_readahead_read(struct fs_readahead *ra, struct budget *mem, uint64_t file_size,
-		      uint64_t off, size_t len, void *buf, fs_readahead_fetch_fn fetch, void *arg);
+int fs_readahead_read(struct fs_readahead *ra, struct budget *mem, uint64_t file_size, uint64_t off,
+		      size_t len, void *buf, fs_readahead_fetch_fn fetch, void *arg);
 
 #endif

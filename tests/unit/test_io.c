@@ -74,11 +74,11 @@ static void rig_init(struct rig *r, uint64_t cache_bytes, bool readahead, uint64
 
 	memset(r, 0, sizeof(*r));
 	r->src.ops = (struct fs_source_ops){
-		.kind = "fake",
-		.wants_readahead = readahead,
-		.open = fake_open,
-		.read = fake_read,
-		.get_stats = fake_stats,
+	    .kind = "fake",
+	    .wants_readahead = readahead,
+	    .open = fake_open,
+	    .read = fake_read,
+	    .get_stats = fake_stats,
 	};
 	r->src.base.ops = &r->src.ops;
 	r->fs.src = &r->src.base;

@@ -43,10 +43,10 @@ static struct {
 } fake;
 
 static const struct remote_s3_object listing[] = {
-	{ "train/cat/1.jpg", 15, 1000, "\"0123456789abcdef0123456789abcdef\"", 5 },
-	{ "train/dog/2.jpg", 15, 2000, "\"0123456789ABCDEF0123456789ABCDEF-3\"", 6 },
-	{ "train//bad.jpg", 14, 10, "\"x\"", 7 },
-	{ "top.bin", 7, 10 << 20, "\"etag-top\"", 8 },
+    {"train/cat/1.jpg", 15, 1000, "\"0123456789abcdef0123456789abcdef\"", 5},
+    {"train/dog/2.jpg", 15, 2000, "\"0123456789ABCDEF0123456789ABCDEF-3\"", 6},
+    {"train//bad.jpg", 14, 10, "\"x\"", 7},
+    {"top.bin", 7, 10 << 20, "\"etag-top\"", 8},
 };
 
 int remote_global_init(void)
@@ -128,17 +128,26 @@ ssize_t remote_s3_get(struct remote_s3 *s, const char *key, const char *etag, ui
 
 void remote_s3_get_stats(struct remote_s3 *s, struct remote_s3_stats *out)
 {
-	*out = (struct remote_s3_stats){ .requests = 7, .retries = 2, .errors = 1, .bytes = 9,
-					 .latency_p50_ms = 16.5, .latency_p99_ms = 80.25 };
+	*out = (struct remote_s3_stats){.requests = 7,
+					.retries = 2,
+					.errors = 1,
+					.bytes = 9,
+					.latency_p50_ms = 16.5,
+					.latency_p99_ms = 80.25};
 }
 
 /* ---- tests ---- */
 
 static struct fs_source *make(const char *url, const char *endpoint, const char *addressing)
 {
-	struct fs_source_s3_options o = { .url = url, .endpoint = endpoint, .region = "eu-west-1",
-					  .profile = "p1", .addressing = addressing,
-					  .no_sign = true, .uid = 1000, .gid = 100 };
+	struct fs_source_s3_options o = {.url = url,
+					 .endpoint = endpoint,
+					 .region = "eu-west-1",
+					 .profile = "p1",
+					 .addressing = addressing,
+					 .no_sign = true,
+					 .uid = 1000,
+					 .gid = 100};
 	struct fs_source *src = NULL;
 	char err[256] = "";
 
@@ -160,7 +169,7 @@ START_TEST(url_parsing)
 	ck_assert_str_eq(p, "a/b");
 	free(b);
 	free(p);
-	static const char *const bad[] = { "s3://", "s3:///x", "s3://a b", "/data", "s3://a*b/x" };
+	static const char *const bad[] = {"s3://", "s3:///x", "s3://a b", "/data", "s3://a*b/x"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		err[0] = '\0';
 		ck_assert_int_eq(fs_source_s3_parse_url(bad[i], &b, &p, err, sizeof(err)), -EINVAL);
@@ -201,7 +210,7 @@ START_TEST(options_reach_the_client)
 	ns_fini(&ns);
 	fs_source_destroy(src);
 
-	struct fs_source_s3_options o = { .url = "s3://bkt", .endpoint = "ftp://x" };
+	struct fs_source_s3_options o = {.url = "s3://bkt", .endpoint = "ftp://x"};
 	ck_assert_int_eq(fs_source_s3_create(&o, &src, err, sizeof(err)), -EINVAL);
 	ck_assert_ptr_nonnull(strstr(err, "--endpoint"));
 }
@@ -284,7 +293,7 @@ START_TEST(reads_are_checked_gets)
 	ck_assert_str_eq(fake.key, "train/cat/1.jpg");
 	ck_assert_str_eq(fake.etag, "\"0123456789abcdef0123456789abcdef\"");
 
-	static const ssize_t failures[] = { -EIO, -ETIMEDOUT, -EACCES, 50 };
+	static const ssize_t failures[] = {-EIO, -ETIMEDOUT, -EACCES, 50};
 	for (size_t i = 0; i < sizeof(failures) / sizeof(failures[0]); i++) {
 		fake.get_rc = failures[i];
 		ck_assert_int_eq(src->ops->read(src, &ns, n, -1, 0, sizeof(buf), buf), -EIO);
@@ -311,7 +320,7 @@ START_TEST(latency_histogram)
 	ck_assert(fs_latency_quantile_ms(&l, 0.5) == 0);
 	for (int i = 0; i < 98; i++)
 		fs_latency_add(&l, 1000); /* 1 ms */
-	fs_latency_add(&l, 100000);       /* 100 ms */
+	fs_latency_add(&l, 100000);	  /* 100 ms */
 	fs_latency_add(&l, 100000);
 	double p50 = fs_latency_quantile_ms(&l, 0.5), p99 = fs_latency_quantile_ms(&l, 0.99);
 	ck_assert_msg(p50 >= 1.0 && p50 < 2.1, "p50 %f", p50);
