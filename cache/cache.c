@@ -4,11 +4,20 @@
  *   0                 empty
  *   STATE_FILLING     one caller is filling it; others wait on its stripe
  *   (off << 2) | 2    held at arena offset off
- * A failed fill returns the word to 0 and wakes the waiters, who retry.
+ *   STATE_FAILED      its fill failed against the immutable snapshot: -EIO
+ * A fill that failed for a passing reason (cache_fill_error_is_transient)
+ * returns the word to 0 and wakes the waiters, who retry.
+ *
+ * Arena space: a bump pointer (top) plus a list of holes, the reservations
+ * of failed fills that were not the last one. A failed fill gives its bytes
+ * back exactly (used = top - hole_bytes), its pages to the kernel (a hole
+ * punched in the memfd), and its place to a later unit (first fit), so no
+ * number of failures ever shrinks the budget.
  */
 #include "cache/cache.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -19,6 +28,7 @@
 #define STATE_EMPTY 0u
 #define STATE_FILLING 1u
 #define STATE_HELD 2u
+#define STATE_FAILED 3u
 #define NSTRIPES 64
 #define ALIGN 64
 
@@ -33,9 +43,19 @@ struct cache {
 	unsigned char *arena;
 	int memfd;
 	_Atomic uint64_t *state;
-	_Atomic uint64_t used;
+	_Atomic uint64_t top;        /* bump pointer: end of the highest reservation */
+	_Atomic uint64_t hole_bytes; /* bytes below top in holes */
+	_Atomic uint64_t nholes;
+	pthread_mutex_t holes_lock;  /* a leaf; guards holes, taken only after a failure */
+	struct cache_hole *holes;
+	size_t holes_cap;
 	_Atomic uint64_t items, hits, misses, hit_bytes, miss_bytes, admitted, refused, fill_errors;
+	_Atomic uint64_t failed_units;
 	struct cache_stripe stripes[NSTRIPES];
+};
+
+struct cache_hole {
+	uint64_t off, len;
 };
 
 static inline void count(_Atomic uint64_t *ctr, uint64_t n)
@@ -81,6 +101,7 @@ int cache_create(uint64_t capacity, uint64_t nunits, struct cache **out)
 		pthread_mutex_init(&c->stripes[i].lock, NULL);
 		pthread_cond_init(&c->stripes[i].filled, NULL);
 	}
+	pthread_mutex_init(&c->holes_lock, NULL);
 	*out = c;
 	return 0;
 fail:
@@ -99,6 +120,8 @@ void cache_destroy(struct cache *c)
 		pthread_mutex_destroy(&c->stripes[i].lock);
 		pthread_cond_destroy(&c->stripes[i].filled);
 	}
+	pthread_mutex_destroy(&c->holes_lock);
+	free(c->holes);
 	if (c->arena)
 		munmap(c->arena, c->capacity);
 	if (c->memfd >= 0)
@@ -107,31 +130,104 @@ void cache_destroy(struct cache *c)
 	free(c);
 }
 
-/* Reserve len bytes of arena; false when they do not fit. */
-static bool arena_alloc(struct cache *c, size_t len, uint64_t *off)
+static uint64_t aligned(size_t len)
 {
 	uint64_t need = (len + ALIGN - 1) & ~(uint64_t)(ALIGN - 1);
-	uint64_t cur = atomic_load_explicit(&c->used, memory_order_relaxed);
+	return need ? need : ALIGN;
+}
 
-	if (need == 0)
-		need = ALIGN;
+/* First fit among the holes; false when none is large enough. */
+static bool hole_take(struct cache *c, uint64_t need, uint64_t *off)
+{
+	bool found = false;
+
+	pthread_mutex_lock(&c->holes_lock);
+	for (size_t i = 0; i < atomic_load_explicit(&c->nholes, memory_order_relaxed); i++) {
+		struct cache_hole *h = &c->holes[i];
+		if (h->len < need)
+			continue;
+		*off = h->off;
+		h->off += need;
+		h->len -= need;
+		if (h->len == 0) {
+			uint64_t last = atomic_load_explicit(&c->nholes, memory_order_relaxed) - 1;
+			*h = c->holes[last];
+			atomic_store_explicit(&c->nholes, last, memory_order_relaxed);
+		}
+		atomic_fetch_sub_explicit(&c->hole_bytes, need, memory_order_relaxed);
+		found = true;
+		break;
+	}
+	pthread_mutex_unlock(&c->holes_lock);
+	return found;
+}
+
+/* Reserve len bytes of arena: at the top while it fits, else in a hole left
+ * by a failed fill. false when neither has room. */
+static bool arena_alloc(struct cache *c, size_t len, uint64_t *off)
+{
+	uint64_t need = aligned(len);
+	uint64_t cur = atomic_load_explicit(&c->top, memory_order_relaxed);
+
 	do {
 		if (cur > c->capacity || need > c->capacity - cur)
-			return false;
-	} while (!atomic_compare_exchange_weak_explicit(&c->used, &cur, cur + need,
+			return atomic_load_explicit(&c->nholes, memory_order_relaxed) > 0 &&
+			       hole_take(c, need, off);
+	} while (!atomic_compare_exchange_weak_explicit(&c->top, &cur, cur + need,
 							memory_order_relaxed, memory_order_relaxed));
 	*off = cur;
 	return true;
 }
 
-/* Give back the last reservation if nothing was allocated after it. */
+/*
+ * Give back the reservation [off, off + aligned(len)) of a failed fill:
+ * rewind the top when it was the last reservation, else free its pages and
+ * keep it as a hole for later units. When the hole list cannot grow (out of
+ * memory) the bytes stay reserved: counted as used, never lost silently.
+ */
 static void arena_unalloc(struct cache *c, uint64_t off, size_t len)
 {
-	uint64_t need = (len + ALIGN - 1) & ~(uint64_t)(ALIGN - 1);
-	uint64_t expect = off + (need ? need : ALIGN);
+	uint64_t need = aligned(len);
+	uint64_t expect = off + need;
 
-	atomic_compare_exchange_strong_explicit(&c->used, &expect, off, memory_order_relaxed,
-						memory_order_relaxed);
+	if (atomic_compare_exchange_strong_explicit(&c->top, &expect, off, memory_order_relaxed,
+						    memory_order_relaxed))
+		return;
+	/* The fill may have written some of it: return those pages. */
+	if (c->memfd >= 0)
+		(void)fallocate(c->memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off,
+				(off_t)need);
+	pthread_mutex_lock(&c->holes_lock);
+	size_t n = atomic_load_explicit(&c->nholes, memory_order_relaxed);
+	if (n == c->holes_cap) {
+		size_t ncap = c->holes_cap ? c->holes_cap * 2 : 16;
+		struct cache_hole *nh = realloc(c->holes, ncap * sizeof(*nh));
+		if (!nh) {
+			pthread_mutex_unlock(&c->holes_lock);
+			return;
+		}
+		c->holes = nh;
+		c->holes_cap = ncap;
+	}
+	c->holes[n] = (struct cache_hole){ off, need };
+	atomic_fetch_add_explicit(&c->hole_bytes, need, memory_order_relaxed);
+	atomic_store_explicit(&c->nholes, n + 1, memory_order_relaxed);
+	pthread_mutex_unlock(&c->holes_lock);
+}
+
+bool cache_fill_error_is_transient(int err)
+{
+	switch (err) {
+	case -EMFILE:
+	case -ENFILE:
+	case -ENOMEM:
+	case -ENOBUFS:
+	case -EAGAIN:
+	case -EINTR:
+		return true;
+	default:
+		return false;
+	}
 }
 
 static void wake_waiters(struct cache *c, uint64_t unit)
@@ -168,11 +264,15 @@ static int fill_and_publish(struct cache *c, uint64_t unit, size_t unit_len, cac
 	}
 	int rc = fill(arg, unit, c->arena + off, unit_len);
 	if (rc < 0) {
+		bool transient = cache_fill_error_is_transient(rc);
 		count(&c->fill_errors, 1);
+		if (!transient)
+			count(&c->failed_units, 1);
 		arena_unalloc(c, off, unit_len);
-		atomic_store_explicit(&c->state[unit], STATE_EMPTY, memory_order_release);
+		atomic_store_explicit(&c->state[unit], transient ? STATE_EMPTY : STATE_FAILED,
+				      memory_order_release);
 		wake_waiters(c, unit);
-		return rc;
+		return transient ? rc : -EIO;
 	}
 	count(&c->admitted, 1);
 	count(&c->items, 1);
@@ -195,6 +295,8 @@ int cache_get(struct cache *c, uint64_t unit, size_t unit_len, size_t want_bytes
 		*data = c->arena + (st >> 2);
 		return 0;
 	}
+	if (st == STATE_FAILED)
+		return -EIO;
 	count(&c->misses, 1);
 	count(&c->miss_bytes, want_bytes);
 	if (!admit)
@@ -206,6 +308,8 @@ int cache_get(struct cache *c, uint64_t unit, size_t unit_len, size_t want_bytes
 			*data = c->arena + (st >> 2);
 			return 0;
 		}
+		if (st == STATE_FAILED)
+			return -EIO;
 		/* Empty: try to become the filler. */
 		uint64_t expect = STATE_EMPTY;
 		if (atomic_compare_exchange_strong_explicit(&c->state[unit], &expect, STATE_FILLING,
@@ -249,7 +353,11 @@ void cache_get_stats(const struct cache *c, struct cache_stats *out)
 	struct cache *m = (struct cache *)c;
 
 	out->capacity_bytes = c->capacity;
-	out->used_bytes = atomic_load_explicit(&m->used, memory_order_relaxed);
+	/* hole_bytes first: a concurrent hole_take() can only make it smaller,
+	 * so used never reads as more than what is reserved plus one unit. */
+	uint64_t holes = atomic_load_explicit(&m->hole_bytes, memory_order_relaxed);
+	uint64_t top = atomic_load_explicit(&m->top, memory_order_relaxed);
+	out->used_bytes = top > holes ? top - holes : 0;
 	out->items = atomic_load_explicit(&m->items, memory_order_relaxed);
 	out->hits = atomic_load_explicit(&m->hits, memory_order_relaxed);
 	out->misses = atomic_load_explicit(&m->misses, memory_order_relaxed);
@@ -258,6 +366,7 @@ void cache_get_stats(const struct cache *c, struct cache_stats *out)
 	out->admitted = atomic_load_explicit(&m->admitted, memory_order_relaxed);
 	out->refused = atomic_load_explicit(&m->refused, memory_order_relaxed);
 	out->fill_errors = atomic_load_explicit(&m->fill_errors, memory_order_relaxed);
+	out->failed_units = atomic_load_explicit(&m->failed_units, memory_order_relaxed);
 }
 
 int cache_fd(const struct cache *c)

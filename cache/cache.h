@@ -28,7 +28,10 @@ struct cache;
 
 /*
  * Fill dst with exactly len bytes of unit. Returns 0 or -errno. Called
- * without any cache lock held; may block on I/O.
+ * without any cache lock held; may block on I/O. An error for which
+ * cache_fill_error_is_transient() is false means the unit cannot be read as
+ * snapshotted (changed, shrunk, unreadable): the unit is marked failed for
+ * the cache's lifetime.
  */
 typedef int (*cache_fill_fn)(void *arg, uint64_t unit, void *dst, size_t len);
 
@@ -36,7 +39,12 @@ struct cache_stats {
 	uint64_t capacity_bytes, used_bytes, items;
 	uint64_t hits, misses, hit_bytes, miss_bytes;
 	uint64_t admitted, refused, fill_errors;
+	uint64_t failed_units; /* units marked failed (fill_errors counts every failure) */
 };
+
+/* Whether a fill error is a passing shortage (-EMFILE, -ENFILE, -ENOMEM,
+ * -ENOBUFS, -EAGAIN, -EINTR) after which a later call retries. */
+bool cache_fill_error_is_transient(int err);
 
 /*
  * Create a cache of capacity bytes for nunits units. capacity 0 is a valid
@@ -55,7 +63,11 @@ void cache_destroy(struct cache *c);
  * counters. Returns:
  *   0        *data set (hit, or a miss that was admitted);
  *   -ENOSPC  not held and no room: the caller reads it elsewhere;
- *   -errno   the fill failed (nothing admitted; a later call retries).
+ *   -EIO     the unit is marked failed (this fill's error, or an earlier
+ *            one): every later call returns -EIO at once, without a fill;
+ *   -errno   a transient fill error (nothing admitted; a later call retries).
+ * A failed fill never costs budget: its reservation is returned in full and
+ * its place reused by later units.
  * Blocks while the unit is being filled. admit=false never fills (used by
  * nodes that do not own the unit): it returns 0 on a hit, else -ENOSPC.
  */

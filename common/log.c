@@ -1,5 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* Line-at-a-time logger: format into a stack buffer, emit with one write(). */
+/*
+ * Line-at-a-time logger: format into a stack buffer, escape control
+ * characters (so outside input cannot forge lines), emit with one write().
+ */
 #include "common/log.h"
 
 #include <errno.h>
@@ -42,23 +45,51 @@ static const char *level_name(int level)
 	}
 }
 
+/*
+ * Copy msg into out (cap bytes, NUL-terminated), each control character
+ * (below 0x20, and DEL) written as \xNN: names from SOURCE or a peer end up
+ * in messages, and a newline in one must not start a forged log line.
+ * Returns the length written.
+ */
+static size_t escape_controls(char *out, size_t cap, const char *msg)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t n = 0;
+
+	for (const unsigned char *p = (const unsigned char *)msg; *p && n + 1 < cap; p++) {
+		if (*p >= 0x20 && *p != 0x7f) {
+			out[n++] = (char)*p;
+			continue;
+		}
+		if (n + 5 > cap)
+			break;
+		out[n++] = '\\';
+		out[n++] = 'x';
+		out[n++] = hex[*p >> 4];
+		out[n++] = hex[*p & 15];
+	}
+	out[n] = '\0';
+	return n;
+}
+
 void log_vwrite(int level, const char *fmt, va_list ap)
 {
-	char line[1024];
+	char msg[1024], line[1024];
 	int saved = errno;
 
+	if (vsnprintf(msg, sizeof(msg), fmt, ap) < 0)
+		msg[0] = '\0';
 	if (log_to_syslog) {
-		vsyslog(level, fmt, ap);
+		escape_controls(line, sizeof(line), msg);
+		syslog(level, "%s", line);
 		errno = saved;
 		return;
 	}
 	int n = snprintf(line, sizeof(line), "coordfs: %s: ", level_name(level));
 	if (n < 0)
 		n = 0;
-	int m = vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
-	size_t len = (size_t)n + (m > 0 ? (size_t)m : 0);
-	if (len >= sizeof(line) - 1)
-		len = sizeof(line) - 2;
+	/* Room for the newline. */
+	size_t len = (size_t)n + escape_controls(line + n, sizeof(line) - 1 - (size_t)n, msg);
 	line[len++] = '\n';
 	ssize_t w = write(STDERR_FILENO, line, len);
 	(void)w;

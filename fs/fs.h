@@ -81,6 +81,7 @@ struct fs_ctx {
 	bool mem_ready;
 	struct fs_counters ctr;
 	bool no_open; /* the kernel sends no opens (FUSE_CAP_NO_OPEN_SUPPORT) */
+	int report_fd; /* main.c: pipe to the waiting parent until ready, else -1 */
 	/* Readers that missed the cache and wait on SOURCE or a peer: prefill
 	 * yields to them. */
 	_Atomic unsigned readers_missing;
@@ -121,14 +122,18 @@ ssize_t fs_read_file(struct fs_ctx *fs, uint32_t node, int fd, uint64_t off, siz
 
 /*
  * The last unit fetched from a peer for one open file: a reader of a file
- * another node owns gets it in one request, not one per FUSE read.
+ * another node owns gets it in one request, not one per FUSE read. The
+ * buffer is charged to fs->mem; when the budget is full, reads fetch just
+ * the range asked instead. It is given back when the handle's reader
+ * reaches the unit's end, or at release.
  * Concurrent reads of one handle are safe (the lock guards the swap only).
  */
 struct fs_peer_buf {
 	pthread_mutex_t lock;
-	uint8_t *data; /* NULL: empty */
+	uint8_t *data; /* NULL: empty; else charged to *mem */
 	uint32_t unit;
 	size_t len;
+	struct budget *mem;
 };
 
 void fs_peer_buf_init(struct fs_peer_buf *pb);
@@ -154,8 +159,9 @@ ssize_t fs_read_file_local(struct fs_ctx *fs, uint32_t node, uint64_t off, size_
 			   const void **direct);
 
 /* Open SOURCE's file for node, checking it still matches the snapshot:
- * 0 and *fh (a handle >= 0, or -1 for a source without handles), or -errno
- * (-EIO and a log line when it changed). */
+ * 0 and *fh (a handle >= 0, or -1 for a source without handles), or -errno:
+ * -EIO (and a log line) when it changed or cannot be opened, -EMFILE when
+ * the daemon is out of descriptors (EMFILE or ENFILE). */
 int fs_open_source(struct fs_ctx *fs, uint32_t node, int *fh);
 /* Close a handle from fs_open_source (-1 ok). */
 void fs_close_source(struct fs_ctx *fs, int fh);

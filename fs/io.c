@@ -19,7 +19,9 @@ int fs_open_source(struct fs_ctx *fs, uint32_t node, int *fh)
 {
 	int rc = fs->src->ops->open(fs->src, &fs->ns, node, fh);
 
-	if (rc < 0)
+	/* Out of descriptors is the daemon's state, not the file's: the reader
+	 * gets EMFILE and may retry; it is not a source error. */
+	if (rc < 0 && rc != -EMFILE)
 		fs_count(&fs->ctr.source_errors, 1);
 	return rc;
 }
@@ -63,46 +65,79 @@ void fs_peer_buf_init(struct fs_peer_buf *pb)
 	pb->data = NULL;
 	pb->unit = 0;
 	pb->len = 0;
+	pb->mem = NULL;
 }
 
 void fs_peer_buf_fini(struct fs_peer_buf *pb)
 {
 	pthread_mutex_destroy(&pb->lock);
-	free(pb->data);
+	if (pb->data) {
+		budget_free(pb->mem, pb->data, pb->len);
+		budget_trim(pb->mem);
+	}
+	pb->data = NULL;
 }
 
+/* Whole units up to this size are fetched at once for a handle. */
+#define PEER_UNIT_MAX ((size_t)16 << 20)
+
 /* [uoff, uoff+len) of unit k from its owner: from the handle's last fetched
- * unit, else by fetching the whole unit once. 0 or -errno. */
+ * unit, else by fetching the whole unit once into a buffer charged to the
+ * budget (never waiting for room: a full budget means fetching only the
+ * range asked). A read that reaches the unit's end gives the buffer back
+ * at once: sequential readers hold no memory between units. 0 or -errno. */
 static int peer_read(struct fill_ctx *fc, uint32_t k, uint64_t uoff, size_t len, void *buf)
 {
 	struct fs_peer_buf *pb = fc->pb;
+	struct budget *mem = &fc->fs->mem;
 	size_t unit_len = (size_t)ns_unit_len(&fc->fs->ns, fc->node, k);
+	uint8_t *done = NULL;
+	size_t done_len = 0;
 
-	/* Whole units up to 16 MiB per handle; larger chunks are fetched as read. */
-	if (!pb || unit_len > ((size_t)16 << 20))
+	if (!pb || unit_len > PEER_UNIT_MAX)
 		return fs_peer_fetch(fc->fs, fc->node, k, uoff, len, buf);
 	pthread_mutex_lock(&pb->lock);
 	if (pb->data && pb->unit == k) {
 		memcpy(buf, pb->data + uoff, len);
+		if (uoff + len == pb->len) {
+			done = pb->data;
+			done_len = pb->len;
+			pb->data = NULL;
+		}
 		pthread_mutex_unlock(&pb->lock);
+		if (done) {
+			budget_free(pb->mem, done, done_len);
+			budget_trim(pb->mem);
+		}
 		return 0;
 	}
 	pthread_mutex_unlock(&pb->lock);
-	uint8_t *whole = malloc(unit_len);
+	/* One read covering the whole unit needs no buffer of its own. */
+	if (uoff == 0 && len == unit_len)
+		return fs_peer_fetch(fc->fs, fc->node, k, 0, len, buf);
+	uint8_t *whole = budget_malloc(mem, unit_len, 0);
 	if (!whole)
 		return fs_peer_fetch(fc->fs, fc->node, k, uoff, len, buf);
 	int rc = fs_peer_fetch(fc->fs, fc->node, k, 0, unit_len, whole);
 	if (rc < 0) {
-		free(whole);
+		budget_free(mem, whole, unit_len);
 		return rc;
 	}
 	memcpy(buf, whole + uoff, len);
+	if (uoff + len == unit_len) { /* read to the end already */
+		budget_free(mem, whole, unit_len);
+		return 0;
+	}
 	pthread_mutex_lock(&pb->lock);
-	free(pb->data);
+	done = pb->data;
+	done_len = pb->len;
 	pb->data = whole;
 	pb->unit = k;
 	pb->len = unit_len;
+	pb->mem = mem;
 	pthread_mutex_unlock(&pb->lock);
+	if (done)
+		budget_free(mem, done, done_len);
 	return 0;
 }
 
@@ -218,7 +253,7 @@ static ssize_t read_file(struct fs_ctx *fs, uint32_t node, int fd, struct fs_pee
 		uint32_t k = (uint32_t)(pos / fs->ns.chunk_size);
 		uint64_t uoff = pos - (uint64_t)k * fs->ns.chunk_size;
 		size_t piece = (size_t)(ns_unit_len(&fs->ns, node, k) - uoff);
-		const void *d;
+		const void *d = NULL;
 
 		if (piece > len - done)
 			piece = len - done;

@@ -9,13 +9,16 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
+#include <libmount.h>
 #include <limits.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cache/cache.h"
@@ -182,38 +185,20 @@ static int fail(const char *fmt, ...)
 	return 1;
 }
 
-/* Whether path is a mount point, by /proc/self/mountinfo (field 5, octal escapes). */
+/* Whether path is a mount point, by the kernel's mount table read with libmount. */
 static bool is_mounted(const char *path)
 {
-	char real[PATH_MAX], line[8192];
-	FILE *f;
-	bool found = false;
+	char real[PATH_MAX];
+	struct libmnt_table *tb;
+	bool found;
 
 	if (!realpath(path, real))
 		return false;
-	f = fopen("/proc/self/mountinfo", "re");
-	if (!f)
+	tb = mnt_new_table_from_file("/proc/self/mountinfo");
+	if (!tb)
 		return false;
-	while (!found && fgets(line, sizeof(line), f)) {
-		char *save, *tok = strtok_r(line, " ", &save);
-		for (int i = 1; tok && i < 5; i++)
-			tok = strtok_r(NULL, " ", &save);
-		if (!tok)
-			continue;
-		char mp[PATH_MAX];
-		size_t j = 0;
-		for (char *p = tok; *p && j + 1 < sizeof(mp); p++) {
-			if (p[0] == '\\' && p[1] >= '0' && p[1] <= '3' && p[2] && p[3]) {
-				mp[j++] = (char)((p[1] - '0') * 64 + (p[2] - '0') * 8 + (p[3] - '0'));
-				p += 3;
-			} else {
-				mp[j++] = *p;
-			}
-		}
-		mp[j] = '\0';
-		found = !strcmp(mp, real);
-	}
-	fclose(f);
+	found = mnt_table_find_target(tb, real, MNT_ITER_BACKWARD) != NULL;
+	mnt_unref_table(tb);
 	return found;
 }
 
@@ -258,6 +243,17 @@ static int parse_sizes(struct fs_ctx *fs)
 	if (size_parse(o->cache_size, phys, &fs->cache_bytes) < 0)
 		return fail("bad --cache-size '%s': want bytes, K/M/G/T, or N%% (0 < N <= 100)",
 			    o->cache_size);
+	/* The cache never evicts: a budget over the machine's memory would end
+	 * in the OOM killer, not in a full cache. */
+	if (phys && fs->cache_bytes > phys) {
+		char want[32], have[32];
+		return fail("--cache-size '%s' (%s) is larger than this machine's memory (%s)",
+			    o->cache_size, size_format(fs->cache_bytes, want, sizeof(want)),
+			    size_format(phys, have, sizeof(have)));
+	}
+	if (fs->cache_bytes == 0)
+		fprintf(stderr, "coordfs: warning: --cache-size is 0: nothing will be cached, "
+				"every read goes to SOURCE%s\n", o->peers ? " or a peer" : "");
 	if (size_parse(o->chunk_size, phys, &fs->chunk_bytes) < 0 || fs->chunk_bytes < 4096 ||
 	    fs->chunk_bytes > (1ULL << 30) || strchr(o->chunk_size, '%'))
 		return fail("bad --chunk-size '%s': want 4K to 1G", o->chunk_size);
@@ -284,6 +280,10 @@ static int parse_sizes(struct fs_ctx *fs)
 		return fail("--peers needs --node=K (this node's index in the list)");
 	if (!o->peers && o->node)
 		return fail("--node needs --peers");
+	if (!o->peers && o->secret_file)
+		return fail("--secret-file needs --peers (it authenticates peer requests)");
+	if (!o->peers && o->listen)
+		return fail("--listen needs --peers");
 	if (o->s3_addressing && strcmp(o->s3_addressing, "path") && strcmp(o->s3_addressing, "virtual"))
 		return fail("bad --s3-addressing '%s': want path or virtual", o->s3_addressing);
 	if (!fs_source_is_s3(o->source)) {
@@ -300,6 +300,145 @@ static int parse_sizes(struct fs_ctx *fs)
 				 !strcmp(o->prepared_name, ".") || !strcmp(o->prepared_name, "..")))
 		return fail("bad --prepared-name '%s': want a plain file name", o->prepared_name);
 	return 0;
+}
+
+/*
+ * FUSE mount options: read-only, kernel permission checks, named after
+ * SOURCE. libfuse splits -o values at commas and takes a backslash as an
+ * escape, so both are escaped: a SOURCE ending in ",suid,dev" stays part of
+ * the name and can never turn options back on. Returns a malloc'd "-o..."
+ * argument, or NULL when out of memory.
+ */
+static char *mount_options(const char *source)
+{
+	static const char head[] = "-ofsname=coordfs:";
+	static const char tail[] = ",subtype=coordfs,ro,default_permissions";
+	size_t n = strlen(source);
+	char *arg = malloc(sizeof(head) + 2 * n + sizeof(tail));
+	char *d;
+
+	if (!arg)
+		return NULL;
+	d = stpcpy(arg, head);
+	for (const char *p = source; *p; p++) {
+		if (*p == ',' || *p == '\\')
+			*d++ = '\\';
+		*d++ = *p;
+	}
+	strcpy(d, tail);
+	return arg;
+}
+
+/*
+ * Raise the soft limit on open files to the hard limit: every reader of an
+ * uncached file holds a SOURCE descriptor in the daemon, and the default
+ * soft limit (1024) would let one user's opens fail everyone else's.
+ */
+static void raise_nofile_limit(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= rl.rlim_max)
+		return;
+	rlim_t was = rl.rlim_cur;
+	rl.rlim_cur = rl.rlim_max;
+	if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+		fprintf(stderr, "coordfs: warning: cannot raise the open-file limit from %llu: %s\n",
+			(unsigned long long)was, strerror(errno));
+}
+
+/*
+ * Detach from the caller, like fuse_daemonize(), except that the parent
+ * waits for the child's report on a pipe: one byte 'R' once everything runs
+ * (exit 0), or 'E' and a one-line reason once the child has given up and
+ * unmounted (printed, exit 1). A child that dies without a report also
+ * gives exit 1; the parent then unmounts what it left. Only the child
+ * returns: 0 and *report_fd (-1 in the foreground), or -errno. log_fd >= 0
+ * becomes the child's stderr.
+ */
+static int detach(struct fuse_session *se, bool foreground, int log_fd, int *report_fd)
+{
+	int p[2];
+
+	*report_fd = -1;
+	if (foreground) {
+		if (log_fd >= 0)
+			dup2(log_fd, STDERR_FILENO);
+		return chdir("/") < 0 ? -errno : 0;
+	}
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -errno;
+	fflush(NULL);
+	pid_t child = fork();
+	if (child < 0) {
+		int e = errno;
+		close(p[0]);
+		close(p[1]);
+		return -e;
+	}
+	if (child > 0) {
+		char msg[1024];
+		size_t got = 0;
+		ssize_t n;
+		int status = 0;
+
+		close(p[1]);
+		while (got < sizeof(msg) - 1 &&
+		       ((n = read(p[0], msg + got, sizeof(msg) - 1 - got)) > 0 ||
+			(n < 0 && errno == EINTR)))
+			got += n > 0 ? (size_t)n : 0;
+		msg[got] = '\0';
+		if (got > 0 && msg[0] == 'R')
+			_exit(0);
+		if (got > 0 && msg[0] == 'E') {
+			fprintf(stderr, "coordfs: %s\n", msg + 1);
+			waitpid(child, &status, 0);
+			_exit(1);
+		}
+		waitpid(child, &status, 0);
+		fuse_session_unmount(se);
+		fprintf(stderr, "coordfs: the daemon exited during start-up (%s %d)\n",
+			WIFSIGNALED(status) ? "signal" : "status",
+			WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+		_exit(1);
+	}
+	close(p[0]);
+	if (setsid() < 0 || chdir("/") < 0) {
+		close(p[1]);
+		return -errno;
+	}
+	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (null >= 0) {
+		dup2(null, STDIN_FILENO);
+		dup2(null, STDOUT_FILENO);
+		dup2(log_fd >= 0 ? log_fd : null, STDERR_FILENO);
+		close(null);
+	}
+	*report_fd = p[1];
+	return 0;
+}
+
+/* Tell the waiting parent: ready (why NULL), or the one-line reason. */
+static void report(int *report_fd, const char *why)
+{
+	if (*report_fd < 0)
+		return;
+	char msg[1024];
+	int n = snprintf(msg, sizeof(msg), "%c%s", why ? 'E' : 'R', why ? why : "");
+	ssize_t w = write(*report_fd, msg, n > 0 && (size_t)n < sizeof(msg) ? (size_t)n : 1);
+	(void)w;
+	close(*report_fd);
+	*report_fd = -1;
+}
+
+/* The FUSE INIT exchange: the mount answers requests from now on. The
+ * peer server and the prepared view started before the session loop. */
+static void init_then_report(void *userdata, struct fuse_conn_info *conn)
+{
+	struct fs_ctx *fs = userdata;
+
+	fs_ops.init(userdata, conn);
+	report(&fs->report_fd, NULL);
 }
 
 /* libfuse logs a message in pieces; gather them per thread into one line. */
@@ -346,13 +485,16 @@ int main(int argc, char *argv[])
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
 	struct fs_ctx *fs = calloc(1, sizeof(*fs));
 	struct fuse_session *se = NULL;
-	char err[512] = "";
-	int ret = 1;
+	char err[512] = "", why[512] = "";
+	int ret = 1, log_fd = -1;
+	struct fuse_lowlevel_ops ops;
 	bool mounted = false;
 
 	if (!fs)
 		return fail("out of memory");
+	raise_nofile_limit();
 	fs->listen_fd = -1;
+	fs->report_fd = -1;
 	if (fuse_opt_parse(&args, &fs->opt, fs_opt_spec, opt_proc) < 0) {
 		ret = fail("cannot parse the command line (see --help)");
 		goto out;
@@ -399,11 +541,13 @@ int main(int argc, char *argv[])
 		free(fs->opt.mountpoint);
 		fs->opt.mountpoint = abs;
 	}
-	if (fs->opt.log_file && fs->opt.log_file[0] != '/') {
-		char cwd[PATH_MAX], *lf;
-		if (getcwd(cwd, sizeof(cwd)) && asprintf(&lf, "%s/%s", cwd, fs->opt.log_file) > 0) {
-			free(fs->opt.log_file);
-			fs->opt.log_file = lf;
+	/* Opened now, so that a log file that cannot be written fails the mount. */
+	if (fs->opt.log_file) {
+		log_fd = open(fs->opt.log_file, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+		if (log_fd < 0) {
+			ret = fail("cannot open --log-file '%s': %s", fs->opt.log_file,
+				   strerror(errno));
+			goto out;
 		}
 	}
 	int rc;
@@ -436,6 +580,10 @@ int main(int argc, char *argv[])
 		ret = fail("cannot scan source '%s': %s: %s", fs->opt.source, err, strerror(-rc));
 		goto out;
 	}
+	if (fs_source_log_init(fs->src, fs->ns.nnodes) < 0) {
+		ret = fail("out of memory");
+		goto out;
+	}
 	if (fs->opt.prepared) {
 		uint32_t child;
 		const char *pn = fs->opt.prepared_name;
@@ -459,19 +607,17 @@ int main(int argc, char *argv[])
 	budget_init(&fs->mem, (fs->opt.prepared ? fs->prep_mem : 0) + FS_IO_MEM);
 	fs->mem_ready = true;
 
-	/* FUSE mount options: read-only, kernel permission checks, named after SOURCE. */
-	char fsname[PATH_MAX + 32];
-	snprintf(fsname, sizeof(fsname), "-ofsname=coordfs:%s,subtype=coordfs,ro,default_permissions",
-		 fs->opt.source);
-	for (char *p = fsname + 2; *p; p++)
-		if (*p == '\\')
-			*p = '/';
-	if (fuse_opt_add_arg(&args, fsname) < 0 ||
-	    (geteuid() == 0 && fuse_opt_add_arg(&args, "-oallow_other") < 0)) {
+	char *mount_opts = mount_options(fs->opt.source);
+	rc = mount_opts ? fuse_opt_add_arg(&args, mount_opts) : -1;
+	free(mount_opts);
+	if (rc < 0 || (geteuid() == 0 && fuse_opt_add_arg(&args, "-oallow_other") < 0)) {
 		ret = fail("out of memory");
 		goto out;
 	}
-	se = fuse_session_new(&args, &fs_ops, sizeof(fs_ops), fs);
+	/* The parent exits 0 only once the kernel's INIT has been answered. */
+	ops = fs_ops;
+	ops.init = init_then_report;
+	se = fuse_session_new(&args, &ops, sizeof(ops), fs);
 	if (!se)
 		goto out; /* libfuse printed the reason */
 	if (fuse_set_signal_handlers(se) < 0) {
@@ -489,46 +635,45 @@ int main(int argc, char *argv[])
 		 size_format(fs->ns.total_bytes, human, sizeof(human)), fs->opt.cache_size,
 		 (unsigned long long)fs->seed);
 
-	if (fuse_daemonize(fs->opt.foreground) < 0)
+	if ((rc = detach(se, fs->opt.foreground, log_fd, &fs->report_fd)) < 0) {
+		ret = fail("cannot detach from the terminal: %s", strerror(-rc));
 		goto out;
-	if (fs->opt.log_file) {
-		int lfd = open(fs->opt.log_file, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
-		if (lfd >= 0) {
-			dup2(lfd, STDERR_FILENO);
-			close(lfd);
-		}
-	} else if (!fs->opt.foreground) {
-		log_use_syslog(true);
 	}
+	if (!fs->opt.log_file && !fs->opt.foreground)
+		log_use_syslog(true);
 	clock_gettime(CLOCK_MONOTONIC, &fs->started);
 	log_msg(LOG_NOTICE, "serving %s at %s (%u files, seed %llu)", fs->opt.source,
 		fs->opt.mountpoint, fs->ns.nfiles, (unsigned long long)fs->seed);
 
 	if (fs->src->ops->start && (rc = fs->src->ops->start(fs->src)) < 0) {
-		log_err("cannot start reading source %s: %s", fs->opt.source, strerror(-rc));
+		snprintf(why, sizeof(why), "cannot start reading source %s: %s", fs->opt.source,
+			 strerror(-rc));
 		goto out;
 	}
 	if ((rc = fs_peer_start(fs)) < 0) {
-		log_err("cannot start the peer service: %s", strerror(-rc));
+		snprintf(why, sizeof(why), "cannot start the peer service: %s", strerror(-rc));
 		goto out;
 	}
 	if ((rc = fs_prep_start(fs)) < 0) {
-		log_err("cannot start the prepared view: %s", strerror(-rc));
+		snprintf(why, sizeof(why), "cannot start the prepared view: %s", strerror(-rc));
 		goto out;
 	}
 	if (fs->opt.prefill && (rc = fs_prefill_start(fs, fs->src->ops->prefill_parallel)) < 0) {
-		log_err("cannot start prefill: %s", strerror(-rc));
+		snprintf(why, sizeof(why), "cannot start prefill: %s", strerror(-rc));
 		goto out;
 	}
 	struct fuse_loop_config *lc = fuse_loop_cfg_create();
 	if (!lc) {
-		log_err("out of memory");
+		snprintf(why, sizeof(why), "out of memory");
 		goto out;
 	}
 	fuse_loop_cfg_set_clone_fd(lc, 1);
 	fuse_loop_cfg_set_max_threads(lc, 32);
 	rc = fuse_session_loop_mt(se, lc);
 	fuse_loop_cfg_destroy(lc);
+	if (fs->report_fd >= 0 && !why[0])
+		snprintf(why, sizeof(why), "the FUSE session ended before the kernel's INIT "
+					   "(cannot start its threads?)");
 	ret = rc < 0 ? 1 : 0;
 	log_msg(LOG_NOTICE, "unmounting %s", fs->opt.mountpoint);
 out:
@@ -551,6 +696,12 @@ out:
 		budget_fini(&fs->mem);
 	ns_fini(&fs->ns);
 	fs_source_destroy(fs->src);
+	if (why[0])
+		log_err("%s; unmounted", why);
+	/* Only now, with nothing mounted any more, does the parent exit. */
+	report(&fs->report_fd, why[0] ? why : "start-up failed");
+	if (log_fd >= 0)
+		close(log_fd);
 	free(fs->opt.parse_error);
 	free_options(&fs->opt);
 	free(fs);

@@ -145,9 +145,20 @@ static void free_entries(struct scan_entry *v, size_t n)
 	free(v);
 }
 
-/* Read one directory's entries (stat'ed, sorted) into *out. */
-static int read_dir(int dfd, struct scan_entry **out, size_t *nout, char *err, size_t errlen,
-		    const char *path)
+/* Skip a fifo, socket or device: the first one at warning level, the
+ * rest at info (ns_scan logs the total). */
+static void skip_special(struct ns *ns, const char *path, const char *name)
+{
+	int level = ns->skipped_special++ ? LOG_INFO : LOG_WARNING;
+
+	log_msg(level, "skipping %s/%s: not a file, directory or symlink (fifo, socket or device)",
+		path, name);
+}
+
+/* Read one directory's entries (stat'ed, sorted) into *out. plen is the
+ * length of path, the directory's relative path ("." for the root, plen 0). */
+static int read_dir(struct ns *ns, int dfd, struct scan_entry **out, size_t *nout, char *err,
+		    size_t errlen, const char *path, size_t plen)
 {
 	int fd2 = dup(dfd);
 	if (fd2 < 0)
@@ -169,13 +180,16 @@ static int read_dir(int dfd, struct scan_entry **out, size_t *nout, char *err, s
 			continue;
 		if (de->d_type != DT_UNKNOWN && de->d_type != DT_REG && de->d_type != DT_DIR &&
 		    de->d_type != DT_LNK) {
-			log_info("skipping %s/%s: not a file, directory or symlink", path, de->d_name);
+			skip_special(ns, path, de->d_name);
 			continue;
 		}
-		if (strlen(de->d_name) > 255) {
-			snprintf(err, errlen, "name too long in %s", path);
-			rc = -EOVERFLOW;
-			break;
+		/* "dir/name" and its NUL must fit in PATH_MAX for every later open. */
+		size_t nlen = strlen(de->d_name);
+		if (nlen > 255 || (plen ? plen + 1 : 0) + nlen + 1 > PATH_MAX) {
+			log_warn("skipping %s/%.64s...: its path is longer than PATH_MAX (%d)", path,
+				 de->d_name, PATH_MAX);
+			ns->skipped_long++;
+			continue;
 		}
 		if (n == cap) {
 			size_t ncap = cap ? cap * 2 : 64;
@@ -218,11 +232,12 @@ static int read_dir(int dfd, struct scan_entry **out, size_t *nout, char *err, s
 		mode_t m = e.st.st_mode;
 		if (st_err[i]) {
 			log_warn("skipping %s/%s: %s", path, e.name, strerror(st_err[i]));
+			ns->skipped_unreadable++;
 			free(e.name);
 			continue;
 		}
 		if (!S_ISREG(m) && !S_ISDIR(m) && !S_ISLNK(m)) {
-			log_info("skipping %s/%s: not a file, directory or symlink", path, e.name);
+			skip_special(ns, path, e.name);
 			free(e.name);
 			continue;
 		}
@@ -289,7 +304,7 @@ int ns_scan(struct ns *ns, int source_fd, uint64_t chunk_size, char *err, size_t
 		}
 		struct scan_entry *ents = NULL;
 		size_t nents = 0;
-		rc = read_dir(dfd, &ents, &nents, err, errlen, plen ? path : ".");
+		rc = read_dir(ns, dfd, &ents, &nents, err, errlen, plen ? path : ".", (size_t)plen);
 		close(dfd);
 		if (rc < 0) {
 			if (!*err)
@@ -305,6 +320,8 @@ int ns_scan(struct ns *ns, int source_fd, uint64_t chunk_size, char *err, size_t
 				n->parent = dir;
 				n->name_len = (uint16_t)strlen(ents[k].name);
 				rc = pool_add(ns, &pool_cap, ents[k].name, n->name_len, &n->name_off);
+				if (S_ISDIR(n->mode))
+					ns->ndirs++;
 				if (rc == 0 && ents[k].link)
 					rc = pool_add(ns, &pool_cap, ents[k].link, strlen(ents[k].link),
 						      &n->first);
@@ -328,6 +345,12 @@ int ns_scan(struct ns *ns, int source_fd, uint64_t chunk_size, char *err, size_t
 			goto out;
 		}
 	}
+	if (ns->skipped_special || ns->skipped_long || ns->skipped_unreadable)
+		log_msg(LOG_NOTICE,
+			"left out of the mount: %llu fifos, sockets or devices, %llu paths longer "
+			"than PATH_MAX, %llu entries that could not be stat'ed",
+			(unsigned long long)ns->skipped_special, (unsigned long long)ns->skipped_long,
+			(unsigned long long)ns->skipped_unreadable);
 	/* Give back the slack of the doubling growth. */
 	struct ns_node *shrunk = realloc(ns->nodes, (size_t)ns->nnodes * sizeof(*shrunk));
 	if (shrunk)

@@ -43,12 +43,19 @@ struct ns {
 	uint64_t nunits;
 	uint64_t chunk_size;
 	uint64_t total_bytes;
+	uint32_t ndirs;             /* directories below the root */
+	/* Entries left out of the namespace, each logged once at scan. */
+	uint64_t skipped_special;   /* fifos, sockets, devices */
+	uint64_t skipped_long;      /* whose path would exceed PATH_MAX */
+	uint64_t skipped_unreadable; /* that could not be stat'ed */
 };
 
 /*
  * Scan the directory tree at source_fd (an O_DIRECTORY fd, kept by the
- * caller). Entries other than regular files, directories and symlinks are
- * skipped. Names over 255 bytes or trees over 2^32-2 nodes give -EOVERFLOW.
+ * caller). Entries other than regular files, directories and symlinks
+ * (fifos, sockets, devices), entries whose relative path would not fit in
+ * PATH_MAX, and entries that cannot be stat'ed are skipped, logged and
+ * counted (skipped_*). Trees over 2^32-2 nodes give -EOVERFLOW.
  * Returns 0 or -errno; on error *err names the path concerned.
  */
 int ns_scan(struct ns *ns, int source_fd, uint64_t chunk_size, char *err, size_t errlen);

@@ -17,6 +17,7 @@
 #include "common/strbuf.h"
 #include "fs/fs.h"
 #include "fs/peer.h"
+#include "fs/snapshot.h"
 #include "fs/stats.h"
 #include "remote/remote.h"
 
@@ -78,10 +79,17 @@ bool fs_peer_owns(struct fs_ctx *fs, uint32_t node, uint32_t k)
 	return unit_owner(fs, node, k) == fs->node;
 }
 
+/* 1, 2, 4, 8, ...: log the first of a repeating event, then ever fewer. */
+static bool power_of_two(uint64_t n)
+{
+	return n && (n & (n - 1)) == 0;
+}
+
 int fs_peer_fetch(struct fs_ctx *fs, uint32_t node, uint32_t k, uint64_t uoff, size_t len,
 		  void *buf)
 {
 	char path[PATH_MAX];
+	char etag[REMOTE_MAX_ETAG + 1];
 
 	if (!fs->client)
 		return -ENOTSUP;
@@ -91,18 +99,39 @@ int fs_peer_fetch(struct fs_ctx *fs, uint32_t node, uint32_t k, uint64_t uoff, s
 	unsigned owner = remote_owner(fs->peers, remote_unit_key(path, (size_t)plen, k));
 	if (owner == fs->node)
 		return -EINVAL;
-	ssize_t n = remote_fetch(fs->client, owner, path, (uint64_t)k * fs->ns.chunk_size + uoff,
-				 len, buf);
+	int rc = fs_snapshot_etag(fs, node, etag, sizeof(etag));
+	if (rc < 0)
+		return rc;
+	/* Only bytes of the very snapshot this node took are accepted: the
+	 * owner's ETag and total size must be ours, else SOURCE is read. */
+	const struct remote_expect exp = {.size = fs->ns.nodes[node].size, .etag = etag};
+	ssize_t n = remote_fetch_verified(fs->client, owner, path,
+					  (uint64_t)k * fs->ns.chunk_size + uoff, len, &exp, buf);
 	if (n == (ssize_t)len)
 		return 0;
 	fs_count(&fs->ctr.peer_fallbacks, 1);
 	/* A failure that marks the peer down is logged once: later reads skip it
 	 * (-EHOSTDOWN) until it is probed again. A 404 (mismatched datasets)
-	 * leaves it up and would repeat for every read: debug only. */
-	if (n == -ENOENT)
+	 * leaves it up and would repeat for every read: debug only. So would
+	 * a file that differs between the nodes, or that the owner cannot
+	 * read: logged on the 1st, 2nd, 4th, 8th... occurrence. */
+	if (n == -ENOENT) {
 		log_debug("%s: peer %s does not have it; reading SOURCE instead", path,
 			  remote_node_url(fs->client, owner));
-	else if (n != -EHOSTDOWN)
+	} else if (n == -ESTALE || n == -EREMOTEIO || n == -EBUSY) {
+		struct remote_client_stats cs;
+
+		remote_client_get_stats(fs->client, &cs);
+		if (power_of_two(n == -ESTALE ? cs.mismatches : cs.unavailable))
+			log_warn("%s: peer %s %s; reading SOURCE instead (peer stays up)", path,
+				 remote_node_url(fs->client, owner),
+				 n == -ESTALE ? "holds another version of it (size or mtime differ)"
+				 : n == -EBUSY ? "is busy"
+					       : "cannot read it");
+		else
+			log_debug("%s: peer %s: %s; reading SOURCE instead", path,
+				  remote_node_url(fs->client, owner), strerror((int)-n));
+	} else if (n != -EHOSTDOWN)
 		log_warn("%s: fetch from peer %s failed (%s); reading SOURCE instead", path,
 			 remote_node_url(fs->client, owner), strerror(n < 0 ? (int)-n : EPROTO));
 	return n < 0 ? (int)n : -EPROTO;
@@ -127,9 +156,24 @@ static int srv_resolve(void *arg, const char *relpath, uint32_t *file_id, uint64
 	return 0;
 }
 
-static void release_free(void *ctx)
+/* How long a peer's request waits for room in the budget before 503. */
+#define SRV_MEM_WAIT_MS 200
+
+/* A response buffer charged to fs->mem, freed (and uncharged) by the
+ * server when the response is gone. */
+struct srv_buf {
+	struct fs_ctx *fs;
+	size_t size; /* bytes charged, header included */
+	char data[];
+};
+
+static void srv_buf_release(void *ctx)
 {
-	free(ctx);
+	struct srv_buf *b = ctx;
+	struct fs_ctx *fs = b->fs;
+
+	budget_free(&fs->mem, b, b->size);
+	budget_trim(&fs->mem);
 }
 
 static int srv_read(void *arg, uint32_t file_id, uint64_t off, size_t len,
@@ -141,37 +185,57 @@ static int srv_read(void *arg, uint32_t file_id, uint64_t off, size_t len,
 	if (off >= n->size)
 		return -EINVAL;
 	/* One unit at a time: the server asks again for the rest. */
-	uint64_t unit_end = (off / fs->ns.chunk_size + 1) * fs->ns.chunk_size;
+	uint64_t k = off / fs->ns.chunk_size;
+	uint64_t unit_end = (k + 1) * fs->ns.chunk_size;
 	if (unit_end > n->size)
 		unit_end = n->size;
 	if (len > unit_end - off)
 		len = (size_t)(unit_end - off);
-	char *buf = malloc(len);
-	if (!buf)
-		return -ENOMEM;
 	const void *direct;
-	ssize_t got = fs_read_file_local(fs, file_id, off, len, buf, &direct);
-	if (got <= 0) {
-		free(buf);
-		return got < 0 ? (int)got : -EIO;
-	}
-	if (direct) {
-		/* Held by the cache, which never evicts: sent without a copy. */
-		free(buf);
-		out->data = direct;
-		out->len = (size_t)got;
+	ssize_t got;
+	if (cache_holds(fs->cache, (uint64_t)n->first + k) &&
+	    cache_get(fs->cache, (uint64_t)n->first + k, ns_unit_len(&fs->ns, file_id, (uint32_t)k),
+		      len, false, NULL, NULL, &direct) == 0) {
+		/* Held by the cache, which never evicts: sent without a copy
+		 * and without a buffer (admit=false never fills). */
+		out->data = (const char *)direct + (off - k * fs->ns.chunk_size);
+		out->len = len;
 		return 0;
 	}
-	out->data = buf;
+	/* Not held: a buffer for the unit's bytes, charged to the one budget;
+	 * when it stays full, the peer is told to come back (503). */
+	size_t size = sizeof(struct srv_buf) + len;
+	struct srv_buf *b = budget_malloc(&fs->mem, size, SRV_MEM_WAIT_MS);
+	if (!b)
+		return -EBUSY;
+	b->fs = fs;
+	b->size = size;
+	got = fs_read_file_local(fs, file_id, off, len, b->data, &direct);
+	if (got <= 0 || direct) {
+		budget_free(&fs->mem, b, size);
+		if (got > 0) {
+			out->data = direct; /* admitted meanwhile */
+			out->len = (size_t)got;
+			return 0;
+		}
+		return got < 0 ? (int)got : -EIO;
+	}
+	out->data = b->data;
 	out->len = (size_t)got;
-	out->release = release_free;
-	out->ctx = buf;
+	out->release = srv_buf_release;
+	out->ctx = b;
 	return 0;
 }
 
+static int srv_etag(void *arg, uint32_t file_id, char *buf, size_t len)
+{
+	return fs_snapshot_etag(arg, file_id, buf, len);
+}
+
+/* Peers get the counters, not where SOURCE lives nor the daemon's pid. */
 static void srv_stats(void *arg, struct strbuf *out)
 {
-	fs_stats_json(arg, out);
+	fs_stats_json_peer(arg, out);
 }
 
 static void srv_metrics(void *arg, struct strbuf *out)
@@ -184,6 +248,7 @@ static const struct remote_server_ops server_ops = {
 	.read = srv_read,
 	.stats_json = srv_stats,
 	.metrics = srv_metrics,
+	.etag = srv_etag,
 };
 
 int fs_peer_start(struct fs_ctx *fs)
@@ -232,6 +297,8 @@ void fs_peer_collect(struct fs_ctx *fs, struct fs_stats *s)
 		s->peer_fetches = cs.fetches;
 		s->peer_bytes = cs.bytes;
 		s->peer_errors = cs.errors;
+		s->peer_mismatches = cs.mismatches;
+		s->peer_unavailable = cs.unavailable;
 	}
 	if (fs->server) {
 		struct remote_server_stats ss;

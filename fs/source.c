@@ -7,9 +7,14 @@
 #include "fs/source.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+#include "common/log.h"
 
 #define S3_SCHEME "s3://"
 /* Bucket names: S3's rules allow 3 to 63 of [a-z0-9.-]; older buckets and
@@ -91,4 +96,48 @@ double fs_latency_quantile_ms(struct fs_latency *l, double q)
 			return (double)(1ULL << b) / 1000.0;
 	}
 	return 0;
+}
+
+int fs_source_log_init(struct fs_source *src, uint32_t nnodes)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	atomic_store(&src->summary_at, (int64_t)now.tv_sec + FS_SOURCE_SUMMARY_S);
+	src->logged = calloc((size_t)nnodes / 64 + 1, sizeof(*src->logged));
+	return src->logged ? 0 : -ENOMEM;
+}
+
+void fs_source_problem(struct fs_source *src, const struct ns *ns, uint32_t node, const char *fmt,
+		       ...)
+{
+	uint64_t bit = 1ULL << (node % 64);
+	struct timespec now;
+
+	if (!src->logged ||
+	    !(atomic_fetch_or_explicit(&src->logged[node / 64], bit, memory_order_relaxed) & bit)) {
+		char path[PATH_MAX], line[512];
+		va_list ap;
+
+		if (ns_path(ns, node, path, sizeof(path)) < 0)
+			snprintf(path, sizeof(path), "(path too long)");
+		va_start(ap, fmt);
+		vsnprintf(line, sizeof(line), fmt, ap);
+		va_end(ap);
+		log_err("%s: %s (later problems with this file are counted, not logged)", path,
+			line);
+		return;
+	}
+	atomic_fetch_add_explicit(&src->unlogged, 1, memory_order_relaxed);
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	int64_t due = atomic_load_explicit(&src->summary_at, memory_order_relaxed);
+	if (now.tv_sec < due ||
+	    !atomic_compare_exchange_strong_explicit(&src->summary_at, &due,
+						     now.tv_sec + FS_SOURCE_SUMMARY_S,
+						     memory_order_relaxed, memory_order_relaxed))
+		return;
+	uint64_t n = atomic_exchange_explicit(&src->unlogged, 0, memory_order_relaxed);
+	if (n)
+		log_err("%llu more SOURCE problems with files already logged",
+			(unsigned long long)n);
 }

@@ -22,6 +22,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <sys/types.h>
 
 #include "fs/ns.h"
@@ -70,13 +71,37 @@ struct fs_source_ops {
 
 struct fs_source {
 	const struct fs_source_ops *ops;
+	/* fs_source_problem's state (zero-initialized by the implementation's
+	 * calloc): a bit per node, set once that file's first problem is
+	 * logged; later ones are summed up in one line at most every
+	 * FS_SOURCE_SUMMARY_S seconds. */
+	_Atomic uint64_t *logged;
+	_Atomic uint64_t unlogged;
+	_Atomic int64_t summary_at;
 };
+
+#define FS_SOURCE_SUMMARY_S 60
+
+/* After build_ns: room for one "logged" bit per node. 0 or -ENOMEM. */
+int fs_source_log_init(struct fs_source *src, uint32_t nnodes);
+
+/*
+ * Log a problem with node's SOURCE file ("PATH: MESSAGE"): the first one per
+ * file in full, later ones only counted, with a summary of those at most
+ * every FS_SOURCE_SUMMARY_S seconds, so that a file read in a loop (or a
+ * flood of EMFILE) cannot fill the log. Thread-safe.
+ */
+void fs_source_problem(struct fs_source *src, const struct ns *ns, uint32_t node, const char *fmt,
+		       ...) __attribute__((format(printf, 4, 5)));
 
 /* NULL ok. */
 static inline void fs_source_destroy(struct fs_source *src)
 {
-	if (src)
+	if (src) {
+		void *logged = (void *)src->logged;
 		src->ops->destroy(src);
+		free(logged);
+	}
 }
 
 /*

@@ -55,18 +55,10 @@ static bool matches_snapshot(const struct ns_node *n, const struct stat *st)
 	return S_ISREG(st->st_mode) && (uint64_t)st->st_size == n->size && mt == n->mtime_ns;
 }
 
-static void node_path(const struct ns *ns, uint32_t node, char *path, size_t len)
+static void report_changed(struct fs_source *src, const struct ns *ns, uint32_t node,
+			   const char *why)
 {
-	if (ns_path(ns, node, path, len) < 0)
-		snprintf(path, len, "(path too long)");
-}
-
-static void report_changed(const struct ns *ns, uint32_t node, const char *why)
-{
-	char path[PATH_MAX];
-
-	node_path(ns, node, path, sizeof(path));
-	log_err("%s: %s since mount; reads fail with EIO", path, why);
+	fs_source_problem(src, ns, node, "%s since mount; reads fail with EIO", why);
 }
 
 static int local_build_ns(struct fs_source *src, struct ns *ns, uint64_t chunk_size, char *err,
@@ -84,12 +76,21 @@ static int local_open(struct fs_source *src, const struct ns *ns, uint32_t node,
 		return -ENAMETOOLONG;
 	int fd = open_beneath(local_of(src)->dir_fd, path);
 	if (fd < 0) {
-		log_err("%s: cannot open source file: %s", path, strerror(errno));
+		int e = errno;
+		/* Out of descriptors is the daemon's state, not the file's: the
+		 * reader gets EMFILE and may retry; nothing is marked failed. */
+		if (e == EMFILE || e == ENFILE) {
+			fs_source_problem(src, ns, node,
+					  "cannot open source file: %s; EMFILE to the reader",
+					  strerror(e));
+			return -EMFILE;
+		}
+		fs_source_problem(src, ns, node, "cannot open source file: %s", strerror(e));
 		return -EIO;
 	}
 	if (fstat(fd, &st) < 0 || !matches_snapshot(&ns->nodes[node], &st)) {
 		close(fd);
-		report_changed(ns, node, "changed (size, mtime or type)");
+		report_changed(src, ns, node, "changed (size, mtime or type)");
 		return -EIO;
 	}
 	*fh = fd;
@@ -124,14 +125,11 @@ static int local_pread(struct local_source *ls, const struct ns *ns, uint32_t no
 		atomic_fetch_add_explicit(&ls->requests, 1, memory_order_relaxed);
 		fs_latency_add(&ls->latency, now_usec() - t0);
 		if (n < 0) {
-			int e = errno;
-			char path[PATH_MAX];
-			node_path(ns, node, path, sizeof(path));
-			log_err("%s: read failed: %s", path, strerror(e));
+			fs_source_problem(&ls->base, ns, node, "read failed: %s", strerror(errno));
 			return -EIO;
 		}
 		if (n == 0) {
-			report_changed(ns, node, "shrank");
+			report_changed(&ls->base, ns, node, "shrank");
 			return -EIO;
 		}
 		done += (size_t)n;
@@ -140,7 +138,7 @@ static int local_pread(struct local_source *ls, const struct ns *ns, uint32_t no
 	/* Catch a file rewritten in place while we read it: never mixed bytes. */
 	struct stat st;
 	if (fstat(fd, &st) < 0 || !matches_snapshot(&ns->nodes[node], &st)) {
-		report_changed(ns, node, "changed while being read");
+		report_changed(&ls->base, ns, node, "changed while being read");
 		return -EIO;
 	}
 	return 0;

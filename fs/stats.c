@@ -1,5 +1,11 @@
 /* SPDX-License-Identifier: MIT */
-/* The statistics of SPEC §4, as JSON (xattr, peer /v1/stats) and Prometheus text. */
+/*
+ * The statistics, as JSON (the user.coordfs.stats xattr, the peer server's
+ * /v1/stats) and as Prometheus text. The JSON is built with jansson, so it
+ * is always well-formed and valid UTF-8 whatever bytes SOURCE's path holds.
+ */
+#include <jansson.h>
+#include <math.h>
 #include <stdatomic.h>
 #include <time.h>
 #include <unistd.h>
@@ -10,6 +16,8 @@
 #include "fs/prefill.h"
 #include "fs/source.h"
 #include "fs/stats.h"
+#include "remote/remote.h"
+#include "common/utf8.h"
 
 static uint64_t ld(_Atomic uint64_t *c)
 {
@@ -54,52 +62,140 @@ void fs_stats_collect(struct fs_ctx *fs, struct fs_stats *s)
 	fs_prep_collect(fs, s);
 }
 
-void fs_stats_json(struct fs_ctx *fs, struct strbuf *sb)
+/* A JSON string of s, made valid UTF-8: SOURCE is bytes, and a byte that is
+ * not UTF-8 becomes U+FFFD (the raw path is in the mount's log). */
+static json_t *string_value(const char *s)
+{
+	struct strbuf sb;
+	json_t *v;
+
+	strbuf_init(&sb);
+	utf8_sanitize(&sb, s, strlen(s));
+	v = sb.failed ? NULL : json_stringn(sb.buf ? sb.buf : "", sb.len);
+	strbuf_fini(&sb);
+	return v;
+}
+
+static json_t *num(uint64_t v)
+{
+	return json_integer((json_int_t)v);
+}
+
+/* Set key to v (taking it); false when v is NULL or out of memory. */
+static bool put(json_t *obj, const char *key, json_t *v)
+{
+	return v && json_object_set_new(obj, key, v) == 0;
+}
+
+/* local: the xattr's JSON, with the SOURCE path and pid; else a peer's. */
+static json_t *stats_tree(struct fs_ctx *fs, bool local)
 {
 	struct fs_stats s;
+	json_t *root = json_object(), *cache = json_object(), *source = json_object();
+	json_t *peers = json_object(), *prep = json_object(), *fuse = json_object();
+	json_t *names = json_object(), *prefill = json_object(), *latency = json_object();
+	const struct ns *ns = &fs->ns;
+	bool ok;
 
 	fs_stats_collect(fs, &s);
-	strbuf_printf(sb, "{\"version\":1,\"uptime_s\":%.3f,\"pid\":%ld,", s.uptime_s, (long)getpid());
-	strbuf_puts(sb, "\"source_dir\":");
-	strbuf_json_string(sb, fs->opt.source);
-	strbuf_printf(sb, ",\"files\":%u,\"dataset_bytes\":%llu,", fs->ns.nfiles,
-		      (unsigned long long)fs->ns.total_bytes);
-	strbuf_printf(sb,
-		      "\"cache\":{\"capacity_bytes\":%llu,\"used_bytes\":%llu,\"items\":%llu,"
-		      "\"hits\":%llu,\"misses\":%llu,\"hit_bytes\":%llu,\"miss_bytes\":%llu,"
-		      "\"admitted\":%llu,\"refused\":%llu,\"chunk_bytes\":%llu},",
-		      (unsigned long long)s.cache.capacity_bytes,
-		      (unsigned long long)s.cache.used_bytes, (unsigned long long)s.cache.items,
-		      (unsigned long long)s.cache.hits, (unsigned long long)s.cache.misses,
-		      (unsigned long long)s.cache.hit_bytes, (unsigned long long)s.cache.miss_bytes,
-		      (unsigned long long)s.cache.admitted, (unsigned long long)s.cache.refused,
-		      (unsigned long long)fs->ns.chunk_size);
-	strbuf_printf(sb, "\"source\":{\"reads\":%llu,\"bytes\":%llu,\"errors\":%llu,",
-		      (unsigned long long)s.source_reads, (unsigned long long)s.source_bytes,
-		      (unsigned long long)s.source_errors);
-	strbuf_printf(sb,
-		      "\"requests\":%llu,\"retries\":%llu,\"latency_ms\":{\"p50\":%.3f,\"p99\":%.3f},"
-		      "\"skipped_keys\":%llu,\"kind\":\"%s\"},",
-		      (unsigned long long)s.source_requests, (unsigned long long)s.source_retries,
-		      s.source_latency_p50_ms, s.source_latency_p99_ms,
-		      (unsigned long long)s.source_skipped_keys, fs->src->ops->kind);
-	strbuf_printf(sb, "\"prefill\":{\"target_bytes\":%llu,\"done_bytes\":%llu,\"running\":%s},",
-		      (unsigned long long)s.prefill_target_bytes,
-		      (unsigned long long)s.prefill_done_bytes, s.prefill_running ? "true" : "false");
-	strbuf_printf(sb,
-		      "\"peers\":{\"fetches\":%llu,\"bytes\":%llu,\"errors\":%llu,\"served\":%llu,"
-		      "\"served_bytes\":%llu,\"node\":%d,\"nodes\":",
-		      (unsigned long long)s.peer_fetches, (unsigned long long)s.peer_bytes,
-		      (unsigned long long)s.peer_errors, (unsigned long long)s.peer_served,
-		      (unsigned long long)s.peer_served_bytes, fs->peers ? (int)fs->node : -1);
-	fs_peer_nodes_json(fs, sb);
-	strbuf_printf(sb, "},\"prep\":{\"decodes\":%llu,\"shared\":%llu,\"errors\":%llu,"
-			  "\"staged_bytes\":%llu},",
-		      (unsigned long long)s.prep_decodes, (unsigned long long)s.prep_shared,
-		      (unsigned long long)s.prep_errors, (unsigned long long)s.prep_staged_bytes);
-	strbuf_printf(sb, "\"fuse\":{\"opens\":%llu,\"reads\":%llu,\"read_bytes\":%llu}}",
-		      (unsigned long long)s.opens, (unsigned long long)s.reads,
-		      (unsigned long long)s.read_bytes);
+	ok = root && cache && source && peers && prep && fuse && names && prefill && latency;
+	ok = ok && put(root, "version", json_integer(1)) &&
+	     /* milliseconds, printed without binary-fraction noise */
+	     put(root, "uptime_s", json_real(round(s.uptime_s * 1000.0) / 1000.0)) &&
+	     (!local || (put(root, "pid", json_integer((json_int_t)getpid())) &&
+			 put(root, "source_dir", string_value(fs->opt.source)))) &&
+	     put(root, "files", num(fs->ns.nfiles)) &&
+	     put(root, "dataset_bytes", num(fs->ns.total_bytes));
+	ok = ok && put(cache, "capacity_bytes", num(s.cache.capacity_bytes)) &&
+	     put(cache, "used_bytes", num(s.cache.used_bytes)) &&
+	     put(cache, "items", num(s.cache.items)) && put(cache, "hits", num(s.cache.hits)) &&
+	     put(cache, "misses", num(s.cache.misses)) &&
+	     put(cache, "hit_bytes", num(s.cache.hit_bytes)) &&
+	     put(cache, "miss_bytes", num(s.cache.miss_bytes)) &&
+	     put(cache, "admitted", num(s.cache.admitted)) &&
+	     put(cache, "refused", num(s.cache.refused)) &&
+	     put(cache, "fill_errors", num(s.cache.fill_errors)) &&
+	     put(cache, "failed_units", num(s.cache.failed_units)) &&
+	     put(cache, "chunk_bytes", num(fs->ns.chunk_size));
+	ok = ok && put(source, "reads", num(s.source_reads)) &&
+	     put(source, "bytes", num(s.source_bytes)) &&
+	     put(source, "errors", num(s.source_errors)) &&
+	     put(source, "requests", num(s.source_requests)) &&
+	     put(source, "retries", num(s.source_retries)) &&
+	     put(latency, "p50", json_real(round(s.source_latency_p50_ms * 1000.0) / 1000.0)) &&
+	     put(latency, "p99", json_real(round(s.source_latency_p99_ms * 1000.0) / 1000.0)) &&
+	     put(source, "latency_ms", json_incref(latency)) &&
+	     put(source, "skipped_keys", num(s.source_skipped_keys)) &&
+	     put(source, "kind", json_string(fs->src->ops->kind));
+	ok = ok && put(prefill, "target_bytes", num(s.prefill_target_bytes)) &&
+	     put(prefill, "done_bytes", num(s.prefill_done_bytes)) &&
+	     put(prefill, "running", json_boolean(s.prefill_running));
+	ok = ok && put(peers, "fetches", num(s.peer_fetches)) &&
+	     put(peers, "bytes", num(s.peer_bytes)) && put(peers, "errors", num(s.peer_errors)) &&
+	     put(peers, "served", num(s.peer_served)) &&
+	     put(peers, "served_bytes", num(s.peer_served_bytes)) &&
+	     put(peers, "mismatches", num(s.peer_mismatches)) &&
+	     put(peers, "unavailable", num(s.peer_unavailable)) &&
+	     put(peers, "node", json_integer(fs->peers ? (json_int_t)fs->node : -1)) &&
+	     put(peers, "nodes", fs->client ? remote_peers_json_value(fs->client) : json_array());
+	ok = ok && put(prep, "decodes", num(s.prep_decodes)) &&
+	     put(prep, "shared", num(s.prep_shared)) && put(prep, "errors", num(s.prep_errors)) &&
+	     put(prep, "staged_bytes", num(s.prep_staged_bytes));
+	ok = ok && put(fuse, "opens", num(s.opens)) && put(fuse, "reads", num(s.reads)) &&
+	     put(fuse, "read_bytes", num(s.read_bytes));
+	/* What the scan at mount indexed, and what it left out (logged then). */
+	ok = ok && put(names, "files", num(ns->nfiles)) && put(names, "dirs", num(ns->ndirs)) &&
+	     put(names, "skipped",
+		 num(ns->skipped_special + ns->skipped_long + ns->skipped_unreadable)) &&
+	     put(names, "skipped_special", num(ns->skipped_special)) &&
+	     put(names, "skipped_long_paths", num(ns->skipped_long)) &&
+	     put(names, "skipped_unreadable", num(ns->skipped_unreadable));
+	/* The sub-objects go in last so that a failure above frees them too. */
+	ok = ok && put(root, "cache", json_incref(cache)) &&
+	     put(root, "source", json_incref(source)) &&
+	     put(root, "prefill", json_incref(prefill)) && put(root, "peers", json_incref(peers)) &&
+	     put(root, "prep", json_incref(prep)) && put(root, "fuse", json_incref(fuse)) &&
+	     put(root, "namespace", json_incref(names));
+	json_decref(cache);
+	json_decref(source);
+	json_decref(peers);
+	json_decref(prep);
+	json_decref(fuse);
+	json_decref(names);
+	json_decref(prefill);
+	json_decref(latency);
+	if (!ok) {
+		json_decref(root);
+		return NULL;
+	}
+	return root;
+}
+
+static int append_chunk(const char *buf, size_t size, void *data)
+{
+	strbuf_append(data, buf, size);
+	return 0;
+}
+
+static void stats_json(struct fs_ctx *fs, struct strbuf *sb, bool local)
+{
+	json_t *root = stats_tree(fs, local);
+
+	/* Compact, keys in insertion order (jansson keeps it), reals to 1 ms. */
+	if (!root || json_dump_callback(root, append_chunk, sb,
+					JSON_COMPACT | JSON_REAL_PRECISION(15)) < 0)
+		sb->failed = true;
+	json_decref(root);
+}
+
+void fs_stats_json(struct fs_ctx *fs, struct strbuf *sb)
+{
+	stats_json(fs, sb, true);
+}
+
+void fs_stats_json_peer(struct fs_ctx *fs, struct strbuf *sb)
+{
+	stats_json(fs, sb, false);
 }
 
 static void metric(struct strbuf *sb, const char *name, const char *type, const char *help,

@@ -21,11 +21,15 @@ struct fs_stats {
 	uint64_t prefill_target_bytes, prefill_done_bytes;
 	bool prefill_running;
 	uint64_t peer_fetches, peer_bytes, peer_errors, peer_served, peer_served_bytes;
+	uint64_t peer_mismatches, peer_unavailable;
 	uint64_t prep_decodes, prep_shared, prep_errors, prep_staged_bytes;
 	uint64_t opens, reads, read_bytes;
 };
 
 void fs_stats_collect(struct fs_ctx *fs, struct fs_stats *s);
+/* The §4 JSON as peers get it (GET /v1/stats): the same counters, without
+ * the SOURCE path or the daemon's pid, which are for local users only. */
+void fs_stats_json_peer(struct fs_ctx *fs, struct strbuf *sb);
 /* Filled by the peer and prepared-view glue. */
 void fs_peer_collect(struct fs_ctx *fs, struct fs_stats *s);
 void fs_peer_nodes_json(struct fs_ctx *fs, struct strbuf *sb);

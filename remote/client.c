@@ -1,15 +1,24 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The peer client: exact ranged GETs with libcurl, one persistent easy
- * handle per calling thread (kept alive in a pthread key, so each thread
- * keeps its own keep-alive connection to every peer without locks).
+ * The peer client: exact ranged GETs with libcurl over a bounded pool of
+ * easy handles. A fetch takes a handle (waiting up to the timeout when all
+ * are busy), uses it alone, and puts it back; each handle keeps one
+ * keep-alive connection per peer, so a node opens at most max_handles
+ * connections to a peer however many threads read. (libcurl's shared
+ * connection cache is not safe across concurrent threads; a pool of whole
+ * handles is.) The pool is a LIFO stack: a lone reader reuses one handle.
  *
  * Every answer is checked before a byte is trusted: only 206 with the
  * expected Content-Range (or 200 for a whole-file read from offset 0),
- * exactly len bytes, never more than buf holds. Any failure marks the
- * peer down for a back-off period that doubles while probes keep failing;
- * during it calls fail at once with -EHOSTDOWN so the caller reads SOURCE.
- * When it expires, one caller (and only one) probes the peer again.
+ * exactly len bytes, never more than buf holds; with a snapshot to check
+ * (remote_fetch_verified) also the ETag and the total size, before the
+ * first body byte is taken. A mismatch (another version of the file), a
+ * 409 (the owner cannot read that file) or a 503 (the owner is short of
+ * memory) is an answer about one file: the caller reads SOURCE, the peer
+ * stays up. Any other failure marks the peer down for a back-off period
+ * that doubles while probes keep failing; during it calls fail at once
+ * with -EHOSTDOWN so the caller reads SOURCE. When it expires, one caller
+ * (and only one) probes the peer again.
  */
 #include "remote/remote_int.h"
 
@@ -42,22 +51,25 @@ struct node_state {
 
 struct handle {
 	CURL *easy;
-	struct remote_client *client;
-	struct handle *prev, *next;
+	struct handle *next; /* in the free stack */
 };
 
 struct remote_client {
 	const struct remote_peers *peers;
 	unsigned count;
 	struct remote_client_config cfg;
-	struct curl_slist *headers; /* Authorization, read-only after create */
-	pthread_key_t key;
-	pthread_mutex_t handles_lock; /* protects handles */
-	struct handle *handles;
+	char *auth_header; /* "Authorization: Bearer ...", NULL without a secret */
+	size_t auth_len;
+	pthread_mutex_t pool_lock; /* protects free_handles, created */
+	pthread_cond_t pool_room;  /* a handle was put back */
+	struct handle *free_handles;
+	unsigned created;
 	_Atomic uint64_t fetches;
 	_Atomic uint64_t bytes;
 	_Atomic uint64_t errors;
 	_Atomic uint64_t skipped;
+	_Atomic uint64_t mismatches;
+	_Atomic uint64_t unavailable;
 	struct node_state node[];
 };
 
@@ -74,6 +86,13 @@ struct xfer {
 	bool overflow;
 	bool have_range;
 	uint64_t range_first, range_last;
+	bool have_total;
+	uint64_t range_total; /* after the '/' of Content-Range */
+	const struct remote_expect *exp;
+	bool mismatch; /* the answer is about another snapshot */
+	bool have_etag;
+	bool etag_too_long;
+	char etag[REMOTE_MAX_ETAG + 1];
 };
 
 #define STAT_ADD(c, field, v) atomic_fetch_add_explicit(&(c)->field, (v), memory_order_relaxed)
@@ -96,7 +115,7 @@ static int64_t now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* ---- per-thread handles ------------------------------------------------- */
+/* ---- the handle pool ------------------------------------------------------- */
 
 static void handle_free(struct handle *h)
 {
@@ -104,37 +123,16 @@ static void handle_free(struct handle *h)
 	free(h);
 }
 
-/* pthread key destructor: the thread exits, its handle goes. */
-static void handle_thread_exit(void *p)
-{
-	struct handle *h = p;
-	struct remote_client *c = h->client;
-
-	pthread_mutex_lock(&c->handles_lock);
-	if (h->prev)
-		h->prev->next = h->next;
-	else
-		c->handles = h->next;
-	if (h->next)
-		h->next->prev = h->prev;
-	pthread_mutex_unlock(&c->handles_lock);
-	handle_free(h);
-}
-
 static size_t on_write(char *ptr, size_t size, size_t nmemb, void *userdata);
 static size_t on_header(char *ptr, size_t size, size_t nmemb, void *userdata);
 
-static struct handle *handle_get(struct remote_client *c)
+static struct handle *handle_new(struct remote_client *c)
 {
-	struct handle *h = pthread_getspecific(c->key);
+	struct handle *h = calloc(1, sizeof(*h));
 	long maxconn = c->count > 5 ? (long)c->count : 5;
 
-	if (h)
-		return h;
-	h = calloc(1, sizeof(*h));
 	if (!h)
 		return NULL;
-	h->client = c;
 	h->easy = curl_easy_init();
 	if (!h->easy) {
 		free(h);
@@ -155,19 +153,63 @@ static struct handle *handle_get(struct remote_client *c)
 	curl_easy_setopt(e, CURLOPT_BUFFERSIZE, 256L * 1024);
 	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
 	curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
-	if (c->headers)
-		curl_easy_setopt(e, CURLOPT_HTTPHEADER, c->headers);
-	if (pthread_setspecific(c->key, h) != 0) {
-		handle_free(h);
-		return NULL;
-	}
-	pthread_mutex_lock(&c->handles_lock);
-	h->next = c->handles;
-	if (c->handles)
-		c->handles->prev = h;
-	c->handles = h;
-	pthread_mutex_unlock(&c->handles_lock);
 	return h;
+}
+
+/* A handle for one fetch: a free one, a new one while fewer than
+ * max_handles exist, else wait up to the request timeout for one to come
+ * back. NULL with *rc = -EBUSY (timed out) or -ENOMEM. */
+static struct handle *handle_get(struct remote_client *c, int *rc)
+{
+	struct handle *h = NULL;
+	struct timespec until;
+	bool create = false;
+
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_sec += c->cfg.timeout_ms / 1000;
+	until.tv_nsec += (long)(c->cfg.timeout_ms % 1000) * 1000000L;
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	*rc = -EBUSY;
+	pthread_mutex_lock(&c->pool_lock);
+	for (;;) {
+		if (c->free_handles) {
+			h = c->free_handles;
+			c->free_handles = h->next;
+			break;
+		}
+		if (c->created < c->cfg.max_handles) {
+			c->created++;
+			create = true;
+			break;
+		}
+		if (pthread_cond_timedwait(&c->pool_room, &c->pool_lock, &until) == ETIMEDOUT &&
+		    !c->free_handles)
+			break;
+	}
+	pthread_mutex_unlock(&c->pool_lock);
+	if (create) {
+		h = handle_new(c);
+		if (!h) {
+			pthread_mutex_lock(&c->pool_lock);
+			c->created--;
+			pthread_cond_signal(&c->pool_room);
+			pthread_mutex_unlock(&c->pool_lock);
+			*rc = -ENOMEM;
+		}
+	}
+	return h;
+}
+
+static void handle_put(struct remote_client *c, struct handle *h)
+{
+	pthread_mutex_lock(&c->pool_lock);
+	h->next = c->free_handles;
+	c->free_handles = h;
+	pthread_cond_signal(&c->pool_room);
+	pthread_mutex_unlock(&c->pool_lock);
 }
 
 int remote_client_create(const struct remote_peers *peers, const char *secret,
@@ -194,6 +236,8 @@ int remote_client_create(const struct remote_peers *peers, const char *secret,
 		c->cfg.backoff_min_ms = DEFAULT_BACKOFF_MIN_MS;
 	if (!c->cfg.backoff_max_ms)
 		c->cfg.backoff_max_ms = DEFAULT_BACKOFF_MAX_MS;
+	if (!c->cfg.max_handles)
+		c->cfg.max_handles = REMOTE_CLIENT_MAX_HANDLES;
 	if (c->cfg.backoff_max_ms < c->cfg.backoff_min_ms)
 		c->cfg.backoff_max_ms = c->cfg.backoff_min_ms;
 	if (secret) {
@@ -202,20 +246,22 @@ int remote_client_create(const struct remote_peers *peers, const char *secret,
 		strbuf_init(&sb);
 		strbuf_printf(&sb, "Authorization: Bearer %s", secret);
 		if (!sb.failed)
-			c->headers = curl_slist_append(NULL, sb.buf);
+			c->auth_header = strdup(sb.buf);
+		c->auth_len = sb.len;
 		explicit_bzero(sb.buf, sb.len);
 		strbuf_fini(&sb);
-		if (!c->headers) {
+		if (!c->auth_header) {
 			free(c);
 			return -ENOMEM;
 		}
 	}
-	if (pthread_key_create(&c->key, handle_thread_exit) != 0) {
-		curl_slist_free_all(c->headers);
-		free(c);
-		return -EAGAIN;
-	}
-	pthread_mutex_init(&c->handles_lock, NULL);
+	pthread_condattr_t ca;
+
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&c->pool_room, &ca);
+	pthread_condattr_destroy(&ca);
+	pthread_mutex_init(&c->pool_lock, NULL);
 	for (unsigned k = 0; k < n; k++)
 		pthread_mutex_init(&c->node[k].lock, NULL);
 	*out = c;
@@ -226,16 +272,17 @@ void remote_client_destroy(struct remote_client *c)
 {
 	if (!c)
 		return;
-	/* After this no destructor runs; the handles are freed here. */
-	pthread_key_delete(c->key);
-	for (struct handle *h = c->handles, *next; h; h = next) {
+	for (struct handle *h = c->free_handles, *next; h; h = next) {
 		next = h->next;
 		handle_free(h);
 	}
-	pthread_mutex_destroy(&c->handles_lock);
+	pthread_mutex_destroy(&c->pool_lock);
+	pthread_cond_destroy(&c->pool_room);
 	for (unsigned k = 0; k < c->count; k++)
 		pthread_mutex_destroy(&c->node[k].lock);
-	curl_slist_free_all(c->headers);
+	if (c->auth_header)
+		explicit_bzero(c->auth_header, c->auth_len);
+	free(c->auth_header);
 	free(c);
 }
 
@@ -327,6 +374,8 @@ void remote_client_get_stats(const struct remote_client *c, struct remote_client
 	out->bytes = atomic_load_explicit(&c->bytes, memory_order_relaxed);
 	out->errors = atomic_load_explicit(&c->errors, memory_order_relaxed);
 	out->skipped = atomic_load_explicit(&c->skipped, memory_order_relaxed);
+	out->mismatches = atomic_load_explicit(&c->mismatches, memory_order_relaxed);
+	out->unavailable = atomic_load_explicit(&c->unavailable, memory_order_relaxed);
 }
 
 /* ---- one transfer --------------------------------------------------------- */
@@ -334,6 +383,28 @@ void remote_client_get_stats(const struct remote_client *c, struct remote_client
 static bool status_acceptable(const struct xfer *x, long status)
 {
 	return status == 206 || (status == 200 && x->off == 0);
+}
+
+/* Whether the answer's headers name the snapshot the caller expects: the
+ * same ETag (strong comparison) and the same total size (Content-Range's,
+ * or for a 200 the whole body, which then is exactly what was asked). */
+static bool snapshot_matches(const struct xfer *x)
+{
+	const struct remote_expect *e = x->exp;
+
+	if (e->etag && (!x->have_etag || x->etag_too_long || strcmp(x->etag, e->etag) != 0))
+		return false;
+	if (x->status == 206)
+		return x->have_total && x->range_total == e->size;
+	/* 200: the whole file; its length is the total. (A whole file of
+	 * the right size sent for a smaller range is a framing error, caught
+	 * as an overflow, not another version.) */
+	curl_off_t cl = -1;
+
+	if (curl_easy_getinfo(x->easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &cl) != CURLE_OK ||
+	    cl < 0)
+		return x->len == e->size; /* no length: only a body of len fits */
+	return (uint64_t)cl == e->size;
 }
 
 static size_t on_write(char *ptr, size_t size, size_t nmemb, void *userdata)
@@ -348,9 +419,12 @@ static size_t on_write(char *ptr, size_t size, size_t nmemb, void *userdata)
 		x->status_checked = true;
 		x->status = status;
 		x->bad_status = !status_acceptable(x, status);
+		/* The headers are complete: check the snapshot before a byte. */
+		if (!x->bad_status && x->exp && !snapshot_matches(x))
+			x->mismatch = true;
 	}
-	if (x->bad_status)
-		return 0; /* nothing of an error body lands in buf */
+	if (x->bad_status || x->mismatch)
+		return 0; /* nothing of an error body or another version lands in buf */
 	if (n > x->len - x->got) {
 		x->overflow = true;
 		return 0; /* aborts the transfer: never write past buf */
@@ -365,10 +439,29 @@ static size_t on_header(char *ptr, size_t size, size_t nmemb, void *userdata)
 	struct xfer *x = userdata;
 	size_t n = size * nmemb;
 	static const char name[] = "content-range:";
+	static const char etag[] = "etag:";
 	char line[128];
 
 	if (n >= 5 && strncmp(ptr, "HTTP/", 5) == 0) {
-		x->have_range = false; /* a new response (after 100 Continue) */
+		/* a new response (after 100 Continue) */
+		x->have_range = x->have_total = x->have_etag = x->etag_too_long = false;
+		return n;
+	}
+	if (n >= sizeof(etag) - 1 && strncasecmp(ptr, etag, sizeof(etag) - 1) == 0) {
+		const char *v = ptr + sizeof(etag) - 1, *end = ptr + n;
+
+		while (v < end && (*v == ' ' || *v == '\t'))
+			v++;
+		while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' ' ||
+				   end[-1] == '\t'))
+			end--;
+		if ((size_t)(end - v) > REMOTE_MAX_ETAG) {
+			x->etag_too_long = true;
+		} else {
+			memcpy(x->etag, v, (size_t)(end - v));
+			x->etag[end - v] = '\0';
+			x->have_etag = true;
+		}
 		return n;
 	}
 	if (n < sizeof(name) - 1 || n >= sizeof(line) || strncasecmp(ptr, name, sizeof(name) - 1))
@@ -396,6 +489,14 @@ static size_t on_header(char *ptr, size_t size, size_t nmemb, void *userdata)
 	x->range_first = a;
 	x->range_last = b;
 	x->have_range = true;
+	if (end[1] >= '0' && end[1] <= '9') {
+		unsigned long long t = strtoull(end + 1, &end, 10);
+
+		if (!errno && (*end == '\r' || *end == '\n' || *end == '\0')) {
+			x->range_total = t;
+			x->have_total = true;
+		}
+	}
 	return n;
 }
 
@@ -430,16 +531,24 @@ static int status_errno(long status)
 		return -EACCES;
 	if (status == 404)
 		return -ENOENT;
+	if (status == 412)
+		return -ESTALE;
+	if (status == 409)
+		return -EREMOTEIO;
+	if (status == 503)
+		return -EBUSY;
 	if (status >= 500)
 		return -EIO;
 	return -EPROTO;
 }
 
-ssize_t remote_fetch(struct remote_client *c, unsigned node, const char *relpath, uint64_t off,
-		     size_t len, void *buf)
+ssize_t remote_fetch_verified(struct remote_client *c, unsigned node, const char *relpath,
+			      uint64_t off, size_t len, const struct remote_expect *exp,
+			      void *buf)
 {
 	struct xfer x = {0};
-	struct strbuf url;
+	struct strbuf url, im;
+	struct curl_slist *headers = NULL;
 	struct handle *h;
 	char range[48];
 	bool probe;
@@ -447,21 +556,44 @@ ssize_t remote_fetch(struct remote_client *c, unsigned node, const char *relpath
 	int rc;
 
 	if (!c || node >= c->count || !relpath || (len && !buf) || len > SSIZE_MAX ||
-	    off > UINT64_MAX - len || remote__relpath_check(relpath) != 0)
+	    off > UINT64_MAX - len || remote__relpath_check(relpath) != 0 ||
+	    (exp && exp->etag && strlen(exp->etag) > REMOTE_MAX_ETAG))
 		return -EINVAL;
 	if (len == 0)
 		return 0;
+	if (exp && off + len > exp->size)
+		return -EINVAL;
 	if (node_gate(c, node, &probe) != 0) {
 		STAT_ADD(c, skipped, 1);
 		return -EHOSTDOWN;
 	}
-	h = handle_get(c);
+	h = handle_get(c, &rc);
+	if (!h) {
+		if (probe)
+			atomic_store_explicit(&c->node[node].probing, false, memory_order_release);
+		if (rc == -EBUSY)
+			STAT_ADD(c, unavailable, 1);
+		return rc;
+	}
 	strbuf_init(&url);
+	strbuf_init(&im);
 	strbuf_puts(&url, remote_peers_url(c->peers, node));
 	strbuf_puts(&url, "/v1/files/");
 	remote__pct_encode(&url, relpath);
-	if (!h || url.failed) {
+	if (c->auth_header)
+		headers = curl_slist_append(headers, c->auth_header);
+	if (exp && exp->etag) {
+		strbuf_puts(&im, "If-Match: ");
+		strbuf_puts(&im, exp->etag);
+		if (!im.failed && (!c->auth_header || headers))
+			headers = curl_slist_append(headers, im.buf);
+	}
+	if (url.failed || im.failed || (c->auth_header && !headers) ||
+	    (exp && exp->etag && !headers)) {
 		strbuf_fini(&url);
+		strbuf_fini(&im);
+		curl_slist_free_all(headers);
+		handle_put(c, h);
 		if (probe)
 			atomic_store_explicit(&c->node[node].probing, false, memory_order_release);
 		return -ENOMEM;
@@ -471,8 +603,10 @@ ssize_t remote_fetch(struct remote_client *c, unsigned node, const char *relpath
 	x.buf = buf;
 	x.len = len;
 	x.off = off;
+	x.exp = exp;
 	curl_easy_setopt(h->easy, CURLOPT_URL, url.buf);
 	curl_easy_setopt(h->easy, CURLOPT_RANGE, range);
+	curl_easy_setopt(h->easy, CURLOPT_HTTPHEADER, headers);
 	curl_easy_setopt(h->easy, CURLOPT_WRITEDATA, &x);
 	curl_easy_setopt(h->easy, CURLOPT_HEADERDATA, &x);
 	STAT_ADD(c, fetches, 1);
@@ -481,9 +615,15 @@ ssize_t remote_fetch(struct remote_client *c, unsigned node, const char *relpath
 		curl_easy_getinfo(h->easy, CURLINFO_RESPONSE_CODE, &x.status);
 	curl_easy_setopt(h->easy, CURLOPT_WRITEDATA, NULL);
 	curl_easy_setopt(h->easy, CURLOPT_HEADERDATA, NULL);
+	curl_easy_setopt(h->easy, CURLOPT_HTTPHEADER, NULL);
+	handle_put(c, h);
+	curl_slist_free_all(headers);
+	strbuf_fini(&im);
 
 	if (x.bad_status || (cc == CURLE_OK && !status_acceptable(&x, x.status)))
 		rc = status_errno(x.status);
+	else if (x.mismatch)
+		rc = -ESTALE;
 	else if (x.overflow)
 		rc = -EPROTO;
 	else if (cc != CURLE_OK)
@@ -493,6 +633,8 @@ ssize_t remote_fetch(struct remote_client *c, unsigned node, const char *relpath
 	else if (x.status == 206 &&
 		 (!x.have_range || x.range_first != off || x.range_last != off + len - 1))
 		rc = -EPROTO;
+	else if (exp && !snapshot_matches(&x)) /* an empty body skips on_write */
+		rc = -ESTALE;
 	else
 		rc = 0;
 
@@ -503,22 +645,29 @@ ssize_t remote_fetch(struct remote_client *c, unsigned node, const char *relpath
 		return (ssize_t)len;
 	}
 	STAT_ADD(c, errors, 1);
+	if (rc == -ESTALE)
+		STAT_ADD(c, mismatches, 1);
+	if (rc == -EREMOTEIO || rc == -EBUSY)
+		STAT_ADD(c, unavailable, 1);
 	log_debug("peer %s: GET %s [%s] failed: %s (HTTP %ld, %s, %zu of %zu bytes)",
 		  remote_peers_url(c->peers, node), url.buf, range, strerror(-rc), x.status,
 		  curl_easy_strerror(cc), x.got, len);
-	if (rc == -ENOENT || rc == -ENOMEM) {
-		/* The peer answered properly (or we are short of memory):
-		 * no reason to stop asking it for other files. */
-		if (probe) {
-			if (rc == -ENOENT)
-				node_answered(c, node, probe);
-			else
-				atomic_store_explicit(&c->node[node].probing, false,
-						      memory_order_release);
-		}
+	if (rc == -ENOENT || rc == -ESTALE || rc == -EREMOTEIO || rc == -EBUSY) {
+		/* The peer answered properly about this one file: no reason to
+		 * stop asking it for other files. */
+		node_answered(c, node, probe);
+	} else if (rc == -ENOMEM) {
+		if (probe)
+			atomic_store_explicit(&c->node[node].probing, false, memory_order_release);
 	} else {
 		node_failed(c, node, probe, rc);
 	}
 	strbuf_fini(&url);
 	return rc;
+}
+
+ssize_t remote_fetch(struct remote_client *c, unsigned node, const char *relpath, uint64_t off,
+		     size_t len, void *buf)
+{
+	return remote_fetch_verified(c, node, relpath, off, len, NULL, buf);
 }

@@ -8,9 +8,10 @@
  *    over the peer URLs, so that every node computes the same owner;
  *  - the server (libmicrohttpd): GET /v1/files/RELPATH with Range,
  *    GET /v1/stats, GET /metrics, optional Bearer secret;
- *  - the client (libcurl): exact ranged fetches from the owner, with
- *    keep-alive connections per thread and an exponential back-off that
- *    marks a failing peer down so callers fall back to SOURCE.
+ *  - the client (libcurl): exact ranged fetches from the owner, checked
+ *    against the caller's snapshot of the file (ETag and size), over a
+ *    bounded pool of keep-alive connections, with an exponential back-off
+ *    that marks a failing peer down so callers fall back to SOURCE.
  *
  * Conventions: 0 or -errno, results through out-parameters, error text
  * (one line naming the option or peer) through err/errlen where given.
@@ -34,10 +35,18 @@ struct strbuf;
 #define REMOTE_MAX_NAME 255		  /* one path component, bytes */
 #define REMOTE_MAX_REQUEST_URL 16384	  /* raw request target, bytes */
 #define REMOTE_MAX_SECRET 1024		  /* secret, bytes */
+#define REMOTE_MAX_ETAG 128		  /* one ETag, quotes included, bytes */
 #define REMOTE_SERVER_MAX_CONNECTIONS 512 /* = threads, one per connection */
-#define REMOTE_SERVER_MAX_PER_IP 128
+/* Connections that have not yet sent a complete, authenticated request
+ * (every new one). Over this, the oldest of them is dropped, so a flood of
+ * idle or trickling connections never holds the slots peers need. */
+#define REMOTE_SERVER_MAX_UNAUTH 64
+/* Whole time a connection has to send one authenticated request (its
+ * headers complete) before it is dropped: defeats a header trickle. */
+#define REMOTE_SERVER_HEADER_DEADLINE_MS 5000
 #define REMOTE_SERVER_CONN_TIMEOUT_S 30	      /* idle keep-alive / stalled client */
 #define REMOTE_SERVER_CONN_MEMORY (64 * 1024) /* request line + headers */
+#define REMOTE_CLIENT_MAX_HANDLES 32	      /* default concurrent fetches (= connections per peer) */
 
 /* ---- peer list and ownership -------------------------------------------- */
 
@@ -109,10 +118,16 @@ struct remote_server_ops {
 	/* Read-through: give bytes [off, off+len) of the file, or a prefix
 	 * of them (at least 1 byte); the server asks again for the rest.
 	 * An fd slice's fd must stay open until release. 0, or -errno with
-	 * nothing left to release (-ENOENT answers 404, others 500; a
-	 * failure after the first slice cuts the body short). */
+	 * nothing left to release: -ENOENT answers 404; -ENOMEM, -EAGAIN
+	 * or -EBUSY (no memory for it now) 503; anything else is a failure
+	 * of this one file (e.g. it changed since mount): 409. A failure
+	 * after the first slice cuts the body short. */
 	int (*read)(void *arg, uint32_t file_id, uint64_t off, size_t len,
 		    struct remote_slice *out);
+	/* Optional: the file's snapshot ETag (quoted, NUL-terminated, fewer
+	 * than len bytes) into buf; 0 or -errno. When set, every file
+	 * response carries it and an If-Match naming another gets 412. */
+	int (*etag)(void *arg, uint32_t file_id, char *buf, size_t len);
 	/* Append the §4 JSON object to out. */
 	void (*stats_json)(void *arg, struct strbuf *out);
 	/* Append Prometheus text (format 0.0.4) to out. */
@@ -126,6 +141,10 @@ struct remote_server_stats {
 	uint64_t served_bytes; /* body bytes of those */
 	uint64_t rejected;     /* 4xx answers (auth, bad path, unknown route) */
 	uint64_t connections;  /* TCP connections accepted */
+	uint64_t dropped;      /* unauthenticated connections closed (deadline, cap) */
+	uint64_t busy;	       /* 503 answers: no memory for the response now */
+	uint64_t unavailable;  /* 409 answers: the file failed on this node */
+	uint64_t mismatched;   /* 412 answers: If-Match named another snapshot */
 };
 
 /* Bind and listen on "HOST:PORT" (IPv4, name, or [IPv6]; empty HOST or
@@ -158,6 +177,7 @@ struct remote_client_config {
 	unsigned timeout_ms;	     /* [5000] whole request */
 	unsigned backoff_min_ms;     /* [1000] first down period */
 	unsigned backoff_max_ms;     /* [30000] doubling stops here */
+	unsigned max_handles;	     /* [REMOTE_CLIENT_MAX_HANDLES] concurrent fetches */
 };
 
 struct remote_client_stats {
@@ -165,6 +185,8 @@ struct remote_client_stats {
 	uint64_t bytes;	  /* bytes received by successful fetches */
 	uint64_t errors;  /* failed requests */
 	uint64_t skipped; /* calls answered -EHOSTDOWN without a request */
+	uint64_t mismatches;  /* answers about another snapshot of the file */
+	uint64_t unavailable; /* 409/503 answers and pool waits that timed out */
 };
 
 /* Call once, before any thread starts (wraps curl_global_init). 0/-EIO. */
@@ -175,16 +197,36 @@ void remote_global_cleanup(void);
  * 0 and *out, or -ENOMEM/-EIO. */
 int remote_client_create(const struct remote_peers *peers, const char *secret,
 			 const struct remote_client_config *cfg, struct remote_client **out);
-/* Frees every thread's handle. No fetch may be running. NULL ok. */
+/* Frees the pooled handles. No fetch may be running. NULL ok. */
 void remote_client_destroy(struct remote_client *c);
 
-/* Read bytes [off, off+len) of relpath from node's server into buf.
+/* What the caller knows of the file: its snapshot's size and ETag (as
+ * the owner's fs would name it, quotes included). */
+struct remote_expect {
+	uint64_t size;
+	const char *etag;
+};
+
+/* Read bytes [off, off+len) of relpath from node's server into buf,
+ * checked against exp: the request carries If-Match: exp->etag, and the
+ * answer must name the same ETag and, in its Content-Range (or a 200's
+ * length), the same total size; else it is another version of the file.
  * Returns len exactly, or a negative errno (buf contents then unspecified):
  * -EHOSTDOWN (node in back-off, no request made), -ECONNREFUSED,
  * -ETIMEDOUT, -ENOENT (404), -EACCES (401), -EPROTO (wrong status, length
- * or range), -EIO, -EINVAL (bad arguments). Every failure but -ENOENT and
- * -EINVAL marks the node down. Blocks up to the timeout. Thread-safe: one
- * persistent curl handle per calling thread. */
+ * or range), -EIO, -EINVAL (bad arguments); and, leaving the node up,
+ * -ESTALE (412 or ETag/size mismatch: "not the same file", counted in
+ * `mismatches`), -EREMOTEIO (409: the owner cannot read this file),
+ * -EBUSY (503, or no pooled connection free within the timeout).
+ * Every other failure but -ENOENT and -EINVAL marks the node down.
+ * Blocks up to the timeout. Thread-safe: handles come from a bounded pool,
+ * so at most max_handles connections go to each peer. */
+ssize_t remote_fetch_verified(struct remote_client *c, unsigned node, const char *relpath,
+			      uint64_t off, size_t len, const struct remote_expect *exp,
+			      void *buf);
+/* The same without a snapshot to check against (exp NULL): any version of
+ * the file is accepted. Only for tools and tests; the filesystem always
+ * uses remote_fetch_verified. */
 ssize_t remote_fetch(struct remote_client *c, unsigned node, const char *relpath, uint64_t off,
 		     size_t len, void *buf);
 
@@ -194,6 +236,14 @@ const char *remote_node_url(const struct remote_client *c, unsigned node);
 void remote_client_get_stats(const struct remote_client *c, struct remote_client_stats *out);
 
 /* ---- statistics output ----------------------------------------------------- */
+
+/* The same two values as jansson trees (new references; NULL when out of
+ * memory), for callers composing a larger document. Strings are made valid
+ * UTF-8 (U+FFFD for ill-formed bytes). */
+struct json_t;
+struct json_t *remote_peers_json_value(const struct remote_client *c);
+struct json_t *remote_stats_json_value(const struct remote_client *c,
+				       const struct remote_server *s);
 
 /* Append the §4 "nodes" array value: [{"url": "...", "up": true}, ...]. */
 void remote_peers_json(const struct remote_client *c, struct strbuf *out);

@@ -9,6 +9,18 @@
  * The server never opens files: a request path is percent-decoded,
  * validated (remote__relpath_check) and handed to the resolve callback,
  * the namespace, which is the only door into the dataset.
+ *
+ * Connection slots go to peers first. Every new connection starts in an
+ * "unauthenticated" list (oldest first) and leaves it when it sends a
+ * complete request with the right secret (or any complete request when
+ * there is no secret). The list is capped (REMOTE_SERVER_MAX_UNAUTH: a
+ * new connection over the cap drops the oldest one) and a reaper thread
+ * drops whatever is still in it after REMOTE_SERVER_HEADER_DEADLINE_MS,
+ * however slowly it trickles bytes. Dropping is shutdown(2) of the socket,
+ * done under the list's lock; libmicrohttpd reports a connection closed
+ * (and we unlist it) before it closes the descriptor, so the descriptor
+ * shut down is always the connection's own. Authenticated keep-alive
+ * connections are never dropped this way; they share the total cap only.
  */
 #include "remote/remote_int.h"
 
@@ -17,11 +29,14 @@
 #include <microhttpd.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/hash.h"
@@ -29,19 +44,40 @@
 #include "common/strbuf.h"
 
 #define FILES_PREFIX "/v1/files/"
-#define AUTH_PREFIX "Bearer "
+#define AUTH_SCHEME "bearer"
 #define LISTEN_BACKLOG 256
+#define REAPER_PERIOD_MS 200
+
+/* One TCP connection, in MHD's socket context. */
+struct conn {
+	int fd;
+	int64_t started_ms;
+	bool listed; /* in the unauthenticated list */
+	struct conn *prev, *next;
+};
 
 struct remote_server {
 	struct MHD_Daemon *daemon;
 	const struct remote_server_ops *ops;
 	void *arg;
-	char *auth; /* "Bearer SECRET", NULL without a secret */
-	size_t auth_len;
+	char *secret; /* NULL without a secret */
+	size_t secret_len;
+	/* the unauthenticated connections, oldest first */
+	pthread_mutex_t conn_lock;
+	pthread_cond_t reaper_wake;
+	struct conn *unauth_head, *unauth_tail;
+	unsigned unauth_count;
+	bool stopping;
+	bool reaper_running;
+	pthread_t reaper;
 	_Atomic uint64_t served;
 	_Atomic uint64_t served_bytes;
 	_Atomic uint64_t rejected;
 	_Atomic uint64_t connections;
+	_Atomic uint64_t dropped;
+	_Atomic uint64_t busy;
+	_Atomic uint64_t unavailable;
+	_Atomic uint64_t mismatched;
 };
 
 /* Per request, in MHD's con_cls. */
@@ -188,8 +224,16 @@ static enum MHD_Result queue_text(struct remote_server *s, struct MHD_Connection
 					"Bearer realm=\"coordfs\"");
 	if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
 		MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET");
-	if (status >= 400 && status < 500)
+	if (status == MHD_HTTP_SERVICE_UNAVAILABLE) {
+		MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+		atomic_fetch_add_explicit(&s->busy, 1, memory_order_relaxed);
+	} else if (status == MHD_HTTP_CONFLICT) {
+		atomic_fetch_add_explicit(&s->unavailable, 1, memory_order_relaxed);
+	} else if (status == MHD_HTTP_PRECONDITION_FAILED) {
+		atomic_fetch_add_explicit(&s->mismatched, 1, memory_order_relaxed);
+	} else if (status >= 400 && status < 500) {
 		atomic_fetch_add_explicit(&s->rejected, 1, memory_order_relaxed);
+	}
 	ret = MHD_queue_response(conn, status, r);
 	MHD_destroy_response(r);
 	return ret;
@@ -326,11 +370,39 @@ static struct MHD_Response *body_response(struct remote_server *s, uint32_t file
 	return r;
 }
 
+/* An If-Match value (RFC 9110 §13.1.1) against our strong ETag: absent
+ * or "*" matches; else one of the comma-separated tags must be equal
+ * (strong comparison, so a weak W/ tag never matches). */
+static bool if_match_ok(const char *v, const char *etag)
+{
+	size_t el = strlen(etag);
+
+	if (!v)
+		return true;
+	while (*v) {
+		while (*v == ' ' || *v == '\t' || *v == ',')
+			v++;
+		const char *e = v;
+
+		while (*e && *e != ',')
+			e++;
+		const char *t = e;
+
+		while (t > v && (t[-1] == ' ' || t[-1] == '\t'))
+			t--;
+		if ((t - v == 1 && *v == '*') || ((size_t)(t - v) == el && memcmp(v, etag, el) == 0))
+			return true;
+		v = e;
+	}
+	return false;
+}
+
 static enum MHD_Result serve_file(struct remote_server *s, struct MHD_Connection *conn,
 				  struct request *req, const char *encoded)
 {
 	char path[REMOTE_MAX_RELPATH + 1];
 	char hdr[96];
+	char etag[REMOTE_MAX_ETAG + 1] = "";
 	uint32_t file_id = 0;
 	uint64_t size = 0, start = 0, len = 0;
 	struct remote_slice sl;
@@ -351,6 +423,17 @@ static enum MHD_Result serve_file(struct remote_server *s, struct MHD_Connection
 		return queue_text(s, conn, MHD_HTTP_NOT_FOUND, "not found\n");
 	if (rc != 0)
 		return queue_text(s, conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "resolve failed\n");
+	if (s->ops->etag) {
+		rc = s->ops->etag(s->arg, file_id, etag, sizeof(etag));
+		if (rc != 0 || etag[0] == '\0' || strlen(etag) >= sizeof(etag))
+			return queue_text(s, conn, MHD_HTTP_CONFLICT,
+					  "no snapshot of this file on this node\n");
+		if (!if_match_ok(MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+							     MHD_HTTP_HEADER_IF_MATCH),
+				 etag))
+			return queue_text(s, conn, MHD_HTTP_PRECONDITION_FAILED,
+					  "this node holds another version of the file\n");
+	}
 
 	rc = remote__range_parse(
 	    MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_RANGE), size, &start,
@@ -381,12 +464,16 @@ static enum MHD_Result serve_file(struct remote_server *s, struct MHD_Connection
 		if (rc != 0 || sl.len == 0 || (!sl.data && sl.fd < 0)) {
 			if (rc == 0)
 				slice_release(&sl);
+			if (rc == -ENOENT)
+				return queue_text(s, conn, MHD_HTTP_NOT_FOUND, "not found\n");
+			if (rc == -ENOMEM || rc == -EAGAIN || rc == -EBUSY)
+				return queue_text(s, conn, MHD_HTTP_SERVICE_UNAVAILABLE,
+						  "no memory for this response now, retry\n");
 			log_warn("peer server: read of %s failed: %s", path,
 				 strerror(rc ? -rc : EIO));
-			return queue_text(s, conn,
-					  rc == -ENOENT ? MHD_HTTP_NOT_FOUND
-							: MHD_HTTP_INTERNAL_SERVER_ERROR,
-					  "read failed\n");
+			return queue_text(s, conn, MHD_HTTP_CONFLICT,
+					  "this file cannot be read on this node (changed since "
+					  "mount, or unreadable)\n");
 		}
 		r = body_response(s, file_id, start, len, &sl);
 	}
@@ -394,6 +481,8 @@ static enum MHD_Result serve_file(struct remote_server *s, struct MHD_Connection
 		return queue_text(s, conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n");
 	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/octet-stream");
 	MHD_add_response_header(r, MHD_HTTP_HEADER_ACCEPT_RANGES, "bytes");
+	if (etag[0])
+		MHD_add_response_header(r, MHD_HTTP_HEADER_ETAG, etag);
 	if (status == MHD_HTTP_PARTIAL_CONTENT) {
 		snprintf(hdr, sizeof(hdr), "bytes %llu-%llu/%llu", (unsigned long long)start,
 			 (unsigned long long)(start + len - 1), (unsigned long long)size);
@@ -406,27 +495,109 @@ static enum MHD_Result serve_file(struct remote_server *s, struct MHD_Connection
 	return ret;
 }
 
-/* Constant time in the secret's length: the header is copied into a
- * buffer of exactly that length, then compared with hash_ct_compare; a
- * length mismatch is folded in without an early exit. */
+/* "Bearer SECRET", the scheme in any case (RFC 9110 §11.1) and one or more
+ * spaces after it. Constant time in the secret's length: the credentials
+ * are copied into a buffer of exactly that length, then compared with
+ * hash_ct_compare; a length mismatch is folded in without an early exit. */
 static bool auth_ok(const struct remote_server *s, struct MHD_Connection *conn)
 {
-	unsigned char got[sizeof(AUTH_PREFIX) + REMOTE_MAX_SECRET];
+	unsigned char got[REMOTE_MAX_SECRET];
+	const size_t sl = sizeof(AUTH_SCHEME) - 1;
 	const char *h;
 	size_t n;
 	int diff;
 
-	if (!s->auth)
+	if (!s->secret)
 		return true;
 	h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-	if (!h)
+	if (!h || strncasecmp(h, AUTH_SCHEME, sl) != 0 || h[sl] != ' ')
 		return false;
+	h += sl;
+	while (*h == ' ')
+		h++;
 	n = strlen(h);
-	memset(got, 0, s->auth_len);
-	memcpy(got, h, n < s->auth_len ? n : s->auth_len);
-	diff = hash_ct_compare(got, s->auth, s->auth_len);
-	diff |= (n != s->auth_len);
+	memset(got, 0, s->secret_len);
+	memcpy(got, h, n < s->secret_len ? n : s->secret_len);
+	diff = hash_ct_compare(got, s->secret, s->secret_len);
+	diff |= (n != s->secret_len);
 	return diff == 0;
+}
+
+/* ---- connection slots -------------------------------------------------------- */
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Under conn_lock. */
+static void unlist(struct remote_server *s, struct conn *c)
+{
+	if (!c->listed)
+		return;
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		s->unauth_head = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	else
+		s->unauth_tail = c->prev;
+	c->prev = c->next = NULL;
+	c->listed = false;
+	s->unauth_count--;
+}
+
+/* Under conn_lock: close an unauthenticated connection (its thread sees
+ * the socket end and MHD closes it). */
+static void drop(struct remote_server *s, struct conn *c)
+{
+	unlist(s, c);
+	if (c->fd >= 0)
+		shutdown(c->fd, SHUT_RDWR);
+	atomic_fetch_add_explicit(&s->dropped, 1, memory_order_relaxed);
+}
+
+/* The connection sent a complete request that passed authentication. */
+static void conn_authenticated(struct remote_server *s, struct MHD_Connection *mc)
+{
+	const union MHD_ConnectionInfo *ci =
+	    MHD_get_connection_info(mc, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	struct conn *c = ci ? ci->socket_context : NULL;
+
+	if (!c)
+		return;
+	pthread_mutex_lock(&s->conn_lock);
+	unlist(s, c);
+	pthread_mutex_unlock(&s->conn_lock);
+}
+
+static void *reaper_main(void *arg)
+{
+	struct remote_server *s = arg;
+
+	pthread_mutex_lock(&s->conn_lock);
+	while (!s->stopping) {
+		struct timespec until;
+
+		clock_gettime(CLOCK_MONOTONIC, &until);
+		until.tv_nsec += REAPER_PERIOD_MS * 1000000L;
+		if (until.tv_nsec >= 1000000000L) {
+			until.tv_sec++;
+			until.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&s->reaper_wake, &s->conn_lock, &until);
+		int64_t now = now_ms();
+
+		while (s->unauth_head &&
+		       now - s->unauth_head->started_ms >= REMOTE_SERVER_HEADER_DEADLINE_MS)
+			drop(s, s->unauth_head);
+	}
+	pthread_mutex_unlock(&s->conn_lock);
+	return NULL;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
@@ -458,6 +629,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	}
 	if (!auth_ok(s, conn))
 		return queue_text(s, conn, MHD_HTTP_UNAUTHORIZED, "unauthorized\n");
+	conn_authenticated(s, conn);
 	if (strcmp(method, MHD_HTTP_METHOD_GET) != 0)
 		return queue_text(s, conn, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed\n");
 	if (strlen(url) > REMOTE_MAX_REQUEST_URL)
@@ -501,9 +673,49 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
 			  enum MHD_ConnectionNotificationCode toe)
 {
 	struct remote_server *s = cls;
+	struct conn *c;
 
-	if (toe == MHD_CONNECTION_NOTIFY_STARTED)
-		atomic_fetch_add_explicit(&s->connections, 1, memory_order_relaxed);
+	if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+		c = *socket_context;
+		if (!c)
+			return;
+		pthread_mutex_lock(&s->conn_lock);
+		unlist(s, c);
+		pthread_mutex_unlock(&s->conn_lock);
+		free(c);
+		*socket_context = NULL;
+		return;
+	}
+	if (toe != MHD_CONNECTION_NOTIFY_STARTED)
+		return;
+	atomic_fetch_add_explicit(&s->connections, 1, memory_order_relaxed);
+	const union MHD_ConnectionInfo *ci =
+	    MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		/* Untracked, it cannot be dropped later: close it now. */
+		if (ci)
+			shutdown(ci->connect_fd, SHUT_RDWR);
+		return;
+	}
+	c->fd = ci ? ci->connect_fd : -1;
+	c->started_ms = now_ms();
+	pthread_mutex_lock(&s->conn_lock);
+	c->prev = s->unauth_tail;
+	if (s->unauth_tail)
+		s->unauth_tail->next = c;
+	else
+		s->unauth_head = c;
+	s->unauth_tail = c;
+	c->listed = true;
+	s->unauth_count++;
+	/* Over the cap, the oldest goes: a peer's fresh connection sends its
+	 * request at once and is unlisted long before it becomes the oldest. */
+	while (s->unauth_count > REMOTE_SERVER_MAX_UNAUTH)
+		drop(s, s->unauth_head);
+	pthread_mutex_unlock(&s->conn_lock);
+	*socket_context = c;
 }
 
 /* The path is decoded by serve_file, strictly; MHD must not decode it
@@ -550,12 +762,18 @@ struct remote_server *remote_server_start(int listen_fd, const char *secret,
 		goto nomem;
 	s->ops = ops;
 	s->arg = arg;
+	pthread_mutex_init(&s->conn_lock, NULL);
+	pthread_condattr_t ca;
+
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&s->reaper_wake, &ca);
+	pthread_condattr_destroy(&ca);
 	if (secret) {
-		s->auth_len = strlen(AUTH_PREFIX) + strlen(secret);
-		s->auth = malloc(s->auth_len + 1);
-		if (!s->auth)
+		s->secret_len = strlen(secret);
+		s->secret = strdup(secret);
+		if (!s->secret)
 			goto nomem;
-		snprintf(s->auth, s->auth_len + 1, "%s%s", AUTH_PREFIX, secret);
 	}
 	/* MHD gets its own descriptor, so that whatever it does with it on
 	 * failure, ours is closed exactly once. */
@@ -567,7 +785,6 @@ struct remote_server *remote_server_start(int listen_fd, const char *secret,
 		MHD_USE_ERROR_LOG,
 	    0, NULL, NULL, on_request, s, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)mhd_fd,
 	    MHD_OPTION_CONNECTION_LIMIT, (unsigned int)REMOTE_SERVER_MAX_CONNECTIONS,
-	    MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int)REMOTE_SERVER_MAX_PER_IP,
 	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)REMOTE_SERVER_CONN_TIMEOUT_S,
 	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)REMOTE_SERVER_CONN_MEMORY,
 	    MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_NOTIFY_CONNECTION,
@@ -579,6 +796,12 @@ struct remote_server *remote_server_start(int listen_fd, const char *secret,
 			snprintf(err, errlen, "peer server: libmicrohttpd failed to start");
 		goto fail;
 	}
+	errno = pthread_create(&s->reaper, NULL, reaper_main, s);
+	if (errno != 0) {
+		MHD_stop_daemon(s->daemon);
+		goto fail_errno;
+	}
+	s->reaper_running = true;
 	close(listen_fd);
 	return s;
 fail_errno:
@@ -589,10 +812,13 @@ nomem:
 	if (err && errlen)
 		snprintf(err, errlen, "peer server: out of memory");
 fail:
-	if (s && s->auth)
-		explicit_bzero(s->auth, s->auth_len);
-	if (s)
-		free(s->auth);
+	if (s && s->secret)
+		explicit_bzero(s->secret, s->secret_len);
+	if (s) {
+		free(s->secret);
+		pthread_mutex_destroy(&s->conn_lock);
+		pthread_cond_destroy(&s->reaper_wake);
+	}
 	free(s);
 	close(listen_fd);
 	return NULL;
@@ -602,10 +828,19 @@ void remote_server_stop(struct remote_server *s)
 {
 	if (!s)
 		return;
+	if (s->reaper_running) {
+		pthread_mutex_lock(&s->conn_lock);
+		s->stopping = true;
+		pthread_cond_signal(&s->reaper_wake);
+		pthread_mutex_unlock(&s->conn_lock);
+		pthread_join(s->reaper, NULL);
+	}
 	MHD_stop_daemon(s->daemon);
-	if (s->auth)
-		explicit_bzero(s->auth, s->auth_len);
-	free(s->auth);
+	if (s->secret)
+		explicit_bzero(s->secret, s->secret_len);
+	free(s->secret);
+	pthread_mutex_destroy(&s->conn_lock);
+	pthread_cond_destroy(&s->reaper_wake);
 	free(s);
 }
 
@@ -618,4 +853,8 @@ void remote_server_get_stats(const struct remote_server *s, struct remote_server
 	out->served_bytes = atomic_load_explicit(&s->served_bytes, memory_order_relaxed);
 	out->rejected = atomic_load_explicit(&s->rejected, memory_order_relaxed);
 	out->connections = atomic_load_explicit(&s->connections, memory_order_relaxed);
+	out->dropped = atomic_load_explicit(&s->dropped, memory_order_relaxed);
+	out->busy = atomic_load_explicit(&s->busy, memory_order_relaxed);
+	out->unavailable = atomic_load_explicit(&s->unavailable, memory_order_relaxed);
+	out->mismatched = atomic_load_explicit(&s->mismatched, memory_order_relaxed);
 }

@@ -1,45 +1,91 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The peer layer's part of the statistics: the §4 "peers" JSON object
- * and its Prometheus rendering. fs/ composes these into the full answer.
+ * (built with jansson, so always valid UTF-8 JSON) and its Prometheus
+ * rendering. fs/ composes these into the full answer.
  */
 #include "remote/remote.h"
 
 #include <inttypes.h>
+#include <jansson.h>
+#include <string.h>
 
 #include "common/strbuf.h"
+#include "common/utf8.h"
+
+/* A JSON string of s, made valid UTF-8 (U+FFFD for ill-formed bytes). */
+static json_t *string_value(const char *s)
+{
+	struct strbuf sb;
+	json_t *v;
+
+	strbuf_init(&sb);
+	utf8_sanitize(&sb, s, strlen(s));
+	v = sb.failed ? NULL : json_stringn(sb.buf ? sb.buf : "", sb.len);
+	strbuf_fini(&sb);
+	return v;
+}
+
+/* Dump v into out in jansson's default layout (", " and ": "); takes v. */
+static int append_chunk(const char *buf, size_t size, void *data)
+{
+	strbuf_append(data, buf, size);
+	return 0;
+}
+
+static void append_value(struct strbuf *out, json_t *v)
+{
+	if (!v || json_dump_callback(v, append_chunk, out, JSON_ENCODE_ANY) < 0)
+		out->failed = true;
+	json_decref(v);
+}
+
+json_t *remote_peers_json_value(const struct remote_client *c)
+{
+	json_t *arr = json_array();
+
+	for (unsigned k = 0; arr && c && remote_node_url(c, k); k++) {
+		json_t *node = json_object();
+		if (!node || json_array_append_new(arr, node) < 0 ||
+		    json_object_set_new(node, "url", string_value(remote_node_url(c, k))) < 0 ||
+		    json_object_set_new(node, "up", json_boolean(remote_node_up(c, k))) < 0) {
+			json_decref(arr);
+			return NULL;
+		}
+	}
+	return arr;
+}
+
+json_t *remote_stats_json_value(const struct remote_client *c, const struct remote_server *s)
+{
+	struct remote_client_stats cs;
+	struct remote_server_stats ss;
+	json_t *obj;
+
+	remote_client_get_stats(c, &cs);
+	remote_server_get_stats(s, &ss);
+	obj = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "fetches",
+			(json_int_t)cs.fetches, "bytes", (json_int_t)cs.bytes, "errors",
+			(json_int_t)cs.errors, "skipped", (json_int_t)cs.skipped, "mismatches",
+			(json_int_t)cs.mismatches, "unavailable", (json_int_t)cs.unavailable,
+			"served", (json_int_t)ss.served, "served_bytes", (json_int_t)ss.served_bytes,
+			"rejected", (json_int_t)ss.rejected, "dropped", (json_int_t)ss.dropped);
+	if (obj && json_object_set_new(obj, "nodes", remote_peers_json_value(c)) < 0) {
+		json_decref(obj);
+		obj = NULL;
+	}
+	return obj;
+}
 
 void remote_peers_json(const struct remote_client *c, struct strbuf *out)
 {
-	unsigned n = 0;
-
-	while (c && remote_node_url(c, n))
-		n++;
-	strbuf_puts(out, "[");
-	for (unsigned k = 0; k < n; k++) {
-		strbuf_puts(out, k ? ", {\"url\": " : "{\"url\": ");
-		strbuf_json_string(out, remote_node_url(c, k));
-		strbuf_puts(out, remote_node_up(c, k) ? ", \"up\": true}" : ", \"up\": false}");
-	}
-	strbuf_puts(out, "]");
+	append_value(out, remote_peers_json_value(c));
 }
 
 void remote_stats_json(const struct remote_client *c, const struct remote_server *s,
 		       struct strbuf *out)
 {
-	struct remote_client_stats cs;
-	struct remote_server_stats ss;
-
-	remote_client_get_stats(c, &cs);
-	remote_server_get_stats(s, &ss);
-	strbuf_printf(out,
-		      "{\"fetches\": %" PRIu64 ", \"bytes\": %" PRIu64 ", \"errors\": %" PRIu64
-		      ", \"skipped\": %" PRIu64 ", \"served\": %" PRIu64
-		      ", \"served_bytes\": %" PRIu64 ", \"rejected\": %" PRIu64 ", \"nodes\": ",
-		      cs.fetches, cs.bytes, cs.errors, cs.skipped, ss.served, ss.served_bytes,
-		      ss.rejected);
-	remote_peers_json(c, out);
-	strbuf_puts(out, "}");
+	append_value(out, remote_stats_json_value(c, s));
 }
 
 static void metric(struct strbuf *out, const char *name, const char *type, const char *help,
@@ -84,6 +130,16 @@ void remote_metrics(const struct remote_client *c, const struct remote_server *s
 	       "Peer requests answered with a 4xx status.", ss.rejected);
 	metric(out, "coordfs_peer_connections_total", "counter",
 	       "Connections accepted by the peer server.", ss.connections);
+	metric(out, "coordfs_peer_mismatches_total", "counter",
+	       "Peer answers about another version of the file (read from SOURCE).",
+	       cs.mismatches);
+	metric(out, "coordfs_peer_unavailable_total", "counter",
+	       "Peer answers 409/503 for one file, or no free connection (read from SOURCE).",
+	       cs.unavailable);
+	metric(out, "coordfs_peer_dropped_total", "counter",
+	       "Unauthenticated connections dropped (header deadline or cap).", ss.dropped);
+	metric(out, "coordfs_peer_busy_total", "counter",
+	       "Peer requests answered 503: no memory for the response.", ss.busy);
 	strbuf_puts(out, "# HELP coordfs_peer_up Whether a peer is usable (1) or in back-off (0).\n"
 			 "# TYPE coordfs_peer_up gauge\n");
 	for (unsigned k = 0; c && remote_node_url(c, k); k++) {

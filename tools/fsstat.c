@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * fsstat: print a coordfs mount's statistics (SPEC §1, §4). It reads the
+ * fsstat: print a coordfs mount's statistics (fsstat(1)). It reads the
  * JSON document from the mount point's "user.coordfs.stats" extended
  * attribute, so it needs nothing but the mount; it never links the daemon.
  * Default: a human table; --json: the document as the daemon wrote it;
- * --watch[=S]: refresh every S seconds with per-second rates until SIGINT.
+ * --watch[=S]: refresh every S seconds with per-second rates, prefill
+ * progress and bytes from storage per pass over the dataset, until SIGINT.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -20,10 +21,9 @@
 #include <unistd.h>
 
 #include "tools/fsstat.h"
-#include "tools/json.h"
 
 #define STATS_XATTR "user.coordfs.stats"
-#define STATS_MAX_BYTES JSON_MAX_INPUT
+#define STATS_MAX_BYTES FSSTAT_MAX_JSON
 #define STATS_TRIES 5
 #define WATCH_MAX_SECONDS 86400.0
 
@@ -41,7 +41,8 @@ static void usage(FILE *out)
 		     "Print the statistics of the coordfs file system mounted at MOUNTPOINT.\n"
 		     "  --json             print the raw statistics JSON\n"
 		     "  --watch[=SECONDS]  refresh every SECONDS (default 1, decimals allowed)\n"
-		     "                     with per-second rates, until interrupted\n"
+		     "                     with per-second rates and bytes from storage per\n"
+		     "                     pass over the dataset, until interrupted\n"
 		     "  -h, --help         show this help\n"
 		     "  --version          show the version\n");
 }
@@ -115,10 +116,10 @@ static int read_stats(const char *mountpoint, char **out, size_t *out_len)
 }
 
 /* Read and parse one sample. Prints the error line itself; returns 0 or -1. */
-static int sample(const char *mountpoint, bool want_tree, char **text, size_t *len, struct json_value **tree)
+static int sample(const char *mountpoint, bool want_tree, char **text, size_t *len, json_t **tree)
 {
-	struct json_error jerr;
-	int err, rc;
+	char why[256];
+	int err;
 
 	*tree = NULL;
 	err = read_stats(mountpoint, text, len);
@@ -132,16 +133,8 @@ static int sample(const char *mountpoint, bool want_tree, char **text, size_t *l
 	}
 	if (!want_tree)
 		return 0;
-	rc = json_parse(*text, *len, tree, &jerr);
-	if (rc < 0) {
-		fprintf(stderr, "fsstat: %s: malformed statistics JSON at byte %zu: %s\n", mountpoint, jerr.offset,
-			jerr.msg ? jerr.msg : strerror(-rc));
-		goto fail;
-	}
-	if ((*tree)->type != JSON_OBJECT) {
-		fprintf(stderr, "fsstat: %s: statistics JSON is not an object\n", mountpoint);
-		json_free(*tree);
-		*tree = NULL;
+	if (fsstat_parse(*text, *len, tree, why, sizeof(why)) < 0) {
+		fprintf(stderr, "fsstat: %s: %s\n", mountpoint, why);
 		goto fail;
 	}
 	return 0;
@@ -216,7 +209,7 @@ static int print_json(const char *text, size_t len)
 static int run_once(const char *mountpoint, bool json)
 {
 	struct fsstat_view view = { .mountpoint = mountpoint };
-	struct json_value *tree;
+	json_t *tree;
 	char *text;
 	size_t len;
 	int rc;
@@ -229,19 +222,21 @@ static int run_once(const char *mountpoint, bool json)
 		rc = fsstat_render(stdout, tree, &view) == 0 && fflush(stdout) == 0 ? 0 : -1;
 	if (rc < 0)
 		fprintf(stderr, "fsstat: writing the output failed\n");
-	json_free(tree);
+	json_decref(tree);
 	free(text);
 	return rc < 0 ? 1 : 0;
 }
 
 static int run_watch(const char *mountpoint, bool json, double interval)
 {
-	struct json_value *prev = NULL;
+	json_t *prev = NULL;
+	struct fsstat_passes passes;
 	double prev_t = 0, next = now_s();
 	bool tty = isatty(STDOUT_FILENO);
 	struct sigaction sa;
 	int status = 0;
 
+	fsstat_passes_init(&passes);
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_signal; /* no SA_RESTART: the sleep must end */
 	sigemptyset(&sa.sa_mask);
@@ -249,7 +244,7 @@ static int run_watch(const char *mountpoint, bool json, double interval)
 	sigaction(SIGTERM, &sa, NULL);
 
 	while (!stop_requested) {
-		struct json_value *cur;
+		json_t *cur;
 		char *text, stamp[32];
 		size_t len;
 		double t;
@@ -270,8 +265,10 @@ static int run_watch(const char *mountpoint, bool json, double interval)
 				.rates = true,
 				.prev = prev,
 				.interval_s = t - prev_t,
+				.passes = &passes,
 			};
 
+			fsstat_passes_update(&passes, cur);
 			strftime(stamp, sizeof(stamp), "%Y-%m-%d %H:%M:%S", localtime_r(&wall, &tm));
 			if (tty)
 				fputs("\033[H\033[2J", stdout);
@@ -281,7 +278,7 @@ static int run_watch(const char *mountpoint, bool json, double interval)
 			rc = fsstat_render(stdout, cur, &view) == 0 && fflush(stdout) == 0 ? 0 : -1;
 		}
 		free(text);
-		json_free(prev);
+		json_decref(prev);
 		prev = cur;
 		prev_t = t;
 		if (rc < 0) {
@@ -295,7 +292,7 @@ static int run_watch(const char *mountpoint, bool json, double interval)
 			next = t + interval;
 		sleep_until(next);
 	}
-	json_free(prev);
+	json_decref(prev);
 	return status;
 }
 

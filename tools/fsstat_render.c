@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The fsstat table: turns one statistics document (and, in watch mode, the
+ * The fsstat table and the statistics document it reads: turns one statistics document (and, in watch mode, the
  * previous one) into the text a person reads, in the spirit of iostat and
  * `juicefs stats`. Strings from the document are printed with control
  * characters masked, so a hostile daemon cannot drive the terminal.
@@ -17,20 +17,65 @@
 #define LABEL "%-9s"
 #define MAX_SHOWN_STRING 200
 
+int fsstat_parse(const char *text, size_t len, json_t **out, char *errbuf, size_t errlen)
+{
+	json_error_t jerr;
+	json_t *doc;
+
+	*out = NULL;
+	if (len > FSSTAT_MAX_JSON) {
+		if (errbuf)
+			snprintf(errbuf, errlen, "%zu bytes, more than the %u accepted", len, FSSTAT_MAX_JSON);
+		return -E2BIG;
+	}
+	doc = json_loadb(text, len, JSON_DECODE_INT_AS_REAL, &jerr);
+	if (!doc) {
+		if (errbuf)
+			snprintf(errbuf, errlen, "malformed statistics JSON at byte %d: %s", jerr.position, jerr.text);
+		return -EINVAL;
+	}
+	if (!json_is_object(doc)) {
+		if (errbuf)
+			snprintf(errbuf, errlen, "statistics JSON is not an object");
+		json_decref(doc);
+		return -EINVAL;
+	}
+	*out = doc;
+	return 0;
+}
+
+json_t *fsstat_field(const json_t *stats, const char *path)
+{
+	json_t *v = (json_t *)stats;
+
+	if (!path || !*path)
+		return NULL;
+	for (const char *p = path;;) {
+		size_t n = strcspn(p, ".");
+
+		if (n == 0 || !json_is_object(v))
+			return NULL;
+		v = json_object_getn(v, p, n);
+		if (!v || p[n] == '\0')
+			return v;
+		p += n + 1;
+	}
+}
+
 /* A counter read from the document; ok is false when missing or ill-typed. */
 struct counter {
 	bool ok;
 	double v;
 };
 
-static struct counter get_counter(const struct json_value *stats, const char *path)
+static struct counter get_counter(const json_t *stats, const char *path)
 {
 	struct counter c = { false, 0 };
-	const struct json_value *f = json_get(stats, path);
+	const json_t *f = fsstat_field(stats, path);
 
-	if (f && f->type == JSON_NUMBER && f->u.number.value >= 0) {
+	if (json_is_number(f) && json_number_value(f) >= 0) {
 		c.ok = true;
-		c.v = f->u.number.is_uint ? (double)f->u.number.uint_value : f->u.number.value;
+		c.v = json_number_value(f);
 	}
 	return c;
 }
@@ -137,7 +182,7 @@ char *fsstat_bar(double used, double capacity, char *buf, size_t buflen)
 	return buf;
 }
 
-static void render_cache(FILE *out, const struct json_value *s)
+static void render_cache(FILE *out, const json_t *s)
 {
 	struct counter cap = get_counter(s, "cache.capacity_bytes");
 	struct counter used = get_counter(s, "cache.used_bytes");
@@ -158,7 +203,7 @@ static void render_cache(FILE *out, const struct json_value *s)
 		fmt_ratio(hit_b, sum2(hit_b, miss_b), d, sizeof(d)));
 }
 
-static void render_origin(FILE *out, const struct json_value *s)
+static void render_origin(FILE *out, const json_t *s)
 {
 	struct counter from_cache = get_counter(s, "cache.hit_bytes");
 	struct counter from_source = get_counter(s, "source.bytes");
@@ -178,9 +223,9 @@ static void render_origin(FILE *out, const struct json_value *s)
 		fmt_size(from_peers, c, sizeof(c)), fmt_ratio(from_peers, total, pc, sizeof(pc)));
 }
 
-static void render_peers(FILE *out, const struct json_value *s)
+static void render_peers(FILE *out, const json_t *s)
 {
-	const struct json_value *nodes = json_get(s, "peers.nodes");
+	const json_t *nodes = fsstat_field(s, "peers.nodes");
 	char a[32], b[32], c[32], d[32], e[32];
 
 	fprintf(out, LABEL "fetches %s  bytes %s  errors %s  served %s (%s)\n", "peers",
@@ -189,29 +234,217 @@ static void render_peers(FILE *out, const struct json_value *s)
 		fmt_count(get_counter(s, "peers.errors"), c, sizeof(c)),
 		fmt_count(get_counter(s, "peers.served"), d, sizeof(d)),
 		fmt_size(get_counter(s, "peers.served_bytes"), e, sizeof(e)));
-	if (!nodes || nodes->type != JSON_ARRAY) {
+	if (!json_is_array(nodes)) {
 		fprintf(out, LABEL "nodes -\n", "");
 		return;
 	}
-	if (nodes->u.array.count == 0) {
+	if (json_array_size(nodes) == 0) {
 		fprintf(out, LABEL "single node (no peers)\n", "");
 		return;
 	}
-	for (size_t i = 0; i < nodes->u.array.count; i++) {
-		const struct json_value *n = &nodes->u.array.items[i];
-		const char *url = NULL, *state = "-";
+	for (size_t i = 0; i < json_array_size(nodes); i++) {
+		const json_t *n = json_array_get(nodes, i);
+		const json_t *up = json_is_object(n) ? json_object_get(n, "up") : NULL;
+		const char *url = json_is_object(n) ? json_string_value(json_object_get(n, "url")) : NULL;
+		const char *state = json_is_boolean(up) ? (json_is_true(up) ? "up" : "DOWN") : "-";
 		char shown_url[MAX_SHOWN_STRING + 1];
-		bool up;
 
-		json_get_string(n, "url", &url);
-		if (json_get_bool(n, "up", &up) == 0)
-			state = up ? "up" : "DOWN";
 		fprintf(out, LABEL "node %zu  %-4s  %s\n", "", i, state,
 			shown(url, shown_url, sizeof(shown_url)));
 	}
 }
 
-static void render_rates(FILE *out, const struct json_value *cur, const struct json_value *prev,
+void fsstat_passes_init(struct fsstat_passes *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->count = 1; /* boundary 0: at mount nothing was read */
+}
+
+static void passes_push(struct fsstat_passes *p, unsigned long long pass, double source_bytes)
+{
+	if (p->count == FSSTAT_PASSES_KEPT) {
+		memmove(&p->known[0], &p->known[1], (FSSTAT_PASSES_KEPT - 1) * sizeof(p->known[0]));
+		p->count--;
+	}
+	p->known[p->count].pass = pass;
+	p->known[p->count].source_bytes = source_bytes;
+	p->count++;
+}
+
+void fsstat_passes_update(struct fsstat_passes *p, const json_t *stats)
+{
+	struct counter ds = get_counter(stats, "dataset_bytes"), rd = get_counter(stats, "fuse.read_bytes");
+	struct counter src = get_counter(stats, "source.bytes"), up = get_counter(stats, "uptime_s");
+	unsigned long long k0, k1, k;
+
+	if (!ds.ok || ds.v <= 0 || !rd.ok || !src.ok || rd.v / ds.v > 1e15)
+		return;
+	/* A restarted daemon counts from zero again. */
+	if (p->have_sample && ((up.ok && up.v < p->last_uptime) || rd.v < p->last_read || src.v < p->last_source))
+		fsstat_passes_init(p);
+	if (p->have_sample && rd.v > p->last_read) {
+		k0 = (unsigned long long)(p->last_read / ds.v);
+		k1 = (unsigned long long)(rd.v / ds.v);
+		/* Only the last boundaries are kept anyway. */
+		k = k1 - k0 > FSSTAT_PASSES_KEPT ? k1 - FSSTAT_PASSES_KEPT : k0;
+		for (k++; k <= k1; k++) {
+			double frac = ((double)k * ds.v - p->last_read) / (rd.v - p->last_read);
+
+			passes_push(p, k, p->last_source + frac * (src.v - p->last_source));
+		}
+	}
+	p->have_sample = true;
+	p->last_uptime = up.ok ? up.v : 0;
+	p->last_read = rd.v;
+	p->last_source = src.v;
+}
+
+/*
+ * Passes over the dataset: how much of it has been read through the mount,
+ * and how many bytes each pass took from SOURCE against the MinIO optimum
+ * (the whole dataset in the first pass, then what is not cached: dataset -
+ * cache).
+ * The optimum is shown for a single node only: with peers a node's share
+ * depends on what the others read.
+ */
+static void render_passes(FILE *out, const json_t *s, const struct fsstat_passes *p)
+{
+	struct counter ds = get_counter(s, "dataset_bytes"), files = get_counter(s, "files");
+	struct counter rd = get_counter(s, "fuse.read_bytes"), src = get_counter(s, "source.bytes");
+	struct counter cap = get_counter(s, "cache.capacity_bytes");
+	const json_t *nodes = fsstat_field(s, "peers.nodes");
+	bool single = !json_is_array(nodes) || json_array_size(nodes) == 0;
+	struct counter optimum = { false, 0 };
+	char a[32], b[32], c[32], d[32];
+	size_t first;
+
+	if (!ds.ok || ds.v <= 0)
+		return;
+	if (cap.ok && single) {
+		optimum.ok = true;
+		optimum.v = ds.v > cap.v ? ds.v - cap.v : 0;
+	}
+	fprintf(out, LABEL "dataset %s files, %s  read %s passes  optimum per pass %s\n", "passes",
+		fmt_count(files, a, sizeof(a)), fmt_size(ds, b, sizeof(b)),
+		rd.ok ? (snprintf(c, sizeof(c), "%.2f", rd.v / ds.v), c) : "-", fmt_size(optimum, d, sizeof(d)));
+	if (!p || !p->have_sample) {
+		/* One look: the totals since mount. */
+		struct counter per = { src.ok && rd.ok && rd.v > 0, 0 };
+
+		if (per.ok)
+			per.v = src.v / (rd.v / ds.v);
+		fprintf(out, LABEL "from source %s in all, %s per pass on average\n", "", fmt_size(src, a, sizeof(a)),
+			fmt_size(per, b, sizeof(b)));
+		return;
+	}
+	first = p->count > FSSTAT_PASSES_SHOWN + 1 ? p->count - FSSTAT_PASSES_SHOWN - 1 : 0;
+	for (size_t i = first; i + 1 < p->count; i++) {
+		const struct fsstat_boundary *from = &p->known[i], *to = &p->known[i + 1];
+		unsigned long long n = to->pass - from->pass;
+		struct counter per = { true, (to->source_bytes - from->source_bytes) / (double)n };
+		char label[64], vs[48] = "";
+
+		if (per.v < 0)
+			per.v = 0;
+		if (n == 1)
+			snprintf(label, sizeof(label), "pass %llu", to->pass);
+		else
+			snprintf(label, sizeof(label), "passes %llu-%llu", from->pass + 1, to->pass);
+		/* The first pass reads everything, whatever the cache. */
+		double best = optimum.v * (double)n + (from->pass == 0 ? ds.v - optimum.v : 0);
+
+		if (optimum.ok && best > 0)
+			snprintf(vs, sizeof(vs), "  %.2fx optimum", per.v * (double)n / best);
+		fprintf(out, LABEL "%-12s from source %s%s%s\n", "", label, fmt_size(per, a, sizeof(a)),
+			n == 1 ? "" : " per pass", vs);
+	}
+	/* The pass under way, when its start is known. */
+	if (rd.ok && src.ok && p->known[p->count - 1].pass == (unsigned long long)(rd.v / ds.v)) {
+		const struct fsstat_boundary *from = &p->known[p->count - 1];
+		struct counter so_far = { true, src.v - from->source_bytes };
+		char label[64];
+
+		if (so_far.v < 0)
+			so_far.v = 0;
+		snprintf(label, sizeof(label), "pass %llu", from->pass + 1);
+		fprintf(out, LABEL "%-12s from source %s so far, %.0f%% read\n", "", label,
+			fmt_size(so_far, a, sizeof(a)), 100.0 * (rd.v / ds.v - (double)from->pass));
+	}
+}
+
+static const char *fmt_ms(const json_t *s, const char *path, char *buf, size_t len)
+{
+	struct counter c = get_counter(s, path);
+
+	if (!c.ok)
+		return "-";
+	snprintf(buf, len, "%.1f ms", c.v);
+	return buf;
+}
+
+/* Object-store counters, only when the daemon reports them. */
+static void render_source_requests(FILE *out, const json_t *s)
+{
+	char a[32], b[32], c[32], d[32];
+
+	if (!fsstat_field(s, "source.requests") && !fsstat_field(s, "source.retries") &&
+	    !fsstat_field(s, "source.latency_ms"))
+		return;
+	fprintf(out, LABEL "requests %s  retries %s  latency p50 %s  p99 %s\n", "",
+		fmt_count(get_counter(s, "source.requests"), a, sizeof(a)),
+		fmt_count(get_counter(s, "source.retries"), b, sizeof(b)),
+		fmt_ms(s, "source.latency_ms.p50", c, sizeof(c)), fmt_ms(s, "source.latency_ms.p99", d, sizeof(d)));
+}
+
+static const char *fmt_duration(double s, char *buf, size_t len)
+{
+	struct counter c = { s >= 0 && s < 1e12, s };
+
+	return fmt_uptime(c, buf, len);
+}
+
+/*
+ * Prefill progress, only when the daemon reports it. With a previous
+ * sample (watch mode) also its rate and the time left at that rate.
+ */
+static void render_prefill(FILE *out, const json_t *s, const struct fsstat_view *view)
+{
+	const json_t *pf = fsstat_field(s, "prefill");
+	struct counter target = get_counter(s, "prefill.target_bytes");
+	struct counter done = get_counter(s, "prefill.done_bytes");
+	const json_t *running = fsstat_field(s, "prefill.running");
+	char bar[FSSTAT_BAR_WIDTH + 3], a[32], b[32], c[32], d[48];
+	const char *state = "-";
+
+	if (!json_is_object(pf))
+		return;
+	if (json_is_boolean(running))
+		state = json_is_true(running) ? "running" : "stopped";
+	if (json_is_false(running) && target.ok && done.ok && done.v >= target.v)
+		state = "done";
+	fsstat_bar(done.ok ? done.v : 0, target.ok ? target.v : 0, bar, sizeof(bar));
+	fprintf(out, LABEL "%s %6s  %s / %s  %s\n", "prefill", bar, fmt_ratio(done, target, a, sizeof(a)),
+		fmt_size(done, b, sizeof(b)), fmt_size(target, c, sizeof(c)), state);
+	if (view && view->rates && view->prev && json_is_true(running)) {
+		struct counter before = get_counter(view->prev, "prefill.done_bytes");
+		struct counter up_now = get_counter(s, "uptime_s"), up_prev = get_counter(view->prev, "uptime_s");
+		double dt = view->interval_s;
+
+		if (up_now.ok && up_prev.ok && up_now.v > up_prev.v)
+			dt = up_now.v - up_prev.v;
+		if (before.ok && done.ok && done.v >= before.v && dt > 0) {
+			double rate = (done.v - before.v) / dt;
+
+			if (rate > 0 && target.ok && target.v > done.v)
+				fmt_duration((target.v - done.v) / rate, d, sizeof(d));
+			else
+				snprintf(d, sizeof(d), "-");
+			fprintf(out, LABEL "%.1f MB/s  ETA %s\n", "", rate / 1e6, d);
+		}
+	}
+}
+
+static void render_rates(FILE *out, const json_t *cur, const json_t *prev,
 			 double interval_s)
 {
 	static const char *const paths[] = { "fuse.reads", "fuse.opens", "fuse.read_bytes", "cache.hit_bytes",
@@ -255,11 +488,11 @@ static void render_rates(FILE *out, const struct json_value *cur, const struct j
 		r[PEER_BYTES], fmt_ratio(delta[HITS], sum2(delta[HITS], delta[MISSES]), ratio, sizeof(ratio)));
 }
 
-int fsstat_render(FILE *out, const struct json_value *stats, const struct fsstat_view *view)
+int fsstat_render(FILE *out, const json_t *stats, const struct fsstat_view *view)
 {
 	char a[32], b[32], c[32], d[32], mp[MAX_SHOWN_STRING + 1];
 
-	if (!stats || stats->type != JSON_OBJECT)
+	if (!json_is_object(stats))
 		return -EINVAL;
 	fprintf(out, LABEL "%s  uptime %s  version %s\n", "coordfs",
 		view && view->mountpoint ? shown(view->mountpoint, mp, sizeof(mp)) : "-",
@@ -271,6 +504,8 @@ int fsstat_render(FILE *out, const struct json_value *stats, const struct fsstat
 		fmt_count(get_counter(stats, "source.reads"), a, sizeof(a)),
 		fmt_size(get_counter(stats, "source.bytes"), b, sizeof(b)),
 		fmt_count(get_counter(stats, "source.errors"), c, sizeof(c)));
+	render_source_requests(out, stats);
+	render_prefill(out, stats, view);
 	render_peers(out, stats);
 	fprintf(out, LABEL "decodes %s  shared %s  errors %s  staged %s\n", "prep",
 		fmt_count(get_counter(stats, "prep.decodes"), a, sizeof(a)),
@@ -281,6 +516,7 @@ int fsstat_render(FILE *out, const struct json_value *stats, const struct fsstat
 		fmt_count(get_counter(stats, "fuse.opens"), a, sizeof(a)),
 		fmt_count(get_counter(stats, "fuse.reads"), b, sizeof(b)),
 		fmt_size(get_counter(stats, "fuse.read_bytes"), c, sizeof(c)));
+	render_passes(out, stats, view ? view->passes : NULL);
 	if (view && view->rates)
 		render_rates(out, stats, view->prev, view->interval_s);
 	return ferror(out) ? -EIO : 0;

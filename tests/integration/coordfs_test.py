@@ -198,39 +198,22 @@ class Checker:
 
 # ---------------------------------------------------------------- mounts
 
-def _unescape_mountinfo(field):
-	"""Undo the octal escapes (\\040 etc.) of /proc/self/mountinfo."""
-	out = bytearray()
-	raw = field.encode('utf-8', 'surrogateescape')
-	i = 0
-	while i < len(raw):
-		if raw[i:i + 1] == b'\\' and i + 3 < len(raw) + 0 and \
-		   raw[i + 1:i + 4].isdigit():
-			out.append(int(raw[i + 1:i + 4], 8))
-			i += 4
-		else:
-			out.append(raw[i])
-			i += 1
-	return out.decode('utf-8', 'surrogateescape')
-
-
 def mounts():
-	"""List of dicts (mountpoint, fstype, source, options, dev)."""
+	"""List of dicts (mountpoint, fstype, source, options, dev), from the
+	kernel's mount table as util-linux's findmnt (libmount) reads it."""
+	out = subprocess.run(
+		['findmnt', '--kernel', '--json', '--list',
+		 '-o', 'TARGET,FSTYPE,SOURCE,VFS-OPTIONS,MAJ:MIN'],
+		check=True, stdout=subprocess.PIPE).stdout
 	result = []
-	with open('/proc/self/mountinfo', encoding='utf-8',
-		  errors='surrogateescape') as f:
-		for line in f:
-			left, _, right = line.rstrip('\n').partition(' - ')
-			lf = left.split(' ')
-			rf = right.split(' ')
-			result.append({
-				'dev': lf[2],
-				'mountpoint': _unescape_mountinfo(lf[4]),
-				'options': lf[5],
-				'fstype': rf[0] if rf else '',
-				'source': _unescape_mountinfo(rf[1])
-				if len(rf) > 1 else '',
-			})
+	for fs in json.loads(out.decode('utf-8', 'surrogateescape'))['filesystems']:
+		result.append({
+			'dev': fs.get('maj:min') or '',
+			'mountpoint': fs.get('target') or '',
+			'options': fs.get('vfs-options') or '',
+			'fstype': fs.get('fstype') or '',
+			'source': fs.get('source') or '',
+		})
 	return result
 
 
@@ -816,15 +799,16 @@ class Cluster(TempDirs):
 	def peers_arg(self):
 		return '--peers=' + ','.join(self.urls)
 
-	def mount(self, k, opts=(), timeout=30, peers=None):
+	def mount(self, k, opts=(), timeout=30, peers=None, src=None):
 		"""Mount node k with --peers/--node and opts; MountFailed if
 		it does not come up. Returns the daemon's stderr. peers: the
 		--peers value to pass instead of self.urls (other spellings
-		of the same addresses)."""
+		of the same addresses). src: another SOURCE for this node
+		(e.g. a copy that differs), inside self.root."""
 		peers_arg = self.peers_arg() if peers is None else \
 			'--peers=' + peers
 		args = [peers_arg, f'--node={k}'] + list(opts) + \
-			[self.src, self.mnts[k]]
+			[src or self.src, self.mnts[k]]
 		rc, out, err = run_coordfs(args, timeout=timeout)
 		self.mount_stderr[k] = err
 		if rc != 0:
@@ -980,13 +964,15 @@ class ManyReader:
 
 class FakePeer:
 	"""tests/integration/fake_peer.py MODE on a free loopback port
-	(self.port), stopped on exit."""
+	(self.port), stopped on exit. directory: serve that tree's files
+	(see fake_peer.py) instead of one pattern."""
 
-	def __init__(self, mode, timeout=10):
+	def __init__(self, mode, timeout=10, directory=None):
 		import select
 		self.proc = subprocess.Popen(
 			[sys.executable, os.path.join(HERE, 'fake_peer.py'), mode,
-			 '0'], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+			 '0'] + ([directory] if directory else []),
+			stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
 			stderr=subprocess.DEVNULL)
 		ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
 		line = self.proc.stdout.readline() if ready else b''

@@ -2,12 +2,14 @@
 # SPDX-License-Identifier: MIT
 """A misbehaving coordfs peer, for testing that clients never trust it.
 
-Usage: fake_peer.py MODE PORT
+Usage: fake_peer.py MODE PORT [DIR]
 
 Listens on 127.0.0.1:PORT (0 = any free port), prints the bound port and a
 newline on stdout once it accepts connections, and prints nothing else.
 Every path under /v1/files/ is a file of FILE_SIZE bytes whose byte i is
-(i * 131 + 7) & 0xff. Modes:
+(i * 131 + 7) & 0xff, with the ETag "<FILE_SIZE hex>-0"; with DIR, it is
+DIR's file of that path (404 when missing), with the ETag coordfs gives a
+local file: "<size hex>-<mtime in ns hex>" of DIR's copy. Modes:
 
   ok        correct answers (206 with Content-Range, or 200): a control
   short     promises the requested length, sends half of it, closes
@@ -20,6 +22,8 @@ Every path under /v1/files/ is a file of FILE_SIZE bytes whose byte i is
   badrange  206 with the right length but the data (and Content-Range)
             of the range shifted by one byte
   trickle   correct headers, then the body at one byte every 0.2 s
+  flip      correct headers (206, Content-Range, ETag of its own copy), but
+            every byte of the body inverted: a peer whose copy differs
 """
 import http.server
 import os
@@ -27,14 +31,36 @@ import re
 import sys
 import threading
 import time
+import urllib.parse
 
 FILE_SIZE = 1 << 20
 MODES = ("ok", "short", "wronglen", "shortlen", "500", "hang", "garbage",
-         "norange", "badrange", "trickle")
+         "norange", "badrange", "trickle", "flip")
 
 
 def pattern(start, length):
     return bytes(((i * 131 + 7) & 0xFF) for i in range(start, start + length))
+
+
+class PatternFile:
+    size = FILE_SIZE
+    etag = '"%x-0"' % FILE_SIZE
+
+    def read(self, start, length):
+        return pattern(start, length)
+
+
+class DirFile:
+    def __init__(self, path):
+        st = os.stat(path)
+        self.path = path
+        self.size = st.st_size
+        self.etag = '"%x-%x"' % (st.st_size, st.st_mtime_ns)
+
+    def read(self, start, length):
+        with open(self.path, "rb") as f:
+            f.seek(start)
+            return f.read(length)
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -44,14 +70,17 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def log_message(self, fmt, *args):  # print nothing
         pass
 
+    root = None
+    file = None
+
     def wanted_range(self):
         m = re.fullmatch(r"bytes=(\d+)-(\d+)", self.headers.get("Range", ""))
         if not m:
             return None
         a, b = int(m.group(1)), int(m.group(2))
-        if a > b or a >= FILE_SIZE:
+        if a > b or a >= self.file.size:
             return None
-        return a, min(b, FILE_SIZE - 1) - a + 1
+        return a, min(b, self.file.size - 1) - a + 1
 
     def send_body(self, status, body, content_length, content_range=None):
         self.send_response(status)
@@ -59,9 +88,23 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(content_length))
         if content_range:
             self.send_header("Content-Range", content_range)
+        if self.file is not None and status in (200, 206):
+            self.send_header("ETag", self.file.etag)
         self.end_headers()
         self.wfile.write(body)
         self.wfile.flush()
+
+    def find_file(self):
+        if self.root is None:
+            return PatternFile()
+        rel = urllib.parse.unquote(self.path[len("/v1/files/"):])
+        parts = rel.split("/")
+        if not rel or any(p in ("", ".", "..") for p in parts):
+            return None
+        path = os.path.join(self.root, *parts)
+        if not os.path.isfile(path) or os.path.islink(path):
+            return None
+        return DirFile(path)
 
     def do_GET(self):
         mode = self.mode
@@ -75,36 +118,51 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if mode == "500":
             self.send_body(500, b"boom\n", 5)
             return
-        if not self.path.startswith("/v1/files/"):
+        self.file = None
+        if self.path.startswith("/v1/files/"):
+            self.file = self.find_file()
+        if self.file is None:
             self.send_body(404, b"", 0)
             return
+        data = self.file.read  # the file's bytes
+        size = self.file.size
         rng = self.wanted_range()
+        if mode == "flip":
+            start, length = rng if rng else (0, size)
+            body = bytes(b ^ 0xFF for b in data(start, length))
+            if rng:
+                cr = "bytes %d-%d/%d" % (start, start + length - 1, size)
+                self.send_body(206, body, length, cr)
+            else:
+                self.send_body(200, body, length)
+            return
         if mode == "norange" or rng is None:
-            self.send_body(200, pattern(0, FILE_SIZE), FILE_SIZE)
+            self.send_body(200, data(0, size), size)
             return
         start, length = rng
-        cr = "bytes %d-%d/%d" % (start, start + length - 1, FILE_SIZE)
+        cr = "bytes %d-%d/%d" % (start, start + length - 1, size)
         if mode == "ok":
-            self.send_body(206, pattern(start, length), length, cr)
+            self.send_body(206, data(start, length), length, cr)
         elif mode == "short":
-            self.send_body(206, pattern(start, length // 2), length, cr)
+            self.send_body(206, data(start, length // 2), length, cr)
             self.close_connection = True
         elif mode == "wronglen":
-            self.send_body(206, pattern(start, length + 16), length + 16, cr)
+            self.send_body(206, data(start, length + 16), length + 16, cr)
         elif mode == "shortlen":
-            self.send_body(206, pattern(start, length - 1), length - 1, cr)
+            self.send_body(206, data(start, length - 1), length - 1, cr)
         elif mode == "trickle":
             self.send_response(206)
             self.send_header("Content-Length", str(length))
             self.send_header("Content-Range", cr)
+            self.send_header("ETag", self.file.etag)
             self.end_headers()
-            for b in pattern(start, length):
+            for b in data(start, length):
                 self.wfile.write(bytes([b]))
                 self.wfile.flush()
                 time.sleep(0.2)
         elif mode == "badrange":
-            cr = "bytes %d-%d/%d" % (start + 1, start + length, FILE_SIZE)
-            self.send_body(206, pattern(start + 1, length), length, cr)
+            cr = "bytes %d-%d/%d" % (start + 1, start + length, size)
+            self.send_body(206, data(start + 1, length), length, cr)
 
 
 class Server(http.server.ThreadingHTTPServer):
@@ -115,10 +173,12 @@ class Server(http.server.ThreadingHTTPServer):
 
 
 def main():
-    if len(sys.argv) != 3 or sys.argv[1] not in MODES:
-        sys.stderr.write("usage: fake_peer.py {%s} PORT\n" % "|".join(MODES))
+    if len(sys.argv) not in (3, 4) or sys.argv[1] not in MODES:
+        sys.stderr.write("usage: fake_peer.py {%s} PORT [DIR]\n" % "|".join(MODES))
         return 2
     Handler.mode = sys.argv[1]
+    if len(sys.argv) == 4:
+        Handler.root = os.path.realpath(sys.argv[3])
     server = Server(("127.0.0.1", int(sys.argv[2])), Handler)
     sys.stdout.write("%d\n" % server.server_address[1])
     sys.stdout.flush()

@@ -11,11 +11,15 @@ error because a peer failed").
    its port with an empty cache and is used again too.
    A node stopped with SIGTERM while serving exits cleanly; its reader
    never notices.
-2. A fake misbehaving peer (fake_peer.py) in a peer slot, in every
-   failing mode (short body, wrong or short Content-Length, 500, hang,
-   garbage, whole file instead of a range, shifted range, a body that
-   trickles in slower than the timeout): the real node
-   reads correct bytes, counts peer errors and marks the slot down.
+2. A fake misbehaving peer (fake_peer.py) in a peer slot, serving a copy
+   of the dataset with the same sizes and mtimes (so the same snapshot
+   ETags), in every failing mode (short body, wrong or short
+   Content-Length, 500, hang, garbage, whole file instead of a range,
+   shifted range, a body that trickles in slower than the timeout): the
+   real node reads correct bytes, counts peer errors and marks the slot
+   down. A fake whose copy differs (every byte inverted, its own mtimes)
+   but frames its answers right: 0 wrong bytes, every mismatch counted,
+   the slot stays up.
 3. A peer slot with no server at all from the start: the mount comes up
    and reads correct bytes.
 
@@ -235,13 +239,24 @@ def test_graceful_stop(c):
 		c.gt('the reader fetched from it before', st['peers']['bytes'], 0)
 
 
-def fake_mode(c, mode, files, expect):
+# One mtime for SOURCE and the fake's copy: the same snapshot ETags.
+MTIME_NS = 1_600_000_000_123_456_789
+
+
+def populate_at(files, mtime_ns):
+	def populate(src):
+		for rel, data in files.items():
+			ct.write_file(os.path.join(src, rel), data, mtime_ns=mtime_ns)
+	return populate
+
+
+def fake_mode(c, mode, files, expect, fakedir):
 	rels = sorted(files)
-	with ct.FakePeer(mode) as fake:
+	with ct.FakePeer(mode, directory=fakedir) as fake:
 		port0 = ct.free_ports(1)[0]
 		while port0 == fake.port:
 			port0 = ct.free_ports(1)[0]
-		with ct.Cluster(2, populate=populate_with(files),
+		with ct.Cluster(2, populate=populate_at(files, MTIME_NS),
 				ports=[port0, fake.port]) as cl:
 			owned = [r for r in rels if any(
 				ct.unit_owner(cl.urls, r, k) == 1 for k, _ in
@@ -258,13 +273,18 @@ def fake_mode(c, mode, files, expect):
 			st = cl.stats(0)
 			c.gt(f'fake peer "{mode}": peers.errors counted',
 			     st['peers']['errors'], 0)
-			c.eq(f'fake peer "{mode}": no bytes taken from it',
-			     st['peers']['bytes'], 0)
+			c.eq(f'fake peer "{mode}": no mismatch (same snapshot)',
+			     st['peers']['mismatches'], 0)
 			c.eq(f'fake peer "{mode}": marked down',
 			     st['peers']['nodes'][1]['up'], False)
-			c.eq(f'fake peer "{mode}": every byte from SOURCE',
-			     st['source']['bytes'],
-			     sum(len(d) for d in files.values()))
+			if mode != 'norange':
+				# (a whole small file asked whole is a right
+				# answer even from a fake ignoring Range)
+				c.eq(f'fake peer "{mode}": no bytes taken from it',
+				     st['peers']['bytes'], 0)
+				c.eq(f'fake peer "{mode}": every byte from SOURCE',
+				     st['source']['bytes'],
+				     sum(len(d) for d in files.values()))
 			# read again: still right (the fake is in back-off or
 			# probed again; either way SOURCE answers)
 			res = ct.ManyReader([cl.path(0, r) for r in owned[:4]]
@@ -274,27 +294,84 @@ def fake_mode(c, mode, files, expect):
 				not bad, f'{bad[:3]}')
 
 
+def fake_flip(c, files, expect, fakedir):
+	"""The fake's copy differs from SOURCE (same sizes, every byte
+	inverted, other mtimes) and it frames every answer right, with the
+	ETag of its own copy: the node takes none of its bytes."""
+	rels = sorted(files)
+	with ct.FakePeer('flip', directory=fakedir) as fake:
+		port0 = ct.free_ports(1)[0]
+		while port0 == fake.port:
+			port0 = ct.free_ports(1)[0]
+		with ct.Cluster(2, populate=populate_at(files, MTIME_NS),
+				ports=[port0, fake.port]) as cl:
+			owned = [r for r in rels if any(
+				ct.unit_owner(cl.urls, r, k) == 1 for k, _ in
+				ct.file_units(len(files[r]), CHUNK))]
+			cl.mount(0, ['--cache-size=16M', '--chunk-size=64K'])
+			for rnd in range(2):
+				res = ct.ManyReader([cl.path(0, r) for r in rels]
+						    ).results(60)
+				bad = bad_results(res, cl.mnts[0], expect)
+				c.check(f'fake peer "flip", pass {rnd + 1}: '
+					f'{len(rels)} files, 0 wrong bytes '
+					f'({len(owned)} owned by the fake)', not bad,
+					f'{bad[:3]}')
+			st = cl.stats(0)
+			c.ge('fake peer "flip": every fetch was a counted '
+			     'mismatch', st['peers']['mismatches'],
+			     st['peers']['fetches'])
+			c.gt('fake peer "flip": mismatches counted',
+			     st['peers']['mismatches'], 0)
+			c.eq('fake peer "flip": no bytes taken from it',
+			     st['peers']['bytes'], 0)
+			c.eq('fake peer "flip": it stays up (one version of a '
+			     'file differs, the node did not fail)',
+			     st['peers']['nodes'][1]['up'], True)
+			c.eq('fake peer "flip": no SOURCE errors',
+			     st['source']['errors'], 0)
+
+
 def test_fake_peer(c):
+	import shutil
+	import tempfile
 	rng = random.Random(int(time.time()) ^ 99)
 	files = make_files(rng, 10, prefix='g')
+	# more multi-chunk files: the fake surely owns a chunk that is
+	# asked with a true range (what "norange" must get wrong)
+	for i in range(3):
+		files[f'g_big{i}.bin'] = rng.randbytes(3 * CHUNK + 99 + i)
 	expect = {rel: hashlib.sha256(d).hexdigest() for rel, d in files.items()}
-	# control: the fake in "ok" mode is trusted (framing is right, the
-	# bytes are its own pattern), which shows the fake is really asked
-	with ct.FakePeer('ok') as fake:
-		port0 = ct.free_ports(1)[0]
-		with ct.Cluster(2, populate=populate_with(files),
-				ports=[port0, fake.port]) as cl:
-			cl.mount(0, ['--cache-size=16M', '--chunk-size=64K'])
-			rels = sorted(files)
-			for r in rels:
-				with open(cl.path(0, r), 'rb') as f:
-					f.read()
-			st = cl.stats(0)
-			c.gt('control: the fake peer in "ok" mode is fetched from',
-			     st['peers']['bytes'], 0)
-			c.eq('control: ... without errors', st['peers']['errors'], 0)
-	for mode in FAKE_MODES:
-		fake_mode(c, mode, files, expect)
+	fakedir = tempfile.mkdtemp(prefix='coordfs-fake-')
+	flipdir = tempfile.mkdtemp(prefix='coordfs-flip-')
+	try:
+		populate_at(files, MTIME_NS)(fakedir)
+		populate_at(files, MTIME_NS + 1_000_000_000)(flipdir)
+		# control: the fake in "ok" mode, serving the same copy, is
+		# trusted and right, which shows the fake is really asked
+		with ct.FakePeer('ok', directory=fakedir) as fake:
+			port0 = ct.free_ports(1)[0]
+			while port0 == fake.port:
+				port0 = ct.free_ports(1)[0]
+			with ct.Cluster(2, populate=populate_at(files, MTIME_NS),
+					ports=[port0, fake.port]) as cl:
+				cl.mount(0, ['--cache-size=16M', '--chunk-size=64K'])
+				res = ct.ManyReader([cl.path(0, r) for r in
+						     sorted(files)]).results(60)
+				bad = bad_results(res, cl.mnts[0], expect)
+				c.check('control: correct bytes through the fake '
+					'in "ok" mode', not bad, f'{bad[:3]}')
+				st = cl.stats(0)
+				c.gt('control: the fake peer in "ok" mode is '
+				     'fetched from', st['peers']['bytes'], 0)
+				c.eq('control: ... without errors',
+				     st['peers']['errors'], 0)
+		fake_flip(c, files, expect, flipdir)
+		for mode in FAKE_MODES:
+			fake_mode(c, mode, files, expect, fakedir)
+	finally:
+		shutil.rmtree(fakedir, ignore_errors=True)
+		shutil.rmtree(flipdir, ignore_errors=True)
 
 
 def test_dead_at_start(c):

@@ -220,6 +220,19 @@ def test_server(c):
 		]:
 			st, _, body = get('/v1/files/a.bin', hdr)
 			c.eq(f'{label}: 401', st, 401)
+		# RFC 9110: the scheme is case-insensitive, the secret is not
+		for label, hdr in [
+			('lower-case "bearer"', {'Authorization': 'bearer ' + SECRET}),
+			('upper-case "BEARER", two spaces',
+			 {'Authorization': 'BEARER  ' + SECRET}),
+			('lower-case header name', {'authorization': 'Bearer ' + SECRET}),
+		]:
+			st, _, body = get('/v1/files/a.bin', hdr)
+			c.check(f'{label}: 200 and the bytes',
+				st == 200 and body == files['a.bin'], f'status {st}')
+		st, _, _ = get('/v1/files/a.bin',
+			       {'Authorization': 'bearer ' + SECRET.swapcase()})
+		c.eq('lower-case scheme, secret in the other case: 401', st, 401)
 		st, _, _ = get('/v1/files/no/such/file', auth('wrong'))
 		c.eq('unknown file with wrong token: 401 (no existence leak)',
 		     st, 401)
@@ -358,8 +371,18 @@ def test_server(c):
 			c.check('/v1/stats is valid JSON', isinstance(js, dict))
 			check_stats_json(c, '/v1/stats', js)
 			xa = cl.stats(0)
-			c.eq('/v1/stats has the same keys as the xattr',
-			     sorted(js), sorted(xa))
+			c.eq('/v1/stats has the keys of the xattr but the local '
+			     'ones (pid, source_dir)', sorted(js),
+			     sorted(k for k in xa if k not in ('pid', 'source_dir')))
+			c.check('the xattr (local users) keeps pid and source_dir',
+				'pid' in xa and 'source_dir' in xa, sorted(xa))
+			c.check('/v1/stats: no pid, no SOURCE path for peers',
+				'pid' not in js and 'source_dir' not in js and
+				cl.src.encode() not in body and
+				os.path.basename(cl.src).encode() not in body,
+				body[:200])
+			c.check('/v1/stats: peers.mismatches is a counter',
+				isinstance(js['peers'].get('mismatches'), int))
 			c.ge('/v1/stats: served counts our file GETs',
 			     js['peers']['served'], len(files))
 			c.eq('/v1/stats: peers.nodes', [n['url'] for n in
@@ -374,9 +397,10 @@ def test_server(c):
 			c.ge('/metrics coordfs_peer_served_total >= stats served',
 			     vals.get('coordfs_peer_served_total', -1),
 			     js['peers']['served'])
-		# 80 idle connections (more than the per-address cap of 64)
-		# and 20 with half a request: once they close, the server
-		# serves again and the daemon is alive
+		# 80 idle connections (more than the cap of 64 connections
+		# without an authenticated request) and 20 with half a
+		# request: once they close, the server serves again and the
+		# daemon is alive
 		import socket
 		socks = []
 		try:

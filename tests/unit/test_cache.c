@@ -16,6 +16,7 @@ struct filler {
 	_Atomic unsigned per_unit[4096];
 	unsigned delay_us;
 	int fail_unit; /* -1: none */
+	int fail_rc;   /* what fail_unit's fill returns (0: -EIO) */
 };
 
 /* Fills unit u with byte (u * 7 + i) so content can be checked. */
@@ -28,7 +29,7 @@ static int fill_pattern(void *arg, uint64_t unit, void *dst, size_t len)
 	if (f->delay_us)
 		usleep(f->delay_us);
 	if ((int)unit == f->fail_unit)
-		return -EIO;
+		return f->fail_rc ? f->fail_rc : -EIO;
 	unsigned char *p = dst;
 	for (size_t i = 0; i < len; i++)
 		p[i] = (unsigned char)(unit * 7 + i);
@@ -106,22 +107,92 @@ START_TEST(zero_capacity_admits_nothing)
 }
 END_TEST
 
-START_TEST(failed_fill_admits_nothing_and_retries)
+START_TEST(transient_fill_error_retries)
 {
 	struct cache *c;
-	struct filler f = { .fail_unit = 2 };
+	struct filler f = { .fail_unit = 2, .fail_rc = -EMFILE };
+	const void *d;
+	struct cache_stats st;
+
+	ck_assert_int_eq(cache_create(1 << 20, 4, &c), 0);
+	ck_assert_int_eq(cache_get(c, 2, 4096, 4096, true, fill_pattern, &f, &d), -EMFILE);
+	ck_assert(!cache_holds(c, 2));
+	cache_get_stats(c, &st);
+	ck_assert_uint_eq(st.used_bytes, 0); /* the reservation was given back */
+	ck_assert_uint_eq(st.failed_units, 0);
+	f.fail_unit = -1;
+	ck_assert_int_eq(cache_get(c, 2, 4096, 4096, true, fill_pattern, &f, &d), 0);
+	check_pattern(d, 2, 4096);
+	ck_assert_uint_eq(atomic_load(&f.per_unit[2]), 2);
+	cache_destroy(c);
+}
+END_TEST
+
+START_TEST(failed_fill_marks_the_unit_failed)
+{
+	struct cache *c;
+	struct filler f = { .fail_unit = 2, .fail_rc = -ESTALE };
 	const void *d;
 	struct cache_stats st;
 
 	ck_assert_int_eq(cache_create(1 << 20, 4, &c), 0);
 	ck_assert_int_eq(cache_get(c, 2, 4096, 4096, true, fill_pattern, &f, &d), -EIO);
+	f.fail_unit = -1; /* even a source that would now work is not asked again */
+	ck_assert_int_eq(cache_get(c, 2, 4096, 4096, true, fill_pattern, &f, &d), -EIO);
+	ck_assert_int_eq(cache_get(c, 2, 4096, 4096, false, fill_pattern, &f, &d), -EIO);
 	ck_assert(!cache_holds(c, 2));
+	ck_assert_uint_eq(atomic_load(&f.per_unit[2]), 1);
 	cache_get_stats(c, &st);
-	ck_assert_uint_eq(st.used_bytes, 0); /* the reservation was given back */
-	f.fail_unit = -1;
-	ck_assert_int_eq(cache_get(c, 2, 4096, 4096, true, fill_pattern, &f, &d), 0);
-	check_pattern(d, 2, 4096);
-	ck_assert_uint_eq(atomic_load(&f.per_unit[2]), 2);
+	ck_assert_uint_eq(st.used_bytes, 0);
+	ck_assert_uint_eq(st.failed_units, 1);
+	ck_assert_uint_eq(st.fill_errors, 1);
+	cache_destroy(c);
+}
+END_TEST
+
+/* A fill that, before failing, admits another unit: the failed reservation
+ * is then not the last one, which the bump allocator alone cannot return. */
+struct nested {
+	struct cache *c;
+	struct filler inner;
+};
+
+static int fill_fail_after_other(void *arg, uint64_t unit, void *dst, size_t len)
+{
+	struct nested *n = arg;
+	const void *d;
+
+	memset(dst, 0xAA, len);
+	if (cache_get(n->c, unit + 1, len, len, true, fill_pattern, &n->inner, &d) != 0)
+		return -ENOEXEC; /* makes the test fail below */
+	return -EIO;
+}
+
+START_TEST(failed_fill_behind_another_returns_its_space)
+{
+	struct cache *c;
+	struct nested n = { .inner = { .fail_unit = -1 } };
+	const void *d;
+	struct cache_stats st;
+
+	/* Room for exactly 4 units of 4 KiB. */
+	ck_assert_int_eq(cache_create(4 * 4096, 16, &c), 0);
+	n.c = c;
+	ck_assert_int_eq(cache_get(c, 0, 4096, 4096, true, fill_fail_after_other, &n, &d), -EIO);
+	ck_assert(cache_holds(c, 1));
+	cache_get_stats(c, &st);
+	ck_assert_uint_eq(st.used_bytes, 4096); /* unit 1 only */
+	/* Three more units fit: the failed unit's place is reused. */
+	for (uint64_t u = 2; u < 5; u++)
+		ck_assert_int_eq(cache_get(c, u, 4096, 4096, true, fill_pattern, &n.inner, &d), 0);
+	ck_assert_int_eq(cache_get(c, 5, 4096, 4096, true, fill_pattern, &n.inner, &d), -ENOSPC);
+	for (uint64_t u = 1; u < 5; u++) {
+		ck_assert_int_eq(cache_get(c, u, 4096, 4096, true, fill_pattern, &n.inner, &d), 0);
+		check_pattern(d, u, 4096);
+	}
+	cache_get_stats(c, &st);
+	ck_assert_uint_eq(st.used_bytes, st.capacity_bytes);
+	ck_assert_uint_eq(st.items, 4);
 	cache_destroy(c);
 }
 END_TEST
@@ -250,6 +321,143 @@ START_TEST(single_flight_one_fill_for_many_readers)
 }
 END_TEST
 
+/*
+ * Many threads read every unit for several epochs, in their own orders.
+ * A quarter of the units always fail (-EIO: marked failed), a quarter fail
+ * twice with -EMFILE first (transient), and failing fills wait until some
+ * other fill has started, so their reservations are never the last one.
+ */
+enum { CF_THREADS = 8, CF_UNITS = 256, CF_LEN = 4096, CF_FIT = 64, CF_EPOCHS = 4 };
+
+struct cf_state {
+	struct cache *c;
+	_Atomic unsigned starts;
+	_Atomic unsigned fills[CF_UNITS];
+	_Atomic unsigned transient_left[CF_UNITS];
+	_Atomic unsigned unexpected;
+};
+
+static void wait_for_other_fill(struct cf_state *s, unsigned seen)
+{
+	for (int i = 0; i < 400 && atomic_load(&s->starts) == seen; i++)
+		usleep(250);
+}
+
+static int cf_fill(void *arg, uint64_t unit, void *dst, size_t len)
+{
+	struct cf_state *s = arg;
+	unsigned seen = atomic_fetch_add(&s->starts, 1) + 1;
+
+	atomic_fetch_add(&s->fills[unit], 1);
+	memset(dst, 0x55, len); /* partly written before failing, as a real read would */
+	if (unit % 4 == 0) {
+		wait_for_other_fill(s, seen);
+		return -EIO;
+	}
+	if (unit % 4 == 1) {
+		unsigned left = atomic_load(&s->transient_left[unit]);
+		while (left > 0 && !atomic_compare_exchange_weak(&s->transient_left[unit], &left,
+								 left - 1))
+			;
+		if (left > 0) {
+			wait_for_other_fill(s, seen);
+			return -EMFILE;
+		}
+	}
+	unsigned char *p = dst;
+	for (size_t i = 0; i < len; i++)
+		p[i] = (unsigned char)(unit * 7 + i);
+	return 0;
+}
+
+struct cf_worker {
+	struct cf_state *s;
+	unsigned seed;
+};
+
+static void cf_read(struct cf_state *s, uint64_t u)
+{
+	const void *d;
+	int rc = cache_get(s->c, u, CF_LEN, CF_LEN, true, cf_fill, s, &d);
+
+	/* Failing units are refused like any other once the budget is full. */
+	if (u % 4 == 0 ? (rc != -EIO && rc != -ENOSPC) : (rc != 0 && rc != -ENOSPC && rc != -EMFILE))
+		atomic_fetch_add(&s->unexpected, 1);
+	if (rc == 0 && ((const unsigned char *)d)[9] != (unsigned char)(u * 7 + 9))
+		atomic_fetch_add(&s->unexpected, 1);
+}
+
+static void *cf_worker(void *p)
+{
+	struct cf_worker *w = p;
+	uint64_t order[CF_UNITS];
+
+	for (int e = 0; e < CF_EPOCHS; e++) {
+		for (uint64_t u = 0; u < CF_UNITS; u++)
+			order[u] = u;
+		for (size_t i = CF_UNITS - 1; i > 0; i--) {
+			size_t j = (size_t)rand_r(&w->seed) % (i + 1);
+			uint64_t t = order[i];
+			order[i] = order[j];
+			order[j] = t;
+		}
+		for (size_t i = 0; i < CF_UNITS; i++)
+			cf_read(w->s, order[i]);
+	}
+	return NULL;
+}
+
+START_TEST(concurrent_failing_fills_leak_no_budget)
+{
+	struct cf_state *s = calloc(1, sizeof(*s));
+	pthread_t t[CF_THREADS];
+	struct cf_worker w[CF_THREADS];
+	struct cache_stats st;
+
+	ck_assert_ptr_nonnull(s);
+	ck_assert_int_eq(cache_create(CF_FIT * CF_LEN, CF_UNITS, &s->c), 0);
+	for (int u = 0; u < CF_UNITS; u++)
+		s->transient_left[u] = 2;
+	for (int i = 0; i < CF_THREADS; i++) {
+		w[i] = (struct cf_worker){ s, 1234u + (unsigned)i };
+		ck_assert_int_eq(pthread_create(&t[i], NULL, cf_worker, &w[i]), 0);
+	}
+	for (int i = 0; i < CF_THREADS; i++)
+		pthread_join(t[i], NULL);
+	/* One more pass alone: whatever room is left must now be taken. */
+	for (uint64_t u = 0; u < CF_UNITS; u++)
+		cf_read(s, u);
+	cache_get_stats(s->c, &st);
+	ck_assert_uint_eq(atomic_load(&s->unexpected), 0);
+	/* 192 units could be held and 64 fit: the budget is exactly full. */
+	ck_assert_uint_eq(st.items, CF_FIT);
+	ck_assert_uint_eq(st.admitted, CF_FIT);
+	ck_assert_uint_eq(st.used_bytes, st.capacity_bytes);
+	unsigned held = 0, failed = 0;
+	for (uint64_t u = 0; u < CF_UNITS; u++) {
+		if (cache_holds(s->c, u))
+			held++;
+		if (u % 4 == 0) { /* failed at most once, then never filled again */
+			ck_assert_uint_le(atomic_load(&s->fills[u]), 1);
+			failed += atomic_load(&s->fills[u]);
+		} else if (cache_holds(s->c, u)) {
+			ck_assert_uint_le(atomic_load(&s->fills[u]), u % 4 == 1 ? 3 : 1);
+		}
+	}
+	ck_assert_uint_eq(held, CF_FIT);
+	ck_assert_uint_eq(st.failed_units, failed);
+	/* Not vacuous: failures did happen while others were admitting. */
+	ck_assert_uint_gt(failed, 8);
+	/* Every failure the fills returned was counted, none more. */
+	uint64_t transient_failures = 0;
+	for (uint64_t u = 1; u < CF_UNITS; u += 4)
+		transient_failures += 2 - atomic_load(&s->transient_left[u]);
+	ck_assert_uint_eq(st.fill_errors, failed + transient_failures);
+	cache_destroy(s->c);
+	free(s);
+}
+END_TEST
+
 START_TEST(prefill_admits_without_counting_reads)
 {
 	struct cache *c;
@@ -292,7 +500,10 @@ int main(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, admits_until_full_then_refuses_and_never_evicts);
 	tcase_add_test(tc, zero_capacity_admits_nothing);
-	tcase_add_test(tc, failed_fill_admits_nothing_and_retries);
+	tcase_add_test(tc, transient_fill_error_retries);
+	tcase_add_test(tc, failed_fill_marks_the_unit_failed);
+	tcase_add_test(tc, failed_fill_behind_another_returns_its_space);
+	tcase_add_test(tc, concurrent_failing_fills_leak_no_budget);
 	tcase_add_test(tc, no_admit_only_hits);
 	tcase_add_test(tc, concurrent_fills_stay_in_budget_and_fill_once);
 	tcase_add_test(tc, single_flight_one_fill_for_many_readers);

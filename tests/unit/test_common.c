@@ -4,10 +4,13 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/hash.h"
+#include "common/log.h"
 #include "common/size.h"
 #include "common/strbuf.h"
+#include "common/utf8.h"
 #include "tests/unit/check_run.h"
 
 START_TEST(size_plain_and_suffixes)
@@ -66,6 +69,54 @@ START_TEST(hash_is_stable_and_spreads)
 }
 END_TEST
 
+START_TEST(utf8_replaces_ill_formed_bytes)
+{
+	struct strbuf sb;
+	/* valid: ASCII, 2-, 3- and 4-byte sequences */
+	static const char ok[] = "a\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80";
+	/* each ill-formed: lone continuation, truncated, overlong, surrogate, > U+10FFFF, 0xFF */
+	static const char *const bad[] = { "\x80", "\xC3", "\xC0\xAF", "\xE0\x80\xAF",
+					   "\xED\xA0\x80", "\xF4\x90\x80\x80", "\xFF" };
+
+	ck_assert(utf8_valid(ok, strlen(ok)));
+	strbuf_init(&sb);
+	utf8_sanitize(&sb, ok, strlen(ok));
+	ck_assert_str_eq(sb.buf, ok);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		ck_assert_msg(!utf8_valid(bad[i], strlen(bad[i])), "bad[%zu] taken as valid", i);
+		strbuf_reset(&sb);
+		utf8_sanitize(&sb, bad[i], strlen(bad[i]));
+		ck_assert_msg(utf8_valid(sb.buf, sb.len), "bad[%zu] not repaired", i);
+		/* every byte of an ill-formed sequence is replaced on its own */
+		ck_assert_uint_eq(sb.len, 3 * strlen(bad[i]));
+	}
+	strbuf_reset(&sb);
+	utf8_sanitize(&sb, "x\xFFy", 3);
+	ck_assert_str_eq(sb.buf, "x\xEF\xBF\xBDy");
+	strbuf_fini(&sb);
+}
+END_TEST
+
+START_TEST(log_escapes_control_characters)
+{
+	int p[2], saved = dup(STDERR_FILENO);
+	char got[512];
+
+	ck_assert_int_eq(pipe(p), 0);
+	ck_assert_int_eq(dup2(p[1], STDERR_FILENO), STDERR_FILENO);
+	/* A file name that tries to forge a second log line. */
+	log_write(LOG_ERR, "%s: read failed", "a\ncoordfs: error: forged\x1b[0m\x7f");
+	dup2(saved, STDERR_FILENO);
+	close(p[1]);
+	ssize_t n = read(p[0], got, sizeof(got) - 1);
+	close(p[0]);
+	close(saved);
+	ck_assert_int_gt(n, 0);
+	got[n] = '\0';
+	ck_assert_str_eq(got, "coordfs: error: a\\x0acoordfs: error: forged\\x1b[0m\\x7f: read failed\n");
+}
+END_TEST
+
 START_TEST(strbuf_json_escapes)
 {
 	struct strbuf sb;
@@ -92,6 +143,8 @@ int main(void)
 	tcase_add_test(tc, size_rejects_bad_input);
 	tcase_add_test(tc, hash_is_stable_and_spreads);
 	tcase_add_test(tc, strbuf_json_escapes);
+	tcase_add_test(tc, utf8_replaces_ill_formed_bytes);
+	tcase_add_test(tc, log_escapes_control_characters);
 	suite_add_tcase(s, tc);
 	return check_run(s);
 }

@@ -4,6 +4,7 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,6 +79,9 @@ START_TEST(scan_lookup_resolve)
 	ck_assert_uint_eq(ns.total_bytes, 100 + 0 + 5000 + 10000 + 4096);
 	/* units: a.jpg 0, b.jpg 1, c 2, big 3, top 1 */
 	ck_assert_uint_eq(ns.nunits, 0 + 1 + 2 + 3 + 1);
+	ck_assert_uint_eq(ns.ndirs, 4);
+	ck_assert_uint_eq(ns.skipped_special, 1); /* the fifo */
+	ck_assert_uint_eq(ns.skipped_long, 0);
 
 	ck_assert_int_eq(ns_resolve(&ns, "train/cat/c d ü.jpg", &n), 0);
 	ck_assert(ns_is_reg(&ns, n));
@@ -118,6 +122,57 @@ START_TEST(scan_lookup_resolve)
 	ck_assert_int_eq(ns_resolve(&ns, "", &n), 0);
 	ck_assert_uint_eq(n, 0);
 
+	ns_fini(&ns);
+	rm_rf();
+}
+END_TEST
+
+/* Directories nested past PATH_MAX: the too-deep entries are skipped and
+ * counted, everything else is still mounted. */
+START_TEST(paths_over_path_max_are_skipped)
+{
+	struct ns ns;
+	char err[256] = "";
+	char name[201];
+	uint32_t n;
+	int depth = 0;
+
+	strcpy(root, "/tmp/coordfs-ns-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(root));
+	mkfile("ok.bin", 10);
+	memset(name, 'd', 200);
+	name[200] = '\0';
+	int dfd = open(root, O_RDONLY | O_DIRECTORY);
+	ck_assert_int_ge(dfd, 0);
+	/* 25 levels of 200-byte names: about 5000 bytes, so the deepest levels
+	 * (and the file at the bottom) cannot be named in PATH_MAX bytes. */
+	for (depth = 0; depth < 25; depth++) {
+		ck_assert_int_eq(mkdirat(dfd, name, 0755), 0);
+		int next = openat(dfd, name, O_RDONLY | O_DIRECTORY);
+		ck_assert_int_ge(next, 0);
+		close(dfd);
+		dfd = next;
+	}
+	int fd = openat(dfd, "deep.bin", O_WRONLY | O_CREAT, 0644);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	close(dfd);
+
+	fd = open(root, O_RDONLY | O_DIRECTORY);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ns_scan(&ns, fd, 4096, err, sizeof(err)), 0);
+	close(fd);
+	ck_assert_uint_eq(ns.skipped_long, 1); /* the first level that does not fit */
+	ck_assert_uint_eq(ns.nfiles, 1);
+	ck_assert_int_eq(ns_resolve(&ns, "ok.bin", &n), 0);
+	/* Every directory kept has a path that fits. */
+	char *path = malloc(PATH_MAX);
+	ck_assert_ptr_nonnull(path);
+	for (uint32_t i = 0; i < ns.nnodes; i++)
+		ck_assert_int_ge(ns_path(&ns, i, path, PATH_MAX), 0);
+	/* (4096 - 1) / 201 = 20 levels fit. */
+	ck_assert_uint_eq(ns.ndirs, (PATH_MAX - 1) / 201);
+	free(path);
 	ns_fini(&ns);
 	rm_rf();
 }
@@ -397,6 +452,7 @@ int main(void)
 	tcase_add_test(tc, scan_lookup_resolve);
 	tcase_add_test(tc, large_directory_scanned_in_parallel);
 	tcase_add_test(tc, node_is_compact);
+	tcase_add_test(tc, paths_over_path_max_are_skipped);
 	tcase_add_test(tc, listing_builds_tree);
 	tcase_add_test(tc, listing_skips_bad_keys);
 	tcase_add_test(tc, listing_empty);

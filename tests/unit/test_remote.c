@@ -57,7 +57,9 @@ static unsigned char pattern_byte(uint64_t i)
 
 /* ---- an in-memory dataset behind stub callbacks --------------------------- */
 
-enum file_kind { KIND_ARENA, KIND_COPY, KIND_FD, KIND_DIR };
+/* KIND_FAIL: the read fails (a file changed on this node); KIND_NOMEM:
+ * the read finds no memory for the response. */
+enum file_kind { KIND_ARENA, KIND_COPY, KIND_FD, KIND_DIR, KIND_FAIL, KIND_NOMEM };
 
 struct file {
 	const char *path;
@@ -71,13 +73,14 @@ struct file {
 #define BIG_SIZE (3u << 20)
 
 struct stub {
-	struct file files[8];
+	struct file files[16];
 	unsigned nfiles;
 	size_t max_slice; /* read hands out at most this much at once */
 	pthread_mutex_t lock;
 	char *seen[MAX_SEEN]; /* every path resolve received */
 	unsigned nseen;
 	_Atomic unsigned copies, releases;
+	unsigned version; /* part of every ETag: another snapshot when bumped */
 	struct remote_server *srv;
 	struct remote_client *cli;
 };
@@ -116,6 +119,8 @@ static void stub_setup(void)
 	add_file("fd.bin", big + 11, 300000, KIND_FD);
 	add_file("empty", hello, 0, KIND_ARENA);
 	add_file("dir", NULL, 0, KIND_DIR);
+	add_file("changed.bin", big, 5000, KIND_FAIL);
+	add_file("nomem.bin", big, 5000, KIND_NOMEM);
 }
 
 static void stub_teardown(void)
@@ -188,9 +193,24 @@ static int stub_read(void *arg, uint32_t file_id, uint64_t off, size_t len,
 		out->fd = f->fd;
 		out->fd_off = off;
 		break;
+	case KIND_NOMEM:
+		return -ENOMEM;
 	default:
 		return -EIO;
 	}
+	return 0;
+}
+
+/* The stub's snapshot name of a file: its id, size and stub.version. */
+static void stub_etag_of(uint32_t file_id, char *buf, size_t len)
+{
+	snprintf(buf, len, "\"%x-%llx-v%u\"", file_id,
+		 (unsigned long long)stub.files[file_id].size, stub.version);
+}
+
+static int stub_etag(void *arg, uint32_t file_id, char *buf, size_t len)
+{
+	stub_etag_of(file_id, buf, len);
 	return 0;
 }
 
@@ -217,6 +237,7 @@ static const struct remote_server_ops stub_ops = {
     .read = stub_read,
     .stats_json = stub_stats,
     .metrics = stub_metrics,
+    .etag = stub_etag,
 };
 
 static struct remote_server *start_server_at(const char *hostport, const char *secret,
@@ -815,8 +836,18 @@ START_TEST(auth_bearer)
 	ck_assert_int_eq(http_raw(port, "GET", "/nope", NULL, &r), 401);
 	ck_assert_int_eq(
 	    http_raw(port, "GET", "/v1/files/a.txt", "Authorization: Bearer s3cret\r\n", &r), 200);
+	/* The scheme is case-insensitive (RFC 9110), the secret is not. */
+	ck_assert_int_eq(
+	    http_raw(port, "GET", "/v1/files/a.txt", "authorization: bearer s3cret\r\n", &r), 200);
+	ck_assert_int_eq(
+	    http_raw(port, "GET", "/v1/files/a.txt", "Authorization: BEARER   s3cret\r\n", &r),
+	    200);
+	ck_assert_int_eq(
+	    http_raw(port, "GET", "/v1/files/a.txt", "Authorization: Bearers3cret\r\n", &r), 401);
+	ck_assert_int_eq(
+	    http_raw(port, "GET", "/v1/files/a.txt", "Authorization: bearer S3CRET\r\n", &r), 401);
 	/* Nothing was resolved for the refused requests. */
-	ck_assert_uint_eq(stub.nseen, 1);
+	ck_assert_uint_eq(stub.nseen, 3);
 
 	struct remote_peers *p = peers_for_port(port);
 	struct remote_client *good = NULL, *bad = NULL, *none = NULL;
@@ -912,13 +943,65 @@ START_TEST(traversal_refused)
 }
 END_TEST
 
+static int connect_port(unsigned port)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	return fd;
+}
+
+/* Whether the server closed fd within ms (poll, then recv 0 or error). */
+static bool closed_within(int fd, int ms)
+{
+	struct pollfd pf = {.fd = fd, .events = POLLIN};
+	char c;
+
+	if (poll(&pf, 1, ms) != 1)
+		return false;
+	return recv(fd, &c, 1, MSG_DONTWAIT) <= 0;
+}
+
+/* One request on an open keep-alive socket; the status, or -1. The answer
+ * (a.txt: 13 bytes of body) is read whole. */
+static int keepalive_get(int fd, const char *auth)
+{
+	char req[256], buf[4096];
+	size_t got = 0;
+
+	snprintf(req, sizeof(req), "GET /v1/files/a.txt HTTP/1.1\r\nHost: x\r\n%s\r\n",
+		 auth ? auth : "");
+	if (send(fd, req, strlen(req), MSG_NOSIGNAL) != (ssize_t)strlen(req))
+		return -1;
+	for (;;) {
+		struct pollfd pf = {.fd = fd, .events = POLLIN};
+
+		if (poll(&pf, 1, 5000) != 1)
+			return -1;
+		ssize_t n = recv(fd, buf + got, sizeof(buf) - 1 - got, 0);
+
+		if (n <= 0)
+			return -1;
+		got += (size_t)n;
+		buf[got] = '\0';
+		const char *end = strstr(buf, "\r\n\r\n");
+		const char *cl = strcasestr(buf, "Content-Length:");
+
+		if (end && cl && got >= (size_t)(end + 4 - buf) + (size_t)atol(cl + 15))
+			break;
+	}
+	return atoi(buf + 9);
+}
+
 START_TEST(caps_headers_and_connections)
 {
 	unsigned port;
 	struct remote_server *s = start_server(NULL, &port);
 	struct strbuf r, hdr;
-	int fds[REMOTE_SERVER_MAX_PER_IP + 1];
-	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+	int fds[REMOTE_SERVER_MAX_UNAUTH + 1];
 
 	/* Headers beyond the per-connection memory cap are refused. */
 	strbuf_init(&r);
@@ -930,35 +1013,232 @@ START_TEST(caps_headers_and_connections)
 	ck_assert_msg(st >= 400 && st < 500, "%zu bytes of headers answered %d", hdr.len, st);
 	strbuf_fini(&hdr);
 
-	/* One connection more than the per-IP cap is closed at once, while
-	 * the others stay usable. */
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	for (int i = 0; i <= REMOTE_SERVER_MAX_PER_IP; i++) {
-		fds[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		ck_assert_int_ge(fds[i], 0);
-		ck_assert_int_eq(connect(fds[i], (struct sockaddr *)&sa, sizeof(sa)), 0);
+	/* One silent connection more than the unauthenticated cap: the
+	 * oldest is closed at once (long before the header deadline), the
+	 * newest is served. */
+	for (int i = 0; i <= REMOTE_SERVER_MAX_UNAUTH; i++) {
+		fds[i] = connect_port(port);
+		sleep_ms(2); /* accepted in this order */
 	}
-	struct pollfd pf = {.fd = fds[REMOTE_SERVER_MAX_PER_IP], .events = POLLIN};
-	char c;
-
-	ck_assert_int_eq(poll(&pf, 1, 5000), 1);
-	ck_assert_int_le(recv(fds[REMOTE_SERVER_MAX_PER_IP], &c, 1, 0), 0);
-	static const char req[] = "GET /v1/files/a.txt HTTP/1.1\r\nHost: x\r\n\r\n";
-	char buf[512];
-
-	ck_assert_int_eq(send(fds[0], req, sizeof(req) - 1, MSG_NOSIGNAL),
-			 (ssize_t)sizeof(req) - 1);
-	struct timeval tv = {5, 0};
-
-	setsockopt(fds[0], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	ssize_t n = recv(fds[0], buf, sizeof(buf) - 1, 0);
-
-	ck_assert_int_gt(n, 12);
-	buf[n] = '\0';
-	ck_assert_msg(strncmp(buf, "HTTP/1.1 200", 12) == 0, "got: %.40s", buf);
-	for (int i = 0; i <= REMOTE_SERVER_MAX_PER_IP; i++)
+	ck_assert_msg(closed_within(fds[0], REMOTE_SERVER_HEADER_DEADLINE_MS / 2),
+		      "the oldest silent connection was kept over the cap");
+	ck_assert_int_eq(keepalive_get(fds[REMOTE_SERVER_MAX_UNAUTH], NULL), 200);
+	for (int i = 0; i <= REMOTE_SERVER_MAX_UNAUTH; i++)
 		close(fds[i]);
+
+	struct remote_server_stats ss;
+
+	remote_server_get_stats(s, &ss);
+	ck_assert_uint_ge(ss.dropped, 1);
 	strbuf_fini(&r);
+	remote_server_stop(s);
+}
+END_TEST
+
+/* A header trickle (one byte every 400 ms, so never idle) is closed at
+ * the header deadline, where an idle timeout alone would keep it open. */
+START_TEST(header_deadline_closes_trickle)
+{
+	unsigned port;
+	struct remote_server *s = start_server("s3cret", &port);
+	int fd = connect_port(port);
+	static const char head[] = "GET /v1/files/a.txt HTTP/1.1\r\nHost: x\r\nX-Slow: ";
+	int64_t t0 = mono_ms();
+	bool closed = false;
+
+	ck_assert_int_eq(send(fd, head, sizeof(head) - 1, MSG_NOSIGNAL), (ssize_t)sizeof(head) - 1);
+	/* Bounded: the deadline plus a generous margin, then give up. */
+	while (!closed && mono_ms() - t0 < REMOTE_SERVER_HEADER_DEADLINE_MS + 8000) {
+		if (send(fd, "a", 1, MSG_NOSIGNAL) != 1 || closed_within(fd, 400))
+			closed = true;
+	}
+	ck_assert_msg(closed, "a header trickle was still open after %lld ms",
+		      (long long)(mono_ms() - t0));
+	close(fd);
+
+	struct remote_server_stats ss;
+
+	remote_server_get_stats(s, &ss);
+	ck_assert_uint_ge(ss.dropped, 1);
+	remote_server_stop(s);
+}
+END_TEST
+
+struct flooder {
+	unsigned port;
+	atomic_bool stop;
+	unsigned opened;
+};
+
+/* Opens connection after connection, each sending half a request line,
+ * keeping up to 256 of them open. */
+static void *flooder_main(void *arg)
+{
+	struct flooder *f = arg;
+	int fds[256];
+	unsigned n = 0;
+
+	while (!atomic_load(&f->stop)) {
+		int fd = connect_port(f->port);
+
+		(void)send(fd, "GET /v1/fi", 10, MSG_NOSIGNAL);
+		if (n == 256) {
+			close(fds[0]);
+			memmove(fds, fds + 1, sizeof(fds) - sizeof(fds[0]));
+			n--;
+		}
+		fds[n++] = fd;
+		f->opened++;
+		sleep_ms(1);
+	}
+	for (unsigned i = 0; i < n; i++)
+		close(fds[i]);
+	return NULL;
+}
+
+/* An authenticated client gets through a flood of unauthenticated
+ * connections, and its keep-alive connection outlives the header
+ * deadline. */
+START_TEST(authenticated_through_flood)
+{
+	struct remote_client_config cfg = {.timeout_ms = 5000};
+	unsigned port;
+	struct remote_server *s = start_server("s3cret", &port);
+	struct remote_peers *p = peers_for_port(port);
+	struct remote_client *c = NULL;
+	struct flooder f = {.port = port};
+	pthread_t t;
+	unsigned char *buf = malloc(1u << 16);
+	int ka = connect_port(port);
+
+	ck_assert_int_eq(keepalive_get(ka, "Authorization: Bearer s3cret\r\n"), 200);
+	ck_assert_int_eq(remote_client_create(p, "s3cret", &cfg, &c), 0);
+	ck_assert_int_eq(pthread_create(&t, NULL, flooder_main, &f), 0);
+	sleep_ms(300);
+	for (int i = 0; i < 60; i++) {
+		uint64_t off = (uint64_t)i * 40000;
+
+		ck_assert_int_eq(remote_fetch(c, 0, "dir/big.bin", off, 1u << 16, buf), 1 << 16);
+		ck_assert_mem_eq(buf, big + off, 1u << 16);
+		ck_assert(remote_node_up(c, 0));
+		sleep_ms(50);
+	}
+	/* Past the deadline, the authenticated keep-alive connection lives. */
+	while (f.opened < REMOTE_SERVER_MAX_UNAUTH * 2)
+		sleep_ms(10);
+	int64_t t0 = mono_ms();
+
+	while (mono_ms() - t0 < REMOTE_SERVER_HEADER_DEADLINE_MS + 1000)
+		sleep_ms(100);
+	ck_assert_int_eq(keepalive_get(ka, "Authorization: Bearer s3cret\r\n"), 200);
+	atomic_store(&f.stop, true);
+	pthread_join(t, NULL);
+
+	struct remote_server_stats ss;
+	struct remote_client_stats cs;
+
+	remote_server_get_stats(s, &ss);
+	remote_client_get_stats(c, &cs);
+	ck_assert_uint_eq(cs.errors, 0);
+	ck_assert_uint_gt(ss.dropped, REMOTE_SERVER_MAX_UNAUTH);
+	close(ka);
+	free(buf);
+	remote_client_destroy(c);
+	remote_peers_destroy(p);
+	remote_server_stop(s);
+}
+END_TEST
+
+START_TEST(etag_and_statuses)
+{
+	unsigned port;
+	struct remote_server *s = start_server(NULL, &port);
+	struct strbuf r;
+	char v[128], want[64], hdr[200];
+
+	strbuf_init(&r);
+	stub_etag_of(0, want, sizeof(want));
+	ck_assert_int_eq(http_raw(port, "GET", "/v1/files/a.txt", NULL, &r), 200);
+	ck_assert_ptr_nonnull(header_value(&r, "ETag", v, sizeof(v)));
+	ck_assert_str_eq(v, want);
+	ck_assert_int_eq(http_raw(port, "GET", "/v1/files/a.txt", "Range: bytes=2-4\r\n", &r), 206);
+	ck_assert_str_eq(header_value(&r, "ETag", v, sizeof(v)), want);
+	/* If-Match: the same snapshot, any, a list holding it: served. */
+	snprintf(hdr, sizeof(hdr), "If-Match: %s\r\n", want);
+	ck_assert_int_eq(http_raw(port, "GET", "/v1/files/a.txt", hdr, &r), 200);
+	ck_assert_int_eq(http_raw(port, "GET", "/v1/files/a.txt", "If-Match: *\r\n", &r), 200);
+	snprintf(hdr, sizeof(hdr), "If-Match: \"x\", %s\r\n", want);
+	ck_assert_int_eq(http_raw(port, "GET", "/v1/files/a.txt", hdr, &r), 200);
+	/* Another snapshot, or a weak tag: 412, no body of the file. */
+	ck_assert_int_eq(http_raw(port, "GET", "/v1/files/a.txt", "If-Match: \"0-d-v9\"\r\n", &r),
+			 412);
+	ck_assert_ptr_null(memmem(r.buf, r.len, hello, sizeof(hello) - 1));
+	snprintf(hdr, sizeof(hdr), "If-Match: W/%s\r\n", want);
+	ck_assert_int_eq(http_raw(port, "GET", "/v1/files/a.txt", hdr, &r), 412);
+	/* A file that fails on this node: 409; no memory now: 503. */
+	ck_assert_int_eq(http_raw(port, "GET", "/v1/files/changed.bin", NULL, &r), 409);
+	ck_assert_int_eq(http_raw(port, "GET", "/v1/files/nomem.bin", NULL, &r), 503);
+	ck_assert_ptr_nonnull(header_value(&r, "Retry-After", v, sizeof(v)));
+
+	struct remote_server_stats ss;
+
+	remote_server_get_stats(s, &ss);
+	ck_assert_uint_eq(ss.mismatched, 2);
+	ck_assert_uint_eq(ss.unavailable, 1);
+	ck_assert_uint_eq(ss.busy, 1);
+	strbuf_fini(&r);
+	remote_server_stop(s);
+}
+END_TEST
+
+/* Answers about one file (another snapshot, a file the owner cannot read,
+ * no memory on the owner) fall back without marking the node down. */
+START_TEST(verified_fetch_per_file_failures)
+{
+	unsigned port;
+	struct remote_server *s = start_server(NULL, &port);
+	struct remote_peers *p = peers_for_port(port);
+	struct remote_client *c = NULL;
+	char et[64], buf[64];
+	struct remote_expect e = {.size = sizeof(hello) - 1, .etag = et};
+
+	ck_assert_int_eq(remote_client_create(p, NULL, NULL, &c), 0);
+	stub_etag_of(0, et, sizeof(et));
+	ck_assert_int_eq(remote_fetch_verified(c, 0, "a.txt", 1, 5, &e, buf), 5);
+	ck_assert_mem_eq(buf, hello + 1, 5);
+	/* The owner's copy changed (another snapshot): 412. */
+	stub.version++;
+	ck_assert_int_eq(remote_fetch_verified(c, 0, "a.txt", 1, 5, &e, buf), -ESTALE);
+	ck_assert(remote_node_up(c, 0));
+	/* Same ETag, but our snapshot is longer: the Content-Range total
+	 * tells it is not the same file. */
+	stub_etag_of(0, et, sizeof(et));
+	e.size = sizeof(hello);
+	ck_assert_int_eq(remote_fetch_verified(c, 0, "a.txt", 1, 5, &e, buf), -ESTALE);
+	ck_assert(remote_node_up(c, 0));
+	/* A whole-file read answered 200 must be the whole snapshot too. */
+	ck_assert_int_eq(remote_fetch_verified(c, 0, "a.txt", 0, sizeof(hello) - 1, &e, buf),
+			 -ESTALE);
+	e.size = sizeof(hello) - 1;
+	ck_assert_int_eq(remote_fetch_verified(c, 0, "a.txt", 0, sizeof(hello) - 1, &e, buf),
+			 (ssize_t)sizeof(hello) - 1);
+	struct remote_expect e2 = {.size = 5000, .etag = et};
+
+	stub_etag_of(7, et, sizeof(et));
+	ck_assert_int_eq(remote_fetch_verified(c, 0, "changed.bin", 0, 100, &e2, buf), -EREMOTEIO);
+	ck_assert(remote_node_up(c, 0));
+	stub_etag_of(8, et, sizeof(et));
+	ck_assert_int_eq(remote_fetch_verified(c, 0, "nomem.bin", 0, 100, &e2, buf), -EBUSY);
+	ck_assert(remote_node_up(c, 0));
+
+	struct remote_client_stats cs;
+
+	remote_client_get_stats(c, &cs);
+	ck_assert_uint_eq(cs.mismatches, 3);
+	ck_assert_uint_eq(cs.unavailable, 2);
+	ck_assert_uint_eq(cs.skipped, 0);
+	remote_client_destroy(c);
+	remote_peers_destroy(p);
 	remote_server_stop(s);
 }
 END_TEST
@@ -1187,6 +1467,37 @@ START_TEST(concurrent_fetches)
 }
 END_TEST
 
+/* However many threads fetch at once, at most max_handles connections. */
+START_TEST(client_connections_bounded)
+{
+	struct remote_client_config cfg = {.max_handles = 2};
+	unsigned port;
+	struct remote_server *s = start_server(NULL, &port);
+	struct remote_peers *p = peers_for_port(port);
+	struct remote_client *c = NULL;
+	pthread_t t[8];
+	struct worker w[8];
+
+	ck_assert_int_eq(remote_client_create(p, NULL, &cfg, &c), 0);
+	for (int i = 0; i < 8; i++) {
+		w[i] = (struct worker){.c = c, .seed = (unsigned)i * 31u + 5};
+		ck_assert_int_eq(pthread_create(&t[i], NULL, worker_main, &w[i]), 0);
+	}
+	for (int i = 0; i < 8; i++) {
+		pthread_join(t[i], NULL);
+		ck_assert_int_eq(w[i].failures, 0);
+	}
+	struct remote_server_stats ss;
+
+	remote_server_get_stats(s, &ss);
+	ck_assert_uint_le(ss.connections, 2);
+	ck_assert_uint_ge(ss.connections, 1);
+	remote_client_destroy(c);
+	remote_peers_destroy(p);
+	remote_server_stop(s);
+}
+END_TEST
+
 /* ---- against a misbehaving peer ---------------------------------------------- */
 
 static const char *const fake_modes[] = {"ok",	 "short",   "wronglen", "shortlen", "500",
@@ -1254,12 +1565,63 @@ START_TEST(fake_peer_modes)
 			for (size_t i = 0; i < len; i++)
 				ck_assert_uint_eq(buf[i], pattern_byte(off + (size_t)round + i));
 			ck_assert(remote_node_up(c, 0));
+			/* Checked against the snapshot it names: accepted. */
+			struct remote_expect e = {.size = 1u << 20, .etag = "\"100000-0\""};
+
+			memset(buf, 0, len);
+			ck_assert_int_eq(remote_fetch_verified(c, 0, "some/file.bin", off, len, &e,
+							       buf),
+					 (ssize_t)len);
+			ck_assert_uint_eq(buf[len - 1], pattern_byte(off + len - 1));
 		} else {
 			ck_assert_msg(got < 0, "mode %s: fetch returned %zd", mode, got);
 			ck_assert(!remote_node_up(c, 0));
 			sleep_ms(120); /* let the back-off expire: the next one re-probes */
 		}
 	}
+	remote_client_destroy(c);
+	remote_peers_destroy(p);
+	kill(pid, SIGTERM);
+	waitpid(pid, NULL, 0);
+	free(buf);
+}
+END_TEST
+
+/* A peer whose copy differs (right length, Content-Range and its own
+ * ETag, other bytes): taken blindly without a snapshot, refused with one,
+ * before a byte lands in the buffer, and the node stays up. */
+START_TEST(fake_peer_flipped_bytes)
+{
+	const size_t off = 1000, len = 5000, guard = 64;
+	unsigned char *buf = malloc(len + guard);
+	struct remote_peers *p;
+	struct remote_client *c = NULL;
+	unsigned port;
+	pid_t pid = spawn_fake("flip", &port);
+	struct remote_expect e = {.size = 1u << 20, .etag = "\"100000-1\""};
+
+	p = peers_for_port(port);
+	ck_assert_int_eq(remote_client_create(p, NULL, NULL, &c), 0);
+	ck_assert_int_eq(remote_fetch(c, 0, "some/file.bin", off, len, buf), (ssize_t)len);
+	ck_assert_uint_eq(buf[0], pattern_byte(off) ^ 0xff); /* the hazard */
+	for (int round = 0; round < 3; round++) {
+		memset(buf, 0xA5, len + guard);
+		ck_assert_int_eq(remote_fetch_verified(c, 0, "some/file.bin", off, len, &e, buf),
+				 -ESTALE);
+		for (size_t i = 0; i < len + guard; i++)
+			ck_assert_msg(buf[i] == 0xA5, "a byte of another version landed at %zu", i);
+		ck_assert(remote_node_up(c, 0));
+	}
+	/* Same ETag but another size in Content-Range: not the same file. */
+	e.etag = "\"100000-0\"";
+	e.size = (1u << 20) + 1;
+	ck_assert_int_eq(remote_fetch_verified(c, 0, "some/file.bin", off, len, &e, buf), -ESTALE);
+
+	struct remote_client_stats cs;
+
+	remote_client_get_stats(c, &cs);
+	ck_assert_uint_eq(cs.mismatches, 4);
+	ck_assert_uint_eq(cs.skipped, 0);
 	remote_client_destroy(c);
 	remote_peers_destroy(p);
 	kill(pid, SIGTERM);
@@ -1360,11 +1722,17 @@ int main(void)
 	tcase_add_test(net, auth_bearer);
 	tcase_add_test(net, traversal_refused);
 	tcase_add_test(net, caps_headers_and_connections);
+	tcase_add_test(net, header_deadline_closes_trickle);
+	tcase_add_test(net, authenticated_through_flood);
+	tcase_add_test(net, etag_and_statuses);
+	tcase_add_test(net, verified_fetch_per_file_failures);
+	tcase_add_test(net, client_connections_bounded);
 	tcase_add_test(net, metrics_and_stats);
 	tcase_add_test(net, backoff_then_reprobe);
 	tcase_add_test(net, concurrent_fetches);
 	tcase_add_test(net, single_probe_at_a_time);
 	tcase_add_test(net, server_start_failure_closes_socket);
+	tcase_add_test(net, fake_peer_flipped_bytes);
 	tcase_add_loop_test(net, fake_peer_modes, 0,
 			    (int)(sizeof(fake_modes) / sizeof(fake_modes[0])));
 	suite_add_tcase(s, net);

@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 top=$PWD
 
-bash scripts/install-deps.sh
+bash tools/install-deps.sh
 [ -f build/build.ninja ] || meson setup build -Dbuildtype=release >/dev/null
 ninja -C build
 

@@ -7,7 +7,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-bash scripts/install-deps.sh || { echo "test.sh: installing dependencies failed" >&2; exit 1; }
+bash tools/install-deps.sh || { echo "test.sh: installing dependencies failed" >&2; exit 1; }
 
 total_pass=0
 total_fail=0

@@ -9,7 +9,8 @@ pkgs=(
 	fuse3 libfuse3-dev
 	libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev
 	libcurl4-openssl-dev libmicrohttpd-dev
-	check valgrind clang
+	libjansson-dev libmount-dev libexpat1-dev
+	check valgrind clang groff-base man-db
 	python3-torch python3-torchvision python3-pil python3-numpy
 	e2fsprogs util-linux attr curl
 	nginx
