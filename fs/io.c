@@ -259,7 +259,9 @@ static ssize_t read_file(struct fs_ctx *fs, uint32_t node, int fd, struct fs_pee
 			piece = len - done;
 		int rc = read_unit(&fc, k, uoff, piece, (char *)buf + done, &d);
 		if (rc < 0) {
-			ret = rc;
+			/* A source's passing failure (its endpoint down after the
+			 * retries) is EIO for this read; a later read retries. */
+			ret = rc == -EAGAIN ? -EIO : rc;
 			goto out;
 		}
 		if (d && done == 0 && piece == len) {

@@ -58,7 +58,9 @@ struct fs_source_ops {
 	void (*close)(struct fs_source *src, int fh); /* fh >= 0 only */
 	/* Read exactly len bytes at off of file node into buf, through fh
 	 * (>= 0) or without a handle (-1). 0, or -EIO (changed, shrank,
-	 * failed; logged), -errno. Blocks. */
+	 * failed; logged: final for this file), -EAGAIN (the source itself
+	 * failed for now, e.g. an endpoint down after the retries: a later
+	 * read retries; readers see EIO), -errno. Blocks. */
 	int (*read)(struct fs_source *src, const struct ns *ns, uint32_t node, int fh, uint64_t off,
 		    size_t len, void *buf);
 	/* The snapshot of file node as an ETag for the peer protocol (quotes

@@ -125,24 +125,40 @@ static int s3_read(struct fs_source *src, const struct ns *ns, uint32_t node, in
 		   size_t len, void *buf)
 {
 	struct s3_source *ss = s3_of(src);
+	struct remote_s3_stats before, after;
 	char key[PATH_MAX], etag[NS_MAX_ETAG + 1];
-	const char *etag_arg = etag;
 
 	if (!ss->s3)
 		return -EIO;
 	if (ns_path(ns, node, key, sizeof(key)) < 0)
 		return -ENAMETOOLONG;
-	if (ns_etag(ns, node, etag, sizeof(etag)) < 0)
-		etag_arg = NULL; /* listed without one: size checks only */
-	ssize_t n = remote_s3_get(ss->s3, key, etag_arg, ns->nodes[node].size, off, len, buf);
+	if (ns_etag(ns, node, etag, sizeof(etag)) < 0) {
+		fs_source_problem(src, ns, node, "listed without an ETag: cannot be read safely");
+		return -EIO;
+	}
+	remote_s3_get_stats(ss->s3, &before);
+	ssize_t n = remote_s3_get(ss->s3, key, etag, ns->nodes[node].size, off, len, buf);
 	if (n == (ssize_t)len)
 		return 0;
 	if (n >= 0) {
-		log_err("%s/%s: short read from the object store (%zd of %zu bytes)", ss->url, key,
-			n, len);
+		fs_source_problem(src, ns, node,
+				  "short read from the object store (%zd of %zu bytes)", n, len);
 		return -EIO;
 	}
-	return n == -EINVAL ? -EINVAL : -EIO;
+	/*
+	 * The client says -EIO both for an answer about the object (412, 403,
+	 * 404, a mismatch: final) and for an endpoint that kept failing through
+	 * its retries (passing). Only the second retries, so a call during
+	 * which the retry count moved failed on the endpoint, not the object
+	 * (another thread's retries can make a final answer look passing: that
+	 * costs one more request later, never a wrong answer). A passing
+	 * failure is -EAGAIN: the cache does not mark the unit failed, and the
+	 * reader gets EIO (fs/io.c).
+	 */
+	remote_s3_get_stats(ss->s3, &after);
+	if (n == -ETIMEDOUT || n == -ENOMEM || after.retries != before.retries)
+		return -EAGAIN;
+	return -EIO;
 }
 
 static int s3_etag(struct fs_source *src, const struct ns *ns, uint32_t node, char *buf, size_t len)

@@ -35,7 +35,9 @@ static struct {
 	bool no_sign;
 	enum remote_s3_addressing addressing;
 	int list_rc;
-	ssize_t get_rc; /* 0: answer the bytes */
+	ssize_t get_rc;	  /* 0: answer the bytes */
+	bool get_retries; /* the failing GET retried first */
+	uint64_t retries;
 	char key[256], etag[256];
 	bool etag_null;
 	uint64_t size, off;
@@ -120,6 +122,8 @@ ssize_t remote_s3_get(struct remote_s3 *s, const char *key, const char *etag, ui
 	fake.size = size;
 	fake.off = off;
 	fake.len = len;
+	if (fake.get_retries)
+		fake.retries += 6;
 	if (fake.get_rc)
 		return fake.get_rc;
 	memset(buf, 'x', len);
@@ -129,7 +133,7 @@ ssize_t remote_s3_get(struct remote_s3 *s, const char *key, const char *etag, ui
 void remote_s3_get_stats(struct remote_s3 *s, struct remote_s3_stats *out)
 {
 	*out = (struct remote_s3_stats){.requests = 7,
-					.retries = 2,
+					.retries = 2 + fake.retries,
 					.errors = 1,
 					.bytes = 9,
 					.latency_p50_ms = 16.5,
@@ -293,11 +297,20 @@ START_TEST(reads_are_checked_gets)
 	ck_assert_str_eq(fake.key, "train/cat/1.jpg");
 	ck_assert_str_eq(fake.etag, "\"0123456789abcdef0123456789abcdef\"");
 
-	static const ssize_t failures[] = {-EIO, -ETIMEDOUT, -EACCES, 50};
-	for (size_t i = 0; i < sizeof(failures) / sizeof(failures[0]); i++) {
-		fake.get_rc = failures[i];
+	/* An answer about the object (no retries) is final: -EIO. */
+	static const ssize_t final[] = {-EIO, -EACCES, 50};
+	for (size_t i = 0; i < sizeof(final) / sizeof(final[0]); i++) {
+		fake.get_rc = final[i];
 		ck_assert_int_eq(src->ops->read(src, &ns, n, -1, 0, sizeof(buf), buf), -EIO);
 	}
+	/* The endpoint failing through the retries, or timing out, passes. */
+	fake.get_rc = -ETIMEDOUT;
+	ck_assert_int_eq(src->ops->read(src, &ns, n, -1, 0, sizeof(buf), buf), -EAGAIN);
+	fake.get_rc = -EIO;
+	fake.get_retries = true;
+	ck_assert_int_eq(src->ops->read(src, &ns, n, -1, 0, sizeof(buf), buf), -EAGAIN);
+	fake.get_retries = false;
+	fake.retries = 0;
 	fake.get_rc = 0;
 	src->ops->get_stats(src, &st);
 	ck_assert_uint_eq(st.requests, 7);
