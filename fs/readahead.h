@@ -10,12 +10,15 @@
  * the budget has no room the read goes to SOURCE as it is.
  *
  * Thread-safety: concurrent reads of one handle are safe; the lock guards
- * the window's state only, never a fetch.
+ * the window's state only, never a fetch. A read that falls inside a
+ * window being fetched waits for that fetch instead of fetching again (the
+ * kernel sends a sequential reader's reads several at a time).
  */
 #ifndef COORDFS_FS_READAHEAD_H
 #define COORDFS_FS_READAHEAD_H
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -26,11 +29,14 @@ struct budget;
 
 struct fs_readahead {
 	pthread_mutex_t lock;
-	uint8_t *data; /* NULL: empty; len bytes of the file from start */
+	pthread_cond_t fetched; /* a window fetch ended */
+	uint8_t *data;		/* NULL: empty; len bytes of the file from start */
 	uint64_t start;
 	size_t len;
 	uint64_t next; /* where a sequential reader reads next */
 	size_t window; /* 0 until the reader has been sequential once */
+	bool fetching; /* a window [fetch_start, fetch_end) is on its way */
+	uint64_t fetch_start, fetch_end;
 };
 
 void fs_readahead_init(struct fs_readahead *ra);

@@ -19,6 +19,10 @@ log counts the GETs of each object. Checks:
   reading everything afterwards fetches each object exactly once in all.
 - Three nodes with --peers over one bucket, every node reading every
   file: each object is fetched from the bucket once per cluster.
+- A 20 MiB object read sequentially in 128 KiB reads with the cache too
+  small to admit it: the readahead window makes it a few large GETs that
+  cover the object exactly once; a reader that seeks every time gets one
+  GET of exactly each read.
 - The endpoint going down mid-epoch: a read of an uncached file fails
   with EIO only after retries (source.retries grows), cached files still
   read, the daemon stays up, and the same file reads again once the
@@ -222,6 +226,66 @@ def test_cluster(c, rgw):
 		     sum(cl.stats(k)['source']['bytes'] for k in range(3)), total)
 
 
+def ranges_of(proxy, key):
+	"""[(first, last)] byte ranges of the GETs of key, in order."""
+	out = []
+	for e in proxy.entries():
+		if e['method'] == 'GET' and e['key'] == key and e['range']:
+			a, b = e['range'].split('=', 1)[1].split('-')
+			out.append((int(a), int(b)))
+	return out
+
+
+def test_readahead(c, rgw):
+	rgw.create_bucket('readahead')
+	rng = random.Random(12)
+	big = rng.randbytes(20 << 20)
+	rgw.put_many('readahead', {'r/seq.bin': big, 'r/rand.bin': big})
+	piece = 128 * KIB
+	with s3f.S3Proxy(rgw.endpoint) as px, ct.TempDirs() as d:
+		if not mount_s3(c, d, 's3://readahead/r', px, ['--cache-size=1M']):
+			return
+		got = bytearray()
+		reads = 0
+		with open(os.path.join(d.mnt, 'seq.bin'), 'rb', buffering=0) as f:
+			while True:
+				b = f.read(piece)
+				if not b:
+					break
+				got += b
+				reads += 1
+		c.check('sequential read equals the object', bytes(got) == big)
+		r = sorted(ranges_of(px, 'r/seq.bin'))
+		c.check('sequential: far fewer GETs than reads',
+			0 < len(r) <= reads // 8, f'{len(r)} GETs for {reads} reads')
+		c.eq('sequential: GETs cover the object exactly once', _tiling(r, len(big)), r)
+		px.clear_log()
+		offsets = [rng.randrange(0, len(big) // piece) * piece for _ in range(30)]
+		ok = True
+		with open(os.path.join(d.mnt, 'rand.bin'), 'rb', buffering=0) as f:
+			last = None
+			for off in offsets:
+				if off == last:
+					continue
+				f.seek(off)
+				ok &= f.read(piece) == big[off:off + piece]
+				last = off
+		c.check('random reads equal the object', ok)
+		r = ranges_of(px, 'r/rand.bin')
+		c.check('random: each GET is exactly one read',
+			all(b - a + 1 == piece for a, b in r) and len(r) >= 1, str(r[:5]))
+
+
+def _tiling(ranges, size):
+	"""ranges if they tile [0, size) exactly, else a description."""
+	pos = 0
+	for a, b in ranges:
+		if a != pos:
+			return f'gap or overlap at {pos}: {ranges}'
+		pos = b + 1
+	return ranges if pos == size else f'ends at {pos}, not {size}'
+
+
 def test_outage(c, rgw):
 	rgw.create_bucket('out')
 	rng = random.Random(11)
@@ -258,6 +322,7 @@ def main():
 		c.group(test_overwritten, c, rgw)
 		c.group(test_outage, c, rgw)
 		c.group(test_prefill, c, rgw)
+		c.group(test_readahead, c, rgw)
 		c.group(test_cluster, c, rgw)
 		c.group(test_dataset, c, rgw)
 	c.finish()
