@@ -147,6 +147,13 @@ void fs_peer_buf_fini(struct fs_peer_buf *pb);
 ssize_t fs_read_file_ref(struct fs_ctx *fs, uint32_t node, int fd, struct fs_peer_buf *pb,
 			 uint64_t off, size_t len, void *buf, const void **direct);
 
+/* The same for an open handle, with its readahead window (readahead.h) for
+ * reads that bypass the cache. */
+struct fs_readahead;
+ssize_t fs_read_file_handle(struct fs_ctx *fs, uint32_t node, int fd, struct fs_peer_buf *pb,
+			    struct fs_readahead *ra, uint64_t off, size_t len, void *buf,
+			    const void **direct);
+
 /* The same for a peer's request: never forwarded to another node. */
 ssize_t fs_read_file_local(struct fs_ctx *fs, uint32_t node, uint64_t off, size_t len, void *buf,
 			   const void **direct);

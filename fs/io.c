@@ -12,6 +12,7 @@
 #include "common/log.h"
 #include "fs/fs.h"
 #include "fs/peer.h"
+#include "fs/readahead.h"
 #include "fs/source.h"
 
 int fs_open_source(struct fs_ctx *fs, uint32_t node, int *fh)
@@ -55,6 +56,7 @@ struct fill_ctx {
 	bool opened;
 	bool allow_peer; /* false when serving a peer: never forward */
 	struct fs_peer_buf *pb;
+	struct fs_readahead *ra; /* the handle's window, or NULL */
 };
 
 void fs_peer_buf_init(struct fs_peer_buf *pb)
@@ -164,6 +166,13 @@ static int fill_unit(void *arg, uint64_t unit, void *dst, size_t len)
 	return source_read(fc->fs, fc->node, fc->fd, k * fc->fs->ns.chunk_size, len, dst);
 }
 
+static int ra_fetch(void *arg, uint64_t off, size_t len, void *buf)
+{
+	struct fill_ctx *fc = arg;
+
+	return source_read(fc->fs, fc->node, fc->fd, off, len, buf);
+}
+
 /*
  * One unit's share of a read: [uoff, uoff+len) of unit k. Either *direct is
  * set to cached bytes, or buf receives them.
@@ -192,7 +201,10 @@ static int read_unit_from(struct fill_ctx *fc, uint32_t k, uint64_t uoff, size_t
 		return 0;
 	if ((rc = fill_ctx_open(fc)) < 0)
 		return rc;
-	return source_read(fs, fc->node, fc->fd, (uint64_t)k * fs->ns.chunk_size + uoff, len, buf);
+	uint64_t off = (uint64_t)k * fs->ns.chunk_size + uoff;
+	if (fc->ra && fs->src->ops->wants_readahead)
+		return fs_readahead_read(fc->ra, &fs->mem, n->size, off, len, buf, ra_fetch, fc);
+	return source_read(fs, fc->node, fc->fd, off, len, buf);
 }
 
 /* read_unit_from, counting a reader that misses the cache while it waits:
@@ -213,7 +225,7 @@ static int read_unit(struct fill_ctx *fc, uint32_t k, uint64_t uoff, size_t len,
 int fs_prefill_unit(struct fs_ctx *fs, uint32_t node, uint32_t k)
 {
 	const struct ns_node *n = &fs->ns.nodes[node];
-	struct fill_ctx fc = { fs, node, -1, false, false, false, NULL };
+	struct fill_ctx fc = { fs, node, -1, false, false, false, NULL, NULL };
 	int rc = cache_prefill(fs->cache, (uint64_t)n->first + k, ns_unit_len(&fs->ns, node, k),
 			       fill_unit, &fc);
 
@@ -223,10 +235,11 @@ int fs_prefill_unit(struct fs_ctx *fs, uint32_t node, uint32_t k)
 }
 
 static ssize_t read_file(struct fs_ctx *fs, uint32_t node, int fd, struct fs_peer_buf *pb,
-			 uint64_t off, size_t len, void *buf, const void **direct, bool allow_peer)
+			 struct fs_readahead *ra, uint64_t off, size_t len, void *buf,
+			 const void **direct, bool allow_peer)
 {
 	const struct ns_node *n = &fs->ns.nodes[node];
-	struct fill_ctx fc = { fs, node, fd, false, false, allow_peer, pb };
+	struct fill_ctx fc = { fs, node, fd, false, false, allow_peer, pb, ra };
 	size_t done = 0;
 	ssize_t ret;
 
@@ -246,7 +259,9 @@ static ssize_t read_file(struct fs_ctx *fs, uint32_t node, int fd, struct fs_pee
 			piece = len - done;
 		int rc = read_unit(&fc, k, uoff, piece, (char *)buf + done, &d);
 		if (rc < 0) {
-			ret = rc;
+			/* A source's passing failure (its endpoint down after the
+			 * retries) is EIO for this read; a later read retries. */
+			ret = rc == -EAGAIN ? -EIO : rc;
 			goto out;
 		}
 		if (d && done == 0 && piece == len) {
@@ -267,13 +282,20 @@ out:
 ssize_t fs_read_file_ref(struct fs_ctx *fs, uint32_t node, int fd, struct fs_peer_buf *pb,
 			 uint64_t off, size_t len, void *buf, const void **direct)
 {
-	return read_file(fs, node, fd, pb, off, len, buf, direct, true);
+	return read_file(fs, node, fd, pb, NULL, off, len, buf, direct, true);
+}
+
+ssize_t fs_read_file_handle(struct fs_ctx *fs, uint32_t node, int fd, struct fs_peer_buf *pb,
+			    struct fs_readahead *ra, uint64_t off, size_t len, void *buf,
+			    const void **direct)
+{
+	return read_file(fs, node, fd, pb, ra, off, len, buf, direct, true);
 }
 
 ssize_t fs_read_file_local(struct fs_ctx *fs, uint32_t node, uint64_t off, size_t len, void *buf,
 			   const void **direct)
 {
-	return read_file(fs, node, -1, NULL, off, len, buf, direct, false);
+	return read_file(fs, node, -1, NULL, NULL, off, len, buf, direct, false);
 }
 
 ssize_t fs_read_file(struct fs_ctx *fs, uint32_t node, int fd, uint64_t off, size_t len, void *buf)

@@ -16,7 +16,7 @@
 #include "fs/ns.h"
 
 #define NAME_MAX_BYTES 255
-#define ETAG_MD5_KIND 1  /* pool: kind byte + 16 binary bytes */
+#define ETAG_MD5_KIND 1	 /* pool: kind byte + 16 binary bytes */
 #define ETAG_TEXT_KIND 2 /* pool: kind byte + text + NUL */
 
 struct listing_rec {
@@ -187,7 +187,7 @@ struct tnode {
 	uint32_t name_len;
 	uint32_t parent;
 	uint32_t first_child, last_child, next_sibling;
-	uint32_t rec;   /* NONE for a directory */
+	uint32_t rec;	/* NONE for a directory */
 	uint32_t final; /* index in ns->nodes */
 };
 
@@ -210,7 +210,7 @@ static int tree_add(struct tree *t, uint32_t parent, const char *name, size_t le
 		t->cap = ncap;
 	}
 	uint32_t i = (uint32_t)t->n++;
-	t->v[i] = (struct tnode){ name, (uint32_t)len, parent, NONE, NONE, NONE, rec, 0 };
+	t->v[i] = (struct tnode){name, (uint32_t)len, parent, NONE, NONE, NONE, rec, 0};
 	if (parent != NONE) {
 		struct tnode *p = &t->v[parent];
 		if (p->last_child == NONE)
@@ -278,7 +278,8 @@ static int pool_put_etag(struct pool *p, const char *etag, size_t len, uint32_t 
 	if (etag_packs(etag, len)) {
 		packed[0] = ETAG_MD5_KIND;
 		for (int i = 0; i < 16; i++)
-			packed[1 + i] = (uint8_t)(hexval(etag[1 + 2 * i]) << 4 | hexval(etag[2 + 2 * i]));
+			packed[1 + i] =
+			    (uint8_t)(hexval(etag[1 + 2 * i]) << 4 | hexval(etag[2 + 2 * i]));
 		n = 17;
 	} else {
 		packed[0] = ETAG_TEXT_KIND;
@@ -320,7 +321,7 @@ int ns_etag(const struct ns *ns, uint32_t i, char *buf, size_t buflen)
 static int layout(struct ns *ns, struct tree *t, const struct ns_listing *l, uint64_t chunk_size,
 		  uint32_t uid, uint32_t gid)
 {
-	struct pool pool = { 0 };
+	struct pool pool = {0};
 	uint32_t off;
 	int rc;
 
@@ -402,9 +403,9 @@ fail:
 int ns_build(struct ns *ns, struct ns_listing *l, uint64_t chunk_size, uint32_t uid, uint32_t gid,
 	     uint64_t *skipped, char *err, size_t errlen)
 {
-	struct tree t = { 0 };
+	struct tree t = {0};
 	uint32_t *stack = NULL; /* open directories: stack[d] is the tree node at depth d */
-	size_t depth = 0;       /* entries in stack; stack[0] is the root */
+	size_t depth = 0;	/* entries in stack; stack[0] is the root */
 	uint32_t idx;
 	int rc;
 

@@ -18,6 +18,7 @@
 #include "common/strbuf.h"
 #include "fs/fs.h"
 #include "fs/prepview.h"
+#include "fs/readahead.h"
 
 #define TIMEOUT 86400.0
 #define STATS_XATTR "user.coordfs.stats"
@@ -274,6 +275,7 @@ struct fs_handle {
 	uint32_t node;
 	int fd; /* SOURCE handle, or -1 (cached at open, or a source without handles) */
 	struct fs_peer_buf peer; /* used only with --peers */
+	struct fs_readahead ra;  /* used only by sources that want readahead */
 };
 
 static void handle_free(struct fs_ctx *fs, struct fs_handle *h)
@@ -282,6 +284,7 @@ static void handle_free(struct fs_ctx *fs, struct fs_handle *h)
 		return;
 	fs_close_source(fs, h->fd);
 	fs_peer_buf_fini(&h->peer);
+	fs_readahead_fini(&h->ra, &fs->mem);
 	free(h);
 }
 
@@ -323,6 +326,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	h->node = node;
 	h->fd = -1;
 	fs_peer_buf_init(&h->peer);
+	fs_readahead_init(&h->ra);
 	/* A file wholly in memory needs no SOURCE fd; otherwise open and check it now. */
 	if (!fs_file_cached(fs, node)) {
 		int rc = fs_open_source(fs, node, &h->fd);
@@ -363,8 +367,8 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	ssize_t n = h ? fs_read_file_ref(fs, h->node, h->fd, fs->peers ? &h->peer : NULL,
-					 (uint64_t)off, size, buf, &direct)
+	ssize_t n = h ? fs_read_file_handle(fs, h->node, h->fd, fs->peers ? &h->peer : NULL,
+					    &h->ra, (uint64_t)off, size, buf, &direct)
 		      : fs_read_file_ref(fs, node, -1, NULL, (uint64_t)off, size, buf, &direct);
 	if (n < 0) {
 		fuse_reply_err(req, (int)-n);

@@ -33,14 +33,14 @@ struct fs_prefill {
 	pthread_t coordinator;
 	_Atomic bool stop;
 	_Atomic uint32_t cursor; /* next node to look at */
-	_Atomic bool full;       /* no room left for any unit */
+	_Atomic bool full;	 /* no room left for any unit */
 	_Atomic uint64_t target, done;
 	_Atomic bool running;
 };
 
 static void sleep_ns(long ns)
 {
-	struct timespec ts = { 0, ns };
+	struct timespec ts = {0, ns};
 
 	nanosleep(&ts, NULL);
 }
@@ -111,7 +111,8 @@ static void *coordinate(void *arg)
 		if (!ns_is_reg(&fs->ns, node))
 			continue;
 		for (uint32_t k = 0; k < n->count; k++)
-			if (!cache_holds(fs->cache, (uint64_t)n->first + k) && fs_peer_owns(fs, node, k))
+			if (!cache_holds(fs->cache, (uint64_t)n->first + k) &&
+			    fs_peer_owns(fs, node, k))
 				owned += ns_unit_len(&fs->ns, node, k);
 	}
 	uint64_t room = cache_room(fs);
@@ -128,8 +129,7 @@ static void *coordinate(void *arg)
 	for (unsigned t = 0; t < started; t++)
 		pthread_join(tids[t], NULL);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
-	log_msg(LOG_NOTICE, "prefill %s: %s in %.1f s",
-		atomic_load(&p->stop) ? "stopped" : "done",
+	log_msg(LOG_NOTICE, "prefill %s: %s in %.1f s", atomic_load(&p->stop) ? "stopped" : "done",
 		size_format(atomic_load(&p->done), human, sizeof(human)),
 		(double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
 	atomic_store(&p->running, false);

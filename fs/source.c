@@ -26,8 +26,7 @@ bool fs_source_is_s3(const char *source)
 	return source && !strncmp(source, S3_SCHEME, strlen(S3_SCHEME));
 }
 
-int fs_source_s3_parse_url(const char *url, char **bucket, char **prefix, char *err,
-			   size_t errlen)
+int fs_source_s3_parse_url(const char *url, char **bucket, char **prefix, char *err, size_t errlen)
 {
 	const char *p, *slash;
 	size_t blen;

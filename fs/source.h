@@ -31,8 +31,8 @@ struct fs_source;
 
 /* Request-level counters of a source, beyond what fs/io.c counts. */
 struct fs_source_stats {
-	uint64_t requests;    /* requests sent (local: reads), retries included */
-	uint64_t retries;     /* repeats after a retryable failure */
+	uint64_t requests;     /* requests sent (local: reads), retries included */
+	uint64_t retries;      /* repeats after a retryable failure */
 	uint64_t skipped_keys; /* listed objects that cannot be paths */
 	double latency_p50_ms; /* time to first byte (local: of a pread) */
 	double latency_p99_ms;
@@ -58,12 +58,15 @@ struct fs_source_ops {
 	void (*close)(struct fs_source *src, int fh); /* fh >= 0 only */
 	/* Read exactly len bytes at off of file node into buf, through fh
 	 * (>= 0) or without a handle (-1). 0, or -EIO (changed, shrank,
-	 * failed; logged), -errno. Blocks. */
+	 * failed; logged: final for this file), -EAGAIN (the source itself
+	 * failed for now, e.g. an endpoint down after the retries: a later
+	 * read retries; readers see EIO), -errno. Blocks. */
 	int (*read)(struct fs_source *src, const struct ns *ns, uint32_t node, int fh, uint64_t off,
 		    size_t len, void *buf);
 	/* The snapshot of file node as an ETag for the peer protocol (quotes
 	 * included), NUL-terminated. 0, or -ENAMETOOLONG when len is short. */
-	int (*etag)(struct fs_source *src, const struct ns *ns, uint32_t node, char *buf, size_t len);
+	int (*etag)(struct fs_source *src, const struct ns *ns, uint32_t node, char *buf,
+		    size_t len);
 	void (*get_stats)(struct fs_source *src, struct fs_source_stats *out);
 	void (*destroy)(struct fs_source *src);
 };
@@ -126,8 +129,7 @@ bool fs_source_is_s3(const char *source);
  * leading or trailing '/', "" when absent). 0, -EINVAL (with one line in
  * err) or -ENOMEM.
  */
-int fs_source_s3_parse_url(const char *url, char **bucket, char **prefix, char *err,
-			   size_t errlen);
+int fs_source_s3_parse_url(const char *url, char **bucket, char **prefix, char *err, size_t errlen);
 
 /*
  * An S3 bucket as a source. Makes no request (the listing is build_ns).

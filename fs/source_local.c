@@ -39,8 +39,8 @@ static struct local_source *local_of(struct fs_source *src)
 static int open_beneath(int dirfd, const char *relpath)
 {
 	struct open_how how = {
-		.flags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, /* a FIFO must not block */
-		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+	    .flags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, /* a FIFO must not block */
+	    .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
 	};
 	long fd = syscall(SYS_openat2, dirfd, relpath, &how, sizeof(how));
 
@@ -188,16 +188,16 @@ static void local_destroy(struct fs_source *src)
 }
 
 static const struct fs_source_ops local_ops = {
-	.kind = "local",
-	.prefill_parallel = 4,
-	.wants_readahead = false,
-	.build_ns = local_build_ns,
-	.open = local_open,
-	.close = local_close,
-	.read = local_read,
-	.etag = local_etag,
-	.get_stats = local_get_stats,
-	.destroy = local_destroy,
+    .kind = "local",
+    .prefill_parallel = 4,
+    .wants_readahead = false,
+    .build_ns = local_build_ns,
+    .open = local_open,
+    .close = local_close,
+    .read = local_read,
+    .etag = local_etag,
+    .get_stats = local_get_stats,
+    .destroy = local_destroy,
 };
 
 int fs_source_local_create(const char *dir, struct fs_source **out, char *err, size_t errlen)

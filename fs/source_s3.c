@@ -121,38 +121,54 @@ static void s3_close(struct fs_source *src, int fh)
 {
 }
 
-static int s3_read(struct fs_source *src, const struct ns *ns, uint32_t node, int fh,
-		   uint64_t off, size_t len, void *buf)
+static int s3_read(struct fs_source *src, const struct ns *ns, uint32_t node, int fh, uint64_t off,
+		   size_t len, void *buf)
 {
 	struct s3_source *ss = s3_of(src);
+	struct remote_s3_stats before, after;
 	char key[PATH_MAX], etag[NS_MAX_ETAG + 1];
-	const char *etag_arg = etag;
 
 	if (!ss->s3)
 		return -EIO;
 	if (ns_path(ns, node, key, sizeof(key)) < 0)
 		return -ENAMETOOLONG;
-	if (ns_etag(ns, node, etag, sizeof(etag)) < 0)
-		etag_arg = NULL; /* listed without one: size checks only */
-	ssize_t n = remote_s3_get(ss->s3, key, etag_arg, ns->nodes[node].size, off, len, buf);
+	if (ns_etag(ns, node, etag, sizeof(etag)) < 0) {
+		fs_source_problem(src, ns, node, "listed without an ETag: cannot be read safely");
+		return -EIO;
+	}
+	remote_s3_get_stats(ss->s3, &before);
+	ssize_t n = remote_s3_get(ss->s3, key, etag, ns->nodes[node].size, off, len, buf);
 	if (n == (ssize_t)len)
 		return 0;
 	if (n >= 0) {
-		log_err("%s/%s: short read from the object store (%zd of %zu bytes)", ss->url, key,
-			n, len);
+		fs_source_problem(src, ns, node,
+				  "short read from the object store (%zd of %zu bytes)", n, len);
 		return -EIO;
 	}
-	return n == -EINVAL ? -EINVAL : -EIO;
+	/*
+	 * The client says -EIO both for an answer about the object (412, 403,
+	 * 404, a mismatch: final) and for an endpoint that kept failing through
+	 * its retries (passing). Only the second retries, so a call during
+	 * which the retry count moved failed on the endpoint, not the object
+	 * (another thread's retries can make a final answer look passing: that
+	 * costs one more request later, never a wrong answer). A passing
+	 * failure is -EAGAIN: the cache does not mark the unit failed, and the
+	 * reader gets EIO (fs/io.c).
+	 */
+	remote_s3_get_stats(ss->s3, &after);
+	if (n == -ETIMEDOUT || n == -ENOMEM || after.retries != before.retries)
+		return -EAGAIN;
+	return -EIO;
 }
 
-static int s3_etag(struct fs_source *src, const struct ns *ns, uint32_t node, char *buf,
-		   size_t len)
+static int s3_etag(struct fs_source *src, const struct ns *ns, uint32_t node, char *buf, size_t len)
 {
 	int n = ns_etag(ns, node, buf, len);
 
 	if (n == -ENOENT) {
 		/* Listed without an ETag: name the snapshot by its size. */
-		int w = snprintf(buf, len, "\"size-%llx\"", (unsigned long long)ns->nodes[node].size);
+		int w =
+		    snprintf(buf, len, "\"size-%llx\"", (unsigned long long)ns->nodes[node].size);
 		return w < 0 || (size_t)w >= len ? -ENAMETOOLONG : 0;
 	}
 	return n < 0 ? n : 0;
@@ -189,17 +205,17 @@ static void s3_destroy(struct fs_source *src)
 }
 
 static const struct fs_source_ops s3_ops = {
-	.kind = "s3",
-	.prefill_parallel = 24,
-	.wants_readahead = true,
-	.build_ns = s3_build_ns,
-	.start = s3_start,
-	.open = s3_open,
-	.close = s3_close,
-	.read = s3_read,
-	.etag = s3_etag,
-	.get_stats = s3_get_stats,
-	.destroy = s3_destroy,
+    .kind = "s3",
+    .prefill_parallel = 24,
+    .wants_readahead = true,
+    .build_ns = s3_build_ns,
+    .start = s3_start,
+    .open = s3_open,
+    .close = s3_close,
+    .read = s3_read,
+    .etag = s3_etag,
+    .get_stats = s3_get_stats,
+    .destroy = s3_destroy,
 };
 
 static int dup_opt(const char *in, char **out)
@@ -224,7 +240,8 @@ int fs_source_s3_create(const struct fs_source_s3_options *o, struct fs_source *
 	ss->gid = o->gid;
 	if ((rc = fs_source_s3_parse_url(o->url, &ss->bucket, &ss->prefix, err, errlen)) < 0)
 		goto fail;
-	if (o->endpoint && strncmp(o->endpoint, "http://", 7) && strncmp(o->endpoint, "https://", 8)) {
+	if (o->endpoint && strncmp(o->endpoint, "http://", 7) &&
+	    strncmp(o->endpoint, "https://", 8)) {
 		snprintf(err, errlen, "bad --endpoint '%s': want http://HOST[:PORT] or https://...",
 			 o->endpoint);
 		rc = -EINVAL;
@@ -237,15 +254,15 @@ int fs_source_s3_create(const struct fs_source_s3_options *o, struct fs_source *
 		goto fail;
 	}
 	ss->cfg = (struct remote_s3_config){
-		.bucket = ss->bucket,
-		.prefix = ss->prefix,
-		.endpoint = ss->endpoint,
-		.region = ss->region,
-		.profile = ss->profile,
-		.no_sign = o->no_sign,
-		.addressing = !o->addressing		       ? REMOTE_S3_ADDR_AUTO
-			      : !strcmp(o->addressing, "path") ? REMOTE_S3_ADDR_PATH
-							       : REMOTE_S3_ADDR_VIRTUAL,
+	    .bucket = ss->bucket,
+	    .prefix = ss->prefix,
+	    .endpoint = ss->endpoint,
+	    .region = ss->region,
+	    .profile = ss->profile,
+	    .no_sign = o->no_sign,
+	    .addressing = !o->addressing		   ? REMOTE_S3_ADDR_AUTO
+			  : !strcmp(o->addressing, "path") ? REMOTE_S3_ADDR_PATH
+							   : REMOTE_S3_ADDR_VIRTUAL,
 	};
 	*out = &ss->base;
 	return 0;

@@ -1,0 +1,257 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Unit tests for fs/'s read path (io.c, readahead.c, prefill's unit fill)
+ * over a fake source (fs/source.h) that serves computed bytes and counts
+ * requests: a cache unit is one request, reads that bypass the cache go
+ * through the per-handle readahead window when the source wants one, and
+ * errors reach the reader as EIO.
+ */
+#include <check.h>
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cache/cache.h"
+#include "fs/fs.h"
+#include "fs/readahead.h"
+#include "fs/source.h"
+#include "tests/unit/check_run.h"
+
+#define MIB ((uint64_t)1 << 20)
+
+struct fake_source {
+	struct fs_source base;
+	struct fs_source_ops ops;
+	_Atomic unsigned requests;
+	_Atomic uint64_t bytes;
+	int fail; /* -errno for every read, or 0 */
+};
+
+static uint8_t byte_at(uint32_t node, uint64_t off)
+{
+	return (uint8_t)(off * 31 + off / 4099 + node);
+}
+
+static int fake_open(struct fs_source *src, const struct ns *ns, uint32_t node, int *fh)
+{
+	*fh = -1;
+	return 0;
+}
+
+static int fake_read(struct fs_source *src, const struct ns *ns, uint32_t node, int fh,
+		     uint64_t off, size_t len, void *buf)
+{
+	struct fake_source *f = (struct fake_source *)src;
+
+	atomic_fetch_add(&f->requests, 1);
+	if (f->fail)
+		return f->fail;
+	ck_assert_uint_le(off + len, ns->nodes[node].size);
+	for (size_t i = 0; i < len; i++)
+		((uint8_t *)buf)[i] = byte_at(node, off + i);
+	atomic_fetch_add(&f->bytes, len);
+	return 0;
+}
+
+static void fake_stats(struct fs_source *src, struct fs_source_stats *out)
+{
+	memset(out, 0, sizeof(*out));
+}
+
+struct rig {
+	struct fs_ctx fs;
+	struct fake_source src;
+	uint32_t small, large; /* nodes */
+};
+
+/* A 100 KB file and a 20 MiB one; chunk 4 MiB; cache of cache_bytes. */
+static void rig_init(struct rig *r, uint64_t cache_bytes, bool readahead, uint64_t mem)
+{
+	struct ns_listing *l;
+	char err[128];
+	uint64_t skipped;
+
+	memset(r, 0, sizeof(*r));
+	r->src.ops = (struct fs_source_ops){
+	    .kind = "fake",
+	    .wants_readahead = readahead,
+	    .open = fake_open,
+	    .read = fake_read,
+	    .get_stats = fake_stats,
+	};
+	r->src.base.ops = &r->src.ops;
+	r->fs.src = &r->src.base;
+	ck_assert_int_eq(ns_listing_create(&l), 0);
+	ck_assert_int_eq(ns_listing_add(l, "small", 5, 100000, "\"e1\"", 0), 0);
+	ck_assert_int_eq(ns_listing_add(l, "large", 5, 20 * MIB, "\"e2\"", 0), 0);
+	ck_assert_int_eq(ns_build(&r->fs.ns, l, 4 * MIB, 0, 0, &skipped, err, sizeof(err)), 0);
+	ns_listing_destroy(l);
+	ck_assert_int_eq(ns_resolve(&r->fs.ns, "small", &r->small), 0);
+	ck_assert_int_eq(ns_resolve(&r->fs.ns, "large", &r->large), 0);
+	ck_assert_int_eq(cache_create(cache_bytes, r->fs.ns.nunits, &r->fs.cache), 0);
+	budget_init(&r->fs.mem, mem);
+}
+
+static void rig_fini(struct rig *r)
+{
+	cache_destroy(r->fs.cache);
+	budget_fini(&r->fs.mem);
+	ns_fini(&r->fs.ns);
+}
+
+static void check_bytes(const uint8_t *buf, uint32_t node, uint64_t off, size_t len)
+{
+	size_t i = 0;
+
+	while (i < len && buf[i] == byte_at(node, off + i))
+		i++;
+	ck_assert_msg(i == len, "byte %llu: got %u want %u", (unsigned long long)(off + i),
+		      i < len ? buf[i] : 0, i < len ? byte_at(node, off + i) : 0);
+}
+
+/* Read [off, off+len) through a handle with window ra (NULL: none). */
+static void read_checked(struct rig *r, uint32_t node, struct fs_readahead *ra, uint64_t off,
+			 size_t len)
+{
+	uint8_t *buf = malloc(len);
+	const void *direct;
+
+	ck_assert_ptr_nonnull(buf);
+	ssize_t n = fs_read_file_handle(&r->fs, node, -1, NULL, ra, off, len, buf, &direct);
+	ck_assert_int_eq(n, (ssize_t)len);
+	check_bytes(direct ? direct : buf, node, off, len);
+	free(buf);
+}
+
+START_TEST(unit_is_one_request)
+{
+	struct rig r;
+
+	rig_init(&r, 64 * MIB, true, 64 * MIB);
+	read_checked(&r, r.small, NULL, 0, 4096);
+	ck_assert_uint_eq(r.src.requests, 1);
+	ck_assert_uint_eq(r.src.bytes, 100000); /* the whole object, admitted */
+	read_checked(&r, r.small, NULL, 50000, 50000);
+	ck_assert_uint_eq(r.src.requests, 1);
+	read_checked(&r, r.large, NULL, 4 * MIB + 10, 100);
+	ck_assert_uint_eq(r.src.requests, 2);
+	ck_assert_uint_eq(r.src.bytes, 100000 + 4 * MIB); /* one chunk */
+	ck_assert_uint_eq(r.fs.ctr.source_reads, 2);
+	ck_assert_uint_eq(r.fs.ctr.source_bytes, 100000 + 4 * MIB);
+	rig_fini(&r);
+}
+END_TEST
+
+/* Cache admits nothing: a sequential reader gets growing windows, and
+ * reads no byte twice and none past the end. */
+START_TEST(sequential_bypass_reads_ahead)
+{
+	struct rig r;
+	struct fs_readahead ra;
+	const size_t piece = 128 * 1024;
+	unsigned reads = 0;
+
+	rig_init(&r, 0, true, 64 * MIB);
+	fs_readahead_init(&ra);
+	for (uint64_t off = 0; off < 20 * MIB; off += piece, reads++)
+		read_checked(&r, r.large, &ra, off, piece);
+	ck_assert_uint_eq(r.src.bytes, 20 * MIB);
+	ck_assert_uint_le(r.src.requests, 20 * MIB / FS_RA_MIN);
+	ck_assert_uint_lt(r.src.requests, reads / 8);
+	/* The window's memory is charged while the handle is open. */
+	ck_assert_uint_gt(budget_used(&r.fs.mem), 0);
+	ck_assert_uint_le(budget_used(&r.fs.mem), FS_RA_MAX);
+	fs_readahead_fini(&ra, &r.fs.mem);
+	ck_assert_uint_eq(budget_used(&r.fs.mem), 0);
+	rig_fini(&r);
+}
+END_TEST
+
+/* A reader that seeks every time fetches exactly what it reads. */
+START_TEST(random_bypass_reads_no_more)
+{
+	struct rig r;
+	struct fs_readahead ra;
+	const size_t piece = 64 * 1024;
+
+	rig_init(&r, 0, true, 64 * MIB);
+	fs_readahead_init(&ra);
+	for (unsigned i = 0; i < 50; i++)
+		read_checked(&r, r.large, &ra, (uint64_t)((i * 7919) % 300 + 1) * piece, piece);
+	ck_assert_uint_eq(r.src.requests, 50);
+	ck_assert_uint_eq(r.src.bytes, 50 * piece);
+	fs_readahead_fini(&ra, &r.fs.mem);
+	rig_fini(&r);
+}
+END_TEST
+
+/* No readahead without room in the budget, or for a source that does not
+ * want it: one request per read, correct bytes. */
+START_TEST(no_window_without_budget_or_wish)
+{
+	for (int variant = 0; variant < 2; variant++) {
+		struct rig r;
+		struct fs_readahead ra;
+		const size_t piece = 128 * 1024;
+
+		rig_init(&r, 0, variant == 0, variant == 0 ? 256 * 1024 : 64 * MIB);
+		fs_readahead_init(&ra);
+		for (uint64_t off = 0; off < 4 * MIB; off += piece)
+			read_checked(&r, r.large, &ra, off, piece);
+		ck_assert_uint_eq(r.src.requests, 4 * MIB / piece);
+		ck_assert_uint_eq(r.src.bytes, 4 * MIB);
+		fs_readahead_fini(&ra, &r.fs.mem);
+		rig_fini(&r);
+	}
+}
+END_TEST
+
+START_TEST(source_error_is_eio)
+{
+	struct rig r;
+	uint8_t buf[100];
+	const void *direct;
+
+	for (int cache = 0; cache < 2; cache++) {
+		rig_init(&r, cache ? 64 * MIB : 0, true, 64 * MIB);
+		r.src.fail = -EIO;
+		ck_assert_int_eq(fs_read_file_handle(&r.fs, r.small, -1, NULL, NULL, 0, sizeof(buf),
+						     buf, &direct),
+				 -EIO);
+		ck_assert_uint_eq(r.fs.ctr.source_errors, 1);
+		ck_assert(!cache_holds(r.fs.cache, r.fs.ns.nodes[r.small].first));
+		rig_fini(&r);
+	}
+}
+END_TEST
+
+START_TEST(prefill_unit_admits_once)
+{
+	struct rig r;
+
+	rig_init(&r, 64 * MIB, true, 64 * MIB);
+	ck_assert_int_eq(fs_prefill_unit(&r.fs, r.large, 1), 0);
+	ck_assert_int_eq(fs_prefill_unit(&r.fs, r.large, 1), -EEXIST);
+	ck_assert_uint_eq(r.src.requests, 1);
+	ck_assert_uint_eq(r.src.bytes, 4 * MIB);
+	read_checked(&r, r.large, NULL, 4 * MIB, 1000);
+	ck_assert_uint_eq(r.src.requests, 1); /* a hit */
+	rig_fini(&r);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("io");
+	TCase *tc = tcase_create("core");
+
+	tcase_add_test(tc, unit_is_one_request);
+	tcase_add_test(tc, sequential_bypass_reads_ahead);
+	tcase_add_test(tc, random_bypass_reads_no_more);
+	tcase_add_test(tc, no_window_without_budget_or_wish);
+	tcase_add_test(tc, source_error_is_eio);
+	tcase_add_test(tc, prefill_unit_admits_once);
+	suite_add_tcase(s, tc);
+	return check_run(s);
+}
