@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Unit tests for the namespace (fs/ns.c): scan, lookup, resolve, paths, units. */
+/* Unit tests for the namespace (fs/ns.c): scan, lookup, resolve, paths, units;
+ * and the snapshot ETags derived from it (fs/snapshot.c). */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -9,7 +10,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fs/fs.h"
 #include "fs/ns.h"
+#include "fs/snapshot.h"
 #include "tests/unit/check_run.h"
 
 static char root[256];
@@ -160,6 +163,46 @@ START_TEST(large_directory_scanned_in_parallel)
 }
 END_TEST
 
+/* The snapshot ETag names size and mtime (ns) as frozen at scan, so two
+ * copies agree exactly when both agree, and a later change on disk does
+ * not rename the snapshot. */
+START_TEST(snapshot_etag)
+{
+	static struct fs_ctx fs; /* only .ns is used */
+	char err[256], et[64], want[64], p[512];
+	struct timespec ts[2] = {{0, 0}, {1600000000, 123456789}};
+	uint32_t node, dir;
+
+	setup_tree();
+	snprintf(p, sizeof(p), "%s/train/cat/b.jpg", root);
+	ck_assert_int_eq(utimensat(AT_FDCWD, p, ts, 0), 0);
+	int fd = open(root, O_RDONLY | O_DIRECTORY);
+	ck_assert_int_eq(ns_scan(&fs.ns, fd, 4096, err, sizeof(err)), 0);
+	ck_assert_int_eq(ns_resolve(&fs.ns, "train/cat/b.jpg", &node), 0);
+	ck_assert_int_eq(fs_snapshot_etag(&fs, node, et, sizeof(et)), 0);
+	snprintf(want, sizeof(want), "\"%llx-%llx\"", 100ULL, 1600000000123456789ULL);
+	ck_assert_str_eq(et, want);
+	/* Changed on disk after the scan: the name stays the snapshot's. */
+	ts[1].tv_nsec++;
+	ck_assert_int_eq(utimensat(AT_FDCWD, p, ts, 0), 0);
+	ck_assert_int_eq(fs_snapshot_etag(&fs, node, et, sizeof(et)), 0);
+	ck_assert_str_eq(et, want);
+	/* Another file (another size and mtime) has another name. */
+	char et2[64];
+	ck_assert_int_eq(ns_resolve(&fs.ns, "train/cat/c d ü.jpg", &node), 0);
+	ck_assert_int_eq(fs_snapshot_etag(&fs, node, et2, sizeof(et2)), 0);
+	ck_assert_str_ne(et2, et);
+	ck_assert_int_eq(ns_resolve(&fs.ns, "train", &dir), 0);
+	ck_assert_int_eq(fs_snapshot_etag(&fs, dir, et, sizeof(et)), -EINVAL);
+	ck_assert_int_eq(fs_snapshot_etag(&fs, fs.ns.nnodes, et, sizeof(et)), -EINVAL);
+	ck_assert_int_eq(ns_resolve(&fs.ns, "train/cat/b.jpg", &node), 0);
+	ck_assert_int_eq(fs_snapshot_etag(&fs, node, et, 8), -ENOSPC);
+	ns_fini(&fs.ns);
+	close(fd);
+	rm_rf();
+}
+END_TEST
+
 START_TEST(node_is_compact)
 {
 	/* The per-file budget of the namespace (1.3M files) depends on this. */
@@ -175,6 +218,7 @@ int main(void)
 	tcase_add_test(tc, scan_lookup_resolve);
 	tcase_add_test(tc, large_directory_scanned_in_parallel);
 	tcase_add_test(tc, node_is_compact);
+	tcase_add_test(tc, snapshot_etag);
 	suite_add_tcase(s, tc);
 	return check_run(s);
 }
