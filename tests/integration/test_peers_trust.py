@@ -13,7 +13,11 @@
    reads through it twice: every byte right, no peer error, the flooded
    node never marked down, every trickling connection closed by the
    server within its header deadline. Bounded to about half a minute.
-3. The per-handle peer buffers are charged to the daemon's memory budget:
+3. The prepared view builds its (deterministic) samples from verified
+   bytes only: with --prepared on both nodes, a centerS sample of an image
+   that differs on its owner, read on the other node, is byte for byte the
+   sample a single node makes from the reader's own SOURCE.
+4. The per-handle peer buffers are charged to the daemon's memory budget:
    20 files of 8 MiB that another node owns, all held open after a first
    small read, grow the reader's RSS by less than the budget's I/O
    allowance (64 MiB) plus slack, where whole-file buffers for every
@@ -264,6 +268,59 @@ def test_flood(c):
 		c.check('node 1 is alive', ct.pid_alive(cl.pids[1]))
 
 
+def jpeg_bytes(seed, w=80, h=60):
+	import io
+	import numpy as np
+	from PIL import Image
+	arr = np.random.default_rng(seed).integers(0, 256, (h, w, 3), np.uint8)
+	out = io.BytesIO()
+	Image.fromarray(arr).save(out, 'JPEG', quality=90)
+	return out.getvalue()
+
+
+def test_prepared_from_peers(c):
+	ports = ct.free_ports(2)
+	urls = [ct.peer_url(p) for p in ports]
+	files = {f'train/c{i % 2}/img{i:02d}.jpg': jpeg_bytes(i) for i in range(12)}
+	owned1 = sorted(r for r in files if ct.unit_owner(urls, r) == 1)
+	if not c.check('node 1 owns an image', owned1, str(len(owned1))):
+		return
+	x = owned1[0]
+	recipe = 'center32'
+	with ct.Mount(['--prepared'], populate=populate_at(files, MTIME_NS)) as ref:
+		want = {r: ct.read_bytes(os.path.join(ref.mnt, 'prepared', recipe, r))
+			for r in files}
+	c.check('the single-node reference samples were made',
+		all(isinstance(v, bytes) and v.startswith(b'P6') for v in
+		    want.values()), str({r: type(v).__name__ for r, v in
+					 want.items()})[:200])
+	with ct.Cluster(2, populate=populate_at(files, MTIME_NS),
+			ports=ports) as cl:
+		src1 = os.path.join(cl.root, 'src1')
+		shutil.copytree(cl.src, src1, copy_function=shutil.copy2)
+		ct.write_file(os.path.join(src1, x), jpeg_bytes(1000),
+			      mtime_ns=MTIME_NS + 5_000_000_000)
+		opts = ['--cache-size=16M', '--chunk-size=64K', '--prepared']
+		cl.mount(0, opts)
+		cl.mount(1, opts, src=src1)
+		got = {r: ct.read_bytes(os.path.join(cl.mnts[0], 'prepared', recipe, r))
+		       for r in files}
+		c.eq(f'node 0: {recipe} of {x} (another image on its owner) is the '
+		     'sample of its own SOURCE', got[x] == want[x], True)
+		bad = [r for r in files if got[r] != want[r]]
+		c.check(f'node 0: all {len(files)} {recipe} samples are the '
+			'single-node ones', not bad, f'{bad[:3]}')
+		other = ct.read_bytes(os.path.join(cl.mnts[1], 'prepared', recipe, x))
+		c.check('node 1\'s own sample of its different image differs (the '
+			'test can tell them apart)', other != want[x])
+		st = cl.stats(0)
+		c.ge('node 0 counted the mismatch', st['peers']['mismatches'], 1)
+		if len(owned1) > 1:
+			c.gt('node 0 got the other images from node 1',
+			     st['peers']['bytes'], 0)
+		c.eq('node 1 stays up', st['peers']['nodes'][1]['up'], True)
+
+
 _HOLD = (
 	'import hashlib, json, os, sys\n'
 	'paths = json.loads(sys.argv[1])\n'
@@ -367,6 +424,7 @@ def main():
 	c = ct.Checker('peers_trust', timeout=280)
 	c.group(test_differing_copies, c)
 	c.group(test_flood, c)
+	c.group(test_prepared_from_peers, c)
 	c.group(test_peer_buffers_budget, c)
 	c.finish()
 
