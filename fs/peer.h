@@ -16,8 +16,10 @@ struct fs_ctx;
 /* Whether this node owns unit k of file node (always true without peers). */
 bool fs_peer_owns(struct fs_ctx *fs, uint32_t node, uint32_t k);
 
-/* Fetch [uoff, uoff+len) of unit k of file node from its owner into buf.
- * 0, or -errno when the owner failed (the caller falls back to SOURCE). */
+/* Fetch [uoff, uoff+len) of unit k of file node from its owner into buf,
+ * accepting only bytes of this node's snapshot of the file (its ETag and
+ * size, fs/snapshot.h). 0, or -errno when the owner failed or holds
+ * another version (the caller falls back to SOURCE). */
 int fs_peer_fetch(struct fs_ctx *fs, uint32_t node, uint32_t k, uint64_t uoff, size_t len,
 		  void *buf);
 

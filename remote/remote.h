@@ -6,8 +6,9 @@
  *  - the peer list and ownership: `--peers`/`--node` parsing and
  *    rendezvous (highest-random-weight) hashing of (relative path, chunk)
  *    over the peer URLs, so that every node computes the same owner;
- *  - the server (libmicrohttpd): GET /v1/files/RELPATH with Range,
- *    GET /v1/stats, GET /metrics, optional Bearer secret;
+ *  - the server (libmicrohttpd): GET /v1/files/RELPATH with Range, ETag
+ *    and If-Match, GET /v1/stats, GET /metrics, optional Bearer secret,
+ *    connection slots kept for authenticated peers;
  *  - the client (libcurl): exact ranged fetches from the owner, checked
  *    against the caller's snapshot of the file (ETag and size), over a
  *    bounded pool of keep-alive connections, with an exponential back-off

@@ -247,7 +247,7 @@ static enum MHD_Result queue_strbuf(struct remote_server *s, struct MHD_Connecti
 
 	if (sb->failed) {
 		strbuf_fini(sb);
-		return queue_text(s, conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n");
+		return queue_text(s, conn, MHD_HTTP_SERVICE_UNAVAILABLE, "out of memory\n");
 	}
 	if (sb->len == 0) {
 		strbuf_fini(sb);
@@ -478,7 +478,7 @@ static enum MHD_Result serve_file(struct remote_server *s, struct MHD_Connection
 		r = body_response(s, file_id, start, len, &sl);
 	}
 	if (!r)
-		return queue_text(s, conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n");
+		return queue_text(s, conn, MHD_HTTP_SERVICE_UNAVAILABLE, "out of memory, retry\n");
 	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/octet-stream");
 	MHD_add_response_header(r, MHD_HTTP_HEADER_ACCEPT_RANGES, "bytes");
 	if (etag[0])

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Unit tests for the namespace (fs/ns.c, fs/ns_list.c): scan, listings, lookup, resolve,
- * paths, units, ETags. */
+ * paths, units, ETags; and the snapshot ETags peers see (fs/snapshot.c). */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -11,7 +11,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fs/fs.h"
 #include "fs/ns.h"
+#include "fs/snapshot.h"
+#include "fs/source.h"
 #include "tests/unit/check_run.h"
 
 static char root[256];
@@ -212,6 +215,46 @@ START_TEST(large_directory_scanned_in_parallel)
 		total += ns.nodes[ns.nodes[d].first + i].size;
 	ck_assert_uint_eq(total, (uint64_t)N * (N - 1) / 2);
 	ns_fini(&ns);
+	rm_rf();
+}
+END_TEST
+
+/* The snapshot ETag names size and mtime (ns) as frozen at scan, so two
+ * copies agree exactly when both agree, and a later change on disk does
+ * not rename the snapshot. */
+START_TEST(snapshot_etag)
+{
+	static struct fs_ctx fs; /* only .ns and .src are used */
+	char err[256], et[64], want[64], p[512];
+	struct timespec ts[2] = {{0, 0}, {1600000000, 123456789}};
+	uint32_t node, dir;
+
+	setup_tree();
+	snprintf(p, sizeof(p), "%s/train/cat/b.jpg", root);
+	ck_assert_int_eq(utimensat(AT_FDCWD, p, ts, 0), 0);
+	ck_assert_int_eq(fs_source_local_create(root, &fs.src, err, sizeof(err)), 0);
+	ck_assert_int_eq(fs.src->ops->build_ns(fs.src, &fs.ns, 4096, err, sizeof(err)), 0);
+	ck_assert_int_eq(ns_resolve(&fs.ns, "train/cat/b.jpg", &node), 0);
+	ck_assert_int_eq(fs_snapshot_etag(&fs, node, et, sizeof(et)), 0);
+	snprintf(want, sizeof(want), "\"%llx-%llx\"", 100ULL, 1600000000123456789ULL);
+	ck_assert_str_eq(et, want);
+	/* Changed on disk after the scan: the name stays the snapshot's. */
+	ts[1].tv_nsec++;
+	ck_assert_int_eq(utimensat(AT_FDCWD, p, ts, 0), 0);
+	ck_assert_int_eq(fs_snapshot_etag(&fs, node, et, sizeof(et)), 0);
+	ck_assert_str_eq(et, want);
+	/* Another file (another size and mtime) has another name. */
+	char et2[64];
+	ck_assert_int_eq(ns_resolve(&fs.ns, "train/cat/c d ü.jpg", &node), 0);
+	ck_assert_int_eq(fs_snapshot_etag(&fs, node, et2, sizeof(et2)), 0);
+	ck_assert_str_ne(et2, et);
+	ck_assert_int_eq(ns_resolve(&fs.ns, "train", &dir), 0);
+	ck_assert_int_eq(fs_snapshot_etag(&fs, dir, et, sizeof(et)), -EINVAL);
+	ck_assert_int_eq(fs_snapshot_etag(&fs, fs.ns.nnodes, et, sizeof(et)), -EINVAL);
+	ck_assert_int_eq(ns_resolve(&fs.ns, "train/cat/b.jpg", &node), 0);
+	ck_assert_int_eq(fs_snapshot_etag(&fs, node, et, 8), -ENOSPC);
+	ns_fini(&fs.ns);
+	fs_source_destroy(fs.src);
 	rm_rf();
 }
 END_TEST
@@ -457,6 +500,7 @@ int main(void)
 	tcase_add_test(tc, listing_skips_bad_keys);
 	tcase_add_test(tc, listing_empty);
 	tcase_add_test(tc, listing_many_keys);
+	tcase_add_test(tc, snapshot_etag);
 	suite_add_tcase(s, tc);
 	return check_run(s);
 }
