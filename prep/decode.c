@@ -4,7 +4,9 @@
  * downscaling (scale_num/8), horizontal cropping (jpeg_crop_scanline) and
  * row skipping (jpeg_skip_scanlines), so only the pixels the resampler reads
  * are reconstructed; PNG through libpng, streaming rows and keeping the
- * region only. Both end in RGB exactly as PIL's convert("RGB") would give
+ * region only; WebP through libwebp, whole; binary PNM and uncompressed
+ * BMP read in place, as Pillow's raw decoder reads them. All end in RGB
+ * exactly as PIL's convert("RGB") would give
  * (CMYK with Adobe polarity, alpha and tRNS dropped, 16-bit gray clipped as
  * PIL's mode "I"). Every error, and every libjpeg warning, unwinds through a
  * setjmp/longjmp error manager: nothing here exits or prints.

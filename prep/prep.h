@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The prepared view's engine: decodes JPEG/PNG images (DCT-domain downscaling
- * and region-of-interest decoding with libjpeg-turbo, libpng otherwise),
+ * The prepared view's engine: decodes images (JPEG with DCT-domain
+ * downscaling and region-of-interest decoding through libjpeg-turbo; PNG,
+ * WebP, binary PNM and uncompressed BMP as Pillow reads them),
  * applies torchvision-equivalent transforms (RandomResizedCrop + flip,
  * Resize + CenterCrop, Resize) with PIL's antialiased bilinear resampling,
  * and serves the result as a binary PPM. Around it, a staging object
