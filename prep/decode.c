@@ -4,7 +4,9 @@
  * downscaling (scale_num/8), horizontal cropping (jpeg_crop_scanline) and
  * row skipping (jpeg_skip_scanlines), so only the pixels the resampler reads
  * are reconstructed; PNG through libpng, streaming rows and keeping the
- * region only. Both end in RGB exactly as PIL's convert("RGB") would give
+ * region only; WebP through libwebp, whole; binary PNM and uncompressed
+ * BMP read in place, as Pillow's raw decoder reads them. All end in RGB
+ * exactly as PIL's convert("RGB") would give
  * (CMYK with Adobe polarity, alpha and tRNS dropped, 16-bit gray clipped as
  * PIL's mode "I"). Every error, and every libjpeg warning, unwinds through a
  * setjmp/longjmp error manager: nothing here exits or prints.
@@ -19,6 +21,7 @@
 #include <jerror.h>
 #include <jpeglib.h>
 #include <png.h>
+#include <webp/decode.h>
 
 #include "prep/prep_int.h"
 
@@ -33,6 +36,8 @@ enum prep__format prep__sniff(const void *data, size_t len)
 		return PREP__PNG;
 	if (len >= 2 && p[0] == 'B' && p[1] == 'M')
 		return PREP__BMP;
+	if (len >= 12 && memcmp(p, "RIFF", 4) == 0 && memcmp(p + 8, "WEBP", 4) == 0)
+		return PREP__WEBP;
 	if (len >= 3 && p[0] == 'P' && p[1] >= '1' && p[1] <= '6' &&
 	    (p[2] == ' ' || (p[2] >= 0x09 && p[2] <= 0x0d)))
 		return PREP__PNM;
@@ -353,6 +358,17 @@ int prep_probe(const void *data, size_t len, unsigned *w, unsigned *h)
 		return probe_jpeg(data, len, w, h);
 	case PREP__PNG:
 		return probe_png(data, len, w, h);
+	case PREP__WEBP: {
+		int ww, hh;
+		if (!WebPGetInfo(data, len, &ww, &hh))
+			return len < 64 ? -ENODATA : -EIO;
+		int rc = check_caps((unsigned)ww, (unsigned)hh);
+		if (rc == 0) {
+			*w = (unsigned)ww;
+			*h = (unsigned)hh;
+		}
+		return rc;
+	}
 	case PREP__PNM:
 	case PREP__BMP: {
 		struct raw_img *im = malloc(sizeof(*im));
@@ -431,6 +447,8 @@ int prep_decode_mem(const struct prep_recipe *r, const void *data, size_t len, u
 		n += jpeg_buffers_whole(p, len) ? (uint64_t)W * H * 8 : (uint64_t)W * 64 * 2;
 	else if (prep__sniff(data, len) == PREP__PNG) /* interlaced: read whole */
 		n += len > 28 && p[28] ? (uint64_t)W * H * 8 + (uint64_t)H * 8 : (uint64_t)W * 8;
+	else if (prep__sniff(data, len) == PREP__WEBP) /* decoded whole */
+		n += (uint64_t)W * H * 4 + (uint64_t)W * 64;
 	else /* PNM, BMP: rows are read where they lie */
 		n += sizeof(struct raw_img) + (uint64_t)W * 3;
 	*bytes = n;
@@ -966,6 +984,46 @@ static int decode_raw(const uint8_t *data, size_t len, struct dctx *d, bool bmp)
 	return rc;
 }
 
+/* ---- WebP ---- */
+
+/*
+ * A still WebP (lossy, lossless, with or without alpha) decoded whole by
+ * libwebp to RGB: Pillow decodes it with the same library (to RGBA or RGBX,
+ * whose colour bytes are the same) and drops alpha in convert("RGB").
+ * Animated files give -EIO (Pillow shows their first frame composited on a
+ * canvas; not claimed).
+ */
+static int decode_webp(const uint8_t *data, size_t len, struct dctx *d)
+{
+	WebPBitstreamFeatures f;
+	uint8_t *rgb = NULL;
+	int rc;
+
+	if (WebPGetFeatures(data, len, &f) != VP8_STATUS_OK || f.has_animation)
+		return -EIO;
+	if ((rc = plan_scale(d, (unsigned)f.width, (unsigned)f.height, false)) < 0 ||
+	    (rc = plan_region(d, (unsigned)f.width, (unsigned)f.height)) < 0 ||
+	    (rc = rows_alloc(d, d->rx1 - d->rx0, 3)) < 0)
+		return rc;
+	size_t stride = (size_t)f.width * 3;
+	rgb = malloc(stride * (size_t)f.height + PREP__PAD);
+	if (!rgb)
+		return -ENOMEM;
+	if (!WebPDecodeRGBInto(data, len, rgb, stride * (size_t)f.height, (int)stride)) {
+		free(rgb);
+		return -EIO;
+	}
+	d->bx0 = d->rx0;
+	for (unsigned y = d->ry0; y < d->ry1; y++) {
+		memcpy(row_slot(d), rgb + y * stride + (size_t)d->rx0 * 3,
+		       (size_t)(d->rx1 - d->rx0) * 3);
+		row_push(d);
+	}
+	rows_flush(d);
+	free(rgb);
+	return 0;
+}
+
 static int decode_any(const void *data, size_t len, struct dctx *d)
 {
 	switch (prep__sniff(data, len)) {
@@ -977,6 +1035,8 @@ static int decode_any(const void *data, size_t len, struct dctx *d)
 		return decode_raw(data, len, d, true);
 	case PREP__PNM:
 		return pnm_magic(data, len) ? decode_raw(data, len, d, false) : -EIO;
+	case PREP__WEBP:
+		return decode_webp(data, len, d);
 	default:
 		return -EINVAL;
 	}

@@ -7,14 +7,13 @@ set -euo pipefail
 pkgs=(
 	build-essential meson ninja-build pkg-config
 	fuse3 libfuse3-dev
-	libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev
+	libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev libwebp-dev
 	libcurl4-openssl-dev libmicrohttpd-dev
 	libjansson-dev libmount-dev libexpat1-dev
 	check valgrind clang groff-base man-db
 	python3-torch python3-torchvision python3-pil python3-numpy python3-matplotlib
-	e2fsprogs util-linux attr curl
+	e2fsprogs util-linux attr curl passwd
 	nginx
-	libexpat1-dev libjansson-dev
 	radosgw ceph-mon ceph-osd python3-boto3 rclone s3fs
 )
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * libFuzzer target for prep/'s parsers of outside input: the header probe and
- * the JPEG/PNG decode + transform path. The input is the image file itself
+ * libFuzzer target for prep/'s parsers of outside input: the header probe,
+ * the memory estimate and the decode + transform path of every format. The input is the image file itself
  * (so saved inputs are plain files); its length picks the recipe and the
  * version. Saved inputs live in
  * tests/fuzz/corpus_prep and are replayed by tests/unit/test_prep.c.
@@ -28,6 +28,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	(void)prep_probe(data, size, &w, &h);
 	if (prep_recipe_parse(names[sel % 6], &r) != 0)
 		abort();
+	uint64_t mem;
+	(void)prep_decode_mem(&r, data, size, &mem);
 	if (prep_render(&r, data, size, 1, sel, sel >> 3, &out, &len) == 0) {
 		uint64_t want;
 		/* the output size must be what stat() promised */

@@ -17,10 +17,10 @@ undecodable files under bad/. Checks:
   - DataLoader(num_workers=2) + ToTensor over prepared/rrc224/train;
   - undecodable files give EIO, count in prep.errors, and leave the
     daemon serving everything else;
-  - the other formats ImageFolder lists (raw/): binary PPM/PGM/PBM and
-    uncompressed BMP samples are identical to PIL + torchvision's, byte
-    for byte; TIFF and WebP are listed (ImageFolder sees the same samples
-    there) and opening them works but every read fails with EIO;
+  - the other formats ImageFolder lists (raw/): binary PPM/PGM/PBM,
+    uncompressed BMP and WebP samples are identical to PIL + torchvision's,
+    byte for byte; TIFF is listed (ImageFolder sees the same samples
+    there) and opening it works but every read fails with EIO;
   - the same --seed after a remount gives the same version 0 of every rrc
     sample, another seed different ones;
   - a SOURCE with a top-level `prepared` entry is refused with a hint to
@@ -143,8 +143,9 @@ def make_bad(d):
 
 
 RAW_DECODED = ['rgb24.bmp', 'pal8.bmp', 'gray8.bmp', 'bw1.bmp', 'rgba32.bmp',
-	       'p6.ppm', 'p5.pgm', 'p4_bits.pgm', 'upper.BMP']
-RAW_UNDECODED = ['x.tif', 'x.tiff', 'x.webp']
+	       'p6.ppm', 'p5.pgm', 'p4_bits.pgm', 'upper.BMP', 'lossy.webp',
+	       'lossless.webp', 'alpha.webp']
+RAW_UNDECODED = ['x.tif', 'x.tiff']
 
 
 def make_raw_formats(d):
@@ -169,7 +170,9 @@ def make_raw_formats(d):
 	base.convert('1').save(os.path.join(d, 'p4_bits.pgm'))  # P4 content
 	base.save(os.path.join(d, 'x.tif'))
 	base.save(os.path.join(d, 'x.tiff'))
-	base.save(os.path.join(d, 'x.webp'))
+	base.save(os.path.join(d, 'lossy.webp'), quality=80)
+	base.save(os.path.join(d, 'lossless.webp'), lossless=True)
+	rgba.save(os.path.join(d, 'alpha.webp'), quality=85)
 
 
 def make_dataset(root):
