@@ -52,6 +52,33 @@ if [ "${SKIP_VALGRIND:-0}" != 1 ]; then
 	count_results build-ci/meson-logs/testlog-valgrind.json
 fi
 
+if [ "${SKIP_FUZZ_BUILD:-0}" != 1 ]; then
+	# The libFuzzer targets are built with clang so that they cannot rot;
+	# each replays its saved inputs once (the parsers' own tests replay
+	# them in every build too).
+	echo "== build: clang, libFuzzer targets"
+	fuzz_ok=1
+	if [ ! -f build-fuzz/build.ninja ]; then
+		CC=clang meson setup build-fuzz -Dfuzz=true -Dbuildtype=debug >build-fuzz.setup.log 2>&1 ||
+			{ cat build-fuzz.setup.log; fuzz_ok=0; }
+	fi
+	if [ "$fuzz_ok" = 1 ] && ninja -C build-fuzz tests/fuzz/fuzz_prep tests/fuzz/fuzz_remote tests/fuzz/fuzz_s3; then
+		for t in prep remote s3; do
+			if build-fuzz/tests/fuzz/fuzz_$t -runs=0 tests/fuzz/corpus_$t >build-fuzz/fuzz_$t.log 2>&1; then
+				echo "fuzz_$t: corpus replayed: OK"
+				total_pass=$((total_pass + 1))
+			else
+				tail -n 20 build-fuzz/fuzz_$t.log
+				echo "fuzz_$t: FAIL"
+				total_fail=$((total_fail + 1))
+			fi
+		done
+	else
+		echo "fuzz build: FAIL"
+		total_fail=$((total_fail + 1))
+	fi
+fi
+
 if [ "${SKIP_SANITIZERS:-0}" != 1 ]; then
 	echo "== build: AddressSanitizer + UndefinedBehaviorSanitizer"
 	# Daemons detach from the terminal: their reports go to files, and any
