@@ -1067,7 +1067,7 @@ END_TEST
 struct flooder {
 	unsigned port;
 	atomic_bool stop;
-	unsigned opened;
+	atomic_uint opened;
 };
 
 /* Opens connection after connection, each sending half a request line,
