@@ -18,7 +18,9 @@ log counts the GETs of each object. Checks:
 - --prefill fills exactly the budget, fetching each object at most once;
   reading everything afterwards fetches each object exactly once in all.
 - Three nodes with --peers over one bucket, every node reading every
-  file: each object is fetched from the bucket once per cluster.
+  file: each object is fetched from the bucket once per cluster; the same
+  with --prefill on every node: each owner prefills only its own objects,
+  so the cluster fetches each object once and reads fetch nothing more.
 - A 20 MiB object read sequentially in 128 KiB reads with the cache too
   small to admit it: the readahead window makes it a few large GETs that
   cover the object exactly once; a reader that seeks every time gets one
@@ -226,6 +228,34 @@ def test_cluster(c, rgw):
 		     sum(cl.stats(k)['source']['bytes'] for k in range(3)), total)
 
 
+def test_cluster_prefill(c, rgw):
+	rgw.create_bucket('clusterprefill')
+	rng = random.Random(13)
+	objs = {f'q/d{i % 4}/f{i:03d}.bin': rng.randbytes(rng.randint(1 * KIB, 90 * KIB))
+		for i in range(36)}
+	rgw.put_many('clusterprefill', objs)
+	total = sum(len(v) for v in objs.values())
+	with s3f.S3Proxy(rgw.endpoint) as px, ct.Cluster(3) as cl:
+		cl.src = 's3://clusterprefill/q'
+		for k in range(3):
+			cl.mount(k, ['--endpoint=' + px.endpoint, f'--cache-size={total}', '--prefill'])
+		for k in range(3):
+			c.check(f'node {k}: prefill finished', ct.wait_until(
+				lambda: not cl.stats(k)['prefill']['running'], 120))
+		gets = obj_gets(px, 'q/')
+		c.eq('prefill: every object fetched by some owner', len(gets), len(objs))
+		c.eq('prefill: each object fetched once in the cluster', max(gets.values()), 1)
+		c.eq('prefill: done_bytes add up to the dataset',
+		     sum(cl.stats(k)['prefill']['done_bytes'] for k in range(3)), total)
+		for k in range(3):
+			for key in sorted(objs):
+				if not c.check(f'node {k} reads {key}',
+					       ct.read_bytes(cl.path(k, key[2:])) == objs[key]):
+					return
+		c.eq('reading everything everywhere fetched nothing more',
+		     obj_gets(px, 'q/'), gets)
+
+
 def ranges_of(proxy, key):
 	"""[(first, last)] byte ranges of the GETs of key, in order."""
 	out = []
@@ -324,6 +354,7 @@ def main():
 		c.group(test_prefill, c, rgw)
 		c.group(test_readahead, c, rgw)
 		c.group(test_cluster, c, rgw)
+		c.group(test_cluster_prefill, c, rgw)
 		c.group(test_dataset, c, rgw)
 	c.finish()
 
