@@ -13,6 +13,8 @@ log counts the GETs of each object. Checks:
   mounting user; the prepared view over S3 serves valid PPMs.
 - An object overwritten after the mount (same size, new bytes) gives EIO,
   and the daemon serves the other files on.
+- The -o forms of the S3 options mount the same; --no-sign-request reads
+  a public bucket with no credentials at all in the environment.
 - A wrong secret or a missing bucket: the mount fails with one line naming
   the cause (never the secret), nothing mounted.
 - --prefill fills exactly the budget, fetching each object at most once;
@@ -156,6 +158,32 @@ def test_overwritten(c, rgw):
 		r = ct.read_in_child(os.path.join(d.mnt, 'b.bin'), timeout=60)
 		c.eq('other object still reads', r, ('ok', hashlib.sha256(b).hexdigest(), len(b)))
 		c.ge('source.errors counts it', ct.stats(d.mnt)['source']['errors'], 1)
+
+
+def test_o_forms_and_anonymous(c, rgw):
+	rgw.create_bucket('public', public_read=True)
+	rng = random.Random(14)
+	objs = {'pub/a.bin': rng.randbytes(2000), 'pub/d/b.bin': rng.randbytes(3000)}
+	rgw.put_many('public', objs)
+	anon = {k: v for k, v in os.environ.items() if not k.startswith('AWS_')}
+	anon['AWS_EC2_METADATA_DISABLED'] = 'true'
+	with s3f.S3Proxy(rgw.endpoint) as px, ct.TempDirs() as d:
+		rc, out, err = ct.run_coordfs(
+			['-o', f'endpoint={px.endpoint},s3_addressing=path,region={rgw.region},'
+			 'no_sign_request,cache_size=1M', 's3://public/pub', d.mnt], env=anon)
+		if not c.check('anonymous mount with -o forms', rc == 0 and ct.is_mounted(d.mnt),
+			       f'rc={rc} {err.strip()}'):
+			return
+		for key, data in objs.items():
+			c.eq(f'anonymous read of {key}', ct.read_bytes(os.path.join(d.mnt, key[4:])), data)
+		signed = [e for e in px.entries() if e['key'].startswith('pub/')]
+		c.check('object GETs went through the proxy', len(signed) == len(objs), str(signed))
+	with s3f.S3Proxy(rgw.endpoint) as px, ct.TempDirs() as d:
+		rc, out, err = ct.run_coordfs(['s3://creds', d.mnt, '-o',
+					       f'endpoint={px.endpoint},profile=nosuch'], env=anon)
+		c.check('no credentials for a private bucket: fails in one line',
+			rc not in (0, None) and len(err.strip().splitlines()) == 1, repr(err))
+		c.check('no credentials: nothing mounted', not ct.is_mounted(d.mnt))
 
 
 def test_bad_credentials(c, rgw):
@@ -349,6 +377,7 @@ def main():
 			del os.environ[k]
 		os.environ.update({k: v for k, v in rgw.env().items() if k.startswith('AWS_')})
 		c.group(test_bad_credentials, c, rgw)
+		c.group(test_o_forms_and_anonymous, c, rgw)
 		c.group(test_overwritten, c, rgw)
 		c.group(test_outage, c, rgw)
 		c.group(test_prefill, c, rgw)
