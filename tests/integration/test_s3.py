@@ -13,12 +13,16 @@ log counts the GETs of each object. Checks:
   mounting user; the prepared view over S3 serves valid PPMs.
 - An object overwritten after the mount (same size, new bytes) gives EIO,
   and the daemon serves the other files on.
+- The -o forms of the S3 options mount the same; --no-sign-request reads
+  a public bucket with no credentials at all in the environment.
 - A wrong secret or a missing bucket: the mount fails with one line naming
   the cause (never the secret), nothing mounted.
 - --prefill fills exactly the budget, fetching each object at most once;
   reading everything afterwards fetches each object exactly once in all.
 - Three nodes with --peers over one bucket, every node reading every
-  file: each object is fetched from the bucket once per cluster.
+  file: each object is fetched from the bucket once per cluster; the same
+  with --prefill on every node: each owner prefills only its own objects,
+  so the cluster fetches each object once and reads fetch nothing more.
 - A 20 MiB object read sequentially in 128 KiB reads with the cache too
   small to admit it: the readahead window makes it a few large GETs that
   cover the object exactly once; a reader that seeks every time gets one
@@ -156,6 +160,32 @@ def test_overwritten(c, rgw):
 		c.ge('source.errors counts it', ct.stats(d.mnt)['source']['errors'], 1)
 
 
+def test_o_forms_and_anonymous(c, rgw):
+	rgw.create_bucket('public', public_read=True)
+	rng = random.Random(14)
+	objs = {'pub/a.bin': rng.randbytes(2000), 'pub/d/b.bin': rng.randbytes(3000)}
+	rgw.put_many('public', objs)
+	anon = {k: v for k, v in os.environ.items() if not k.startswith('AWS_')}
+	anon['AWS_EC2_METADATA_DISABLED'] = 'true'
+	with s3f.S3Proxy(rgw.endpoint) as px, ct.TempDirs() as d:
+		rc, out, err = ct.run_coordfs(
+			['-o', f'endpoint={px.endpoint},s3_addressing=path,region={rgw.region},'
+			 'no_sign_request,cache_size=1M', 's3://public/pub', d.mnt], env=anon)
+		if not c.check('anonymous mount with -o forms', rc == 0 and ct.is_mounted(d.mnt),
+			       f'rc={rc} {err.strip()}'):
+			return
+		for key, data in objs.items():
+			c.eq(f'anonymous read of {key}', ct.read_bytes(os.path.join(d.mnt, key[4:])), data)
+		signed = [e for e in px.entries() if e['key'].startswith('pub/')]
+		c.check('object GETs went through the proxy', len(signed) == len(objs), str(signed))
+	with s3f.S3Proxy(rgw.endpoint) as px, ct.TempDirs() as d:
+		rc, out, err = ct.run_coordfs(['s3://creds', d.mnt, '-o',
+					       f'endpoint={px.endpoint},profile=nosuch'], env=anon)
+		c.check('no credentials for a private bucket: fails in one line',
+			rc not in (0, None) and len(err.strip().splitlines()) == 1, repr(err))
+		c.check('no credentials: nothing mounted', not ct.is_mounted(d.mnt))
+
+
 def test_bad_credentials(c, rgw):
 	rgw.create_bucket('creds')
 	rgw.put('creds', 'x.bin', b'x')
@@ -224,6 +254,34 @@ def test_cluster(c, rgw):
 		c.eq('cluster: each object fetched once', max(gets.values()), 1)
 		c.eq('cluster: sum of source.bytes == dataset',
 		     sum(cl.stats(k)['source']['bytes'] for k in range(3)), total)
+
+
+def test_cluster_prefill(c, rgw):
+	rgw.create_bucket('clusterprefill')
+	rng = random.Random(13)
+	objs = {f'q/d{i % 4}/f{i:03d}.bin': rng.randbytes(rng.randint(1 * KIB, 90 * KIB))
+		for i in range(36)}
+	rgw.put_many('clusterprefill', objs)
+	total = sum(len(v) for v in objs.values())
+	with s3f.S3Proxy(rgw.endpoint) as px, ct.Cluster(3) as cl:
+		cl.src = 's3://clusterprefill/q'
+		for k in range(3):
+			cl.mount(k, ['--endpoint=' + px.endpoint, f'--cache-size={total}', '--prefill'])
+		for k in range(3):
+			c.check(f'node {k}: prefill finished', ct.wait_until(
+				lambda: not cl.stats(k)['prefill']['running'], 120))
+		gets = obj_gets(px, 'q/')
+		c.eq('prefill: every object fetched by some owner', len(gets), len(objs))
+		c.eq('prefill: each object fetched once in the cluster', max(gets.values()), 1)
+		c.eq('prefill: done_bytes add up to the dataset',
+		     sum(cl.stats(k)['prefill']['done_bytes'] for k in range(3)), total)
+		for k in range(3):
+			for key in sorted(objs):
+				if not c.check(f'node {k} reads {key}',
+					       ct.read_bytes(cl.path(k, key[2:])) == objs[key]):
+					return
+		c.eq('reading everything everywhere fetched nothing more',
+		     obj_gets(px, 'q/'), gets)
 
 
 def ranges_of(proxy, key):
@@ -319,11 +377,13 @@ def main():
 			del os.environ[k]
 		os.environ.update({k: v for k, v in rgw.env().items() if k.startswith('AWS_')})
 		c.group(test_bad_credentials, c, rgw)
+		c.group(test_o_forms_and_anonymous, c, rgw)
 		c.group(test_overwritten, c, rgw)
 		c.group(test_outage, c, rgw)
 		c.group(test_prefill, c, rgw)
 		c.group(test_readahead, c, rgw)
 		c.group(test_cluster, c, rgw)
+		c.group(test_cluster_prefill, c, rgw)
 		c.group(test_dataset, c, rgw)
 	c.finish()
 

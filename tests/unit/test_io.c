@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Unit tests for fs/'s read path (io.c, readahead.c, prefill's unit fill)
+ * Unit tests for fs/'s read path (io.c, readahead.c, prefill.c)
  * over a fake source (fs/source.h) that serves computed bytes and counts
  * requests: a cache unit is one request, reads that bypass the cache go
  * through the per-handle readahead window when the source wants one, and
@@ -11,9 +11,11 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cache/cache.h"
 #include "fs/fs.h"
+#include "fs/prefill.h"
 #include "fs/readahead.h"
 #include "fs/source.h"
 #include "tests/unit/check_run.h"
@@ -25,7 +27,9 @@ struct fake_source {
 	struct fs_source_ops ops;
 	_Atomic unsigned requests;
 	_Atomic uint64_t bytes;
-	int fail; /* -errno for every read, or 0 */
+	int fail;			/* -errno for every read, or 0 */
+	_Atomic unsigned *readers;	/* the rig's fs->readers_missing */
+	_Atomic unsigned while_readers; /* reads that started while a reader waited */
 };
 
 static uint8_t byte_at(uint32_t node, uint64_t off)
@@ -45,6 +49,8 @@ static int fake_read(struct fs_source *src, const struct ns *ns, uint32_t node, 
 	struct fake_source *f = (struct fake_source *)src;
 
 	atomic_fetch_add(&f->requests, 1);
+	if (f->readers && atomic_load(f->readers) > 0)
+		atomic_fetch_add(&f->while_readers, 1);
 	if (f->fail)
 		return f->fail;
 	ck_assert_uint_le(off + len, ns->nodes[node].size);
@@ -241,6 +247,102 @@ START_TEST(prefill_unit_admits_once)
 }
 END_TEST
 
+static void sleep_ms(long ms)
+{
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+
+	nanosleep(&ts, NULL);
+}
+
+static struct fs_prefill_stats prefill_wait(struct rig *r)
+{
+	struct fs_prefill_stats ps;
+
+	for (int i = 0; i < 6000; i++) {
+		fs_prefill_get_stats(&r->fs, &ps);
+		if (!ps.running)
+			break;
+		sleep_ms(10);
+	}
+	fs_prefill_get_stats(&r->fs, &ps);
+	return ps;
+}
+
+/* Everything fits: every unit admitted once, no hit or miss counted. */
+START_TEST(prefill_fills_everything_once)
+{
+	struct rig r;
+	struct cache_stats cs;
+
+	rig_init(&r, 64 * MIB, true, 64 * MIB);
+	ck_assert_int_eq(fs_prefill_start(&r.fs, 4), 0);
+	struct fs_prefill_stats ps = prefill_wait(&r);
+	ck_assert(!ps.running);
+	ck_assert_uint_eq(ps.target_bytes, 100000 + 20 * MIB);
+	ck_assert_uint_eq(ps.done_bytes, 100000 + 20 * MIB);
+	ck_assert_uint_eq(r.src.requests, 1 + 5); /* one per unit */
+	cache_get_stats(r.fs.cache, &cs);
+	ck_assert_uint_eq(cs.items, 6);
+	ck_assert_uint_eq(cs.hits + cs.misses, 0);
+	fs_prefill_stop(&r.fs);
+	ck_assert_ptr_null(r.fs.prefill);
+	rig_fini(&r);
+}
+END_TEST
+
+/* Room for 2 of the 4 MiB chunks only: prefill never fetches what has no
+ * room, and stops at a full cache. */
+START_TEST(prefill_stops_at_full)
+{
+	struct rig r;
+
+	rig_init(&r, 8 * MIB, true, 64 * MIB);
+	ck_assert_int_eq(fs_prefill_start(&r.fs, 4), 0);
+	struct fs_prefill_stats ps = prefill_wait(&r);
+	ck_assert(!ps.running);
+	ck_assert_uint_eq(ps.target_bytes, 8 * MIB);
+	/* the small file (first in the namespace or not) and one chunk, or two chunks */
+	ck_assert_uint_le(ps.done_bytes, 8 * MIB);
+	ck_assert_uint_eq(r.src.bytes, ps.done_bytes);
+	ck_assert_uint_ge(ps.done_bytes, 4 * MIB + 100000);
+	fs_prefill_stop(&r.fs);
+	rig_fini(&r);
+}
+END_TEST
+
+/* While a reader waits on SOURCE, prefill starts no fetch; it goes on once
+ * the reader is served; unmounting stops it even while it yields. */
+START_TEST(prefill_yields_to_readers)
+{
+	struct rig r;
+	struct fs_prefill_stats ps;
+
+	rig_init(&r, 64 * MIB, true, 64 * MIB);
+	r.src.readers = &r.fs.readers_missing;
+	atomic_store(&r.fs.readers_missing, 1);
+	ck_assert_int_eq(fs_prefill_start(&r.fs, 4), 0);
+	sleep_ms(300); /* room to misbehave */
+	fs_prefill_get_stats(&r.fs, &ps);
+	ck_assert(ps.running);
+	ck_assert_uint_eq(r.src.requests, 0);
+	atomic_store(&r.fs.readers_missing, 0);
+	ps = prefill_wait(&r);
+	ck_assert(!ps.running);
+	ck_assert_uint_eq(r.src.requests, 6);
+	ck_assert_uint_eq(r.src.while_readers, 0);
+	fs_prefill_stop(&r.fs);
+	rig_fini(&r);
+
+	rig_init(&r, 64 * MIB, true, 64 * MIB);
+	atomic_store(&r.fs.readers_missing, 1);
+	ck_assert_int_eq(fs_prefill_start(&r.fs, 4), 0);
+	sleep_ms(50);
+	fs_prefill_stop(&r.fs); /* returns although readers never leave */
+	ck_assert_uint_eq(r.src.requests, 0);
+	rig_fini(&r);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("io");
@@ -252,6 +354,9 @@ int main(void)
 	tcase_add_test(tc, no_window_without_budget_or_wish);
 	tcase_add_test(tc, source_error_is_eio);
 	tcase_add_test(tc, prefill_unit_admits_once);
+	tcase_add_test(tc, prefill_fills_everything_once);
+	tcase_add_test(tc, prefill_stops_at_full);
+	tcase_add_test(tc, prefill_yields_to_readers);
 	suite_add_tcase(s, tc);
 	return check_run(s);
 }
