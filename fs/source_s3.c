@@ -125,7 +125,6 @@ static int s3_read(struct fs_source *src, const struct ns *ns, uint32_t node, in
 		   size_t len, void *buf)
 {
 	struct s3_source *ss = s3_of(src);
-	struct remote_s3_stats before, after;
 	char key[PATH_MAX], etag[NS_MAX_ETAG + 1];
 
 	if (!ss->s3)
@@ -136,7 +135,6 @@ static int s3_read(struct fs_source *src, const struct ns *ns, uint32_t node, in
 		fs_source_problem(src, ns, node, "listed without an ETag: cannot be read safely");
 		return -EIO;
 	}
-	remote_s3_get_stats(ss->s3, &before);
 	ssize_t n = remote_s3_get(ss->s3, key, etag, ns->nodes[node].size, off, len, buf);
 	if (n == (ssize_t)len)
 		return 0;
@@ -145,18 +143,11 @@ static int s3_read(struct fs_source *src, const struct ns *ns, uint32_t node, in
 				  "short read from the object store (%zd of %zu bytes)", n, len);
 		return -EIO;
 	}
-	/*
-	 * The client says -EIO both for an answer about the object (412, 403,
-	 * 404, a mismatch: final) and for an endpoint that kept failing through
-	 * its retries (passing). Only the second retries, so a call during
-	 * which the retry count moved failed on the endpoint, not the object
-	 * (another thread's retries can make a final answer look passing: that
-	 * costs one more request later, never a wrong answer). A passing
-	 * failure is -EAGAIN: the cache does not mark the unit failed, and the
-	 * reader gets EIO (fs/io.c).
-	 */
-	remote_s3_get_stats(ss->s3, &after);
-	if (n == -ETIMEDOUT || n == -ENOMEM || after.retries != before.retries)
+	/* An endpoint that kept failing through the retries (or no memory) is
+	 * a passing failure, -EAGAIN: the cache does not mark the unit failed,
+	 * and the reader gets EIO (fs/io.c); an answer about the object (412,
+	 * 403, 404, a mismatch) is final. */
+	if (n == -EAGAIN || n == -ETIMEDOUT || n == -ENOMEM)
 		return -EAGAIN;
 	return -EIO;
 }

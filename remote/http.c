@@ -1,14 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The shared libcurl connection pool (remote/http.h): one CURLSH sharing
- * connections, DNS answers and TLS sessions between every thread, one easy
- * handle per thread (a pthread key) attached to it and reset before each
- * use, and the full-jitter backoff every client retries with.
- *
- * curl calls the share's lock callbacks around every access to a shared
- * cache; each kind of data has its own mutex so a DNS look-up never waits
- * for the connection cache. The easy handles are kept on a list as well as
- * in the key, so destroy frees the handles of threads that are still alive.
+ * The shared libcurl connection pool (remote/http.h): a LIFO stack of idle
+ * easy handles (the most recently used one, whose connections are warmest,
+ * goes out first), at most max_handles in all, and a curl share for DNS
+ * answers and TLS sessions. curl calls the share's lock callbacks around
+ * every access to a shared cache; each kind of data has its own mutex.
+ * Lock order: the pool's lock is a leaf, never held across a transfer.
  */
 #include "remote/http.h"
 
@@ -18,21 +15,20 @@
 #include <stdlib.h>
 #include <sys/random.h>
 
-#define DEFAULT_MAX_CONNECTIONS 64
-
-struct http_handle {
-	CURL *easy;
-	struct remote_http *pool;
-	struct http_handle *prev, *next;
-};
+#define DEFAULT_MAX_HANDLES 64
+/* Connections one handle keeps (one host, plus spares for a redirect-free
+ * endpoint change such as a credential server). */
+#define HANDLE_MAX_CONNECTS 4L
 
 struct remote_http {
 	CURLSH *share;
 	pthread_mutex_t locks[CURL_LOCK_DATA_LAST];
-	pthread_key_t key;
-	unsigned max_connections;
-	pthread_mutex_t handles_lock; /* protects handles */
-	struct http_handle *handles;
+	pthread_mutex_t lock; /* guards idle, nidle, total */
+	pthread_cond_t freed;
+	CURL **idle;	      /* max_handles slots */
+	unsigned nidle;
+	unsigned total; /* handles in existence (idle or checked out) */
+	unsigned max_handles;
 };
 
 static void share_lock(CURL *easy, curl_lock_data data, curl_lock_access access, void *arg)
@@ -51,64 +47,42 @@ static void share_unlock(CURL *easy, curl_lock_data data, void *arg)
 		pthread_mutex_unlock(&h->locks[data]);
 }
 
-static void handle_free_locked(struct http_handle *hd)
-{
-	struct remote_http *h = hd->pool;
-
-	if (hd->prev)
-		hd->prev->next = hd->next;
-	else
-		h->handles = hd->next;
-	if (hd->next)
-		hd->next->prev = hd->prev;
-	curl_easy_cleanup(hd->easy);
-	free(hd);
-}
-
-/* pthread key destructor: the thread is exiting. */
-static void handle_destructor(void *arg)
-{
-	struct http_handle *hd = arg;
-	struct remote_http *h = hd->pool;
-
-	pthread_mutex_lock(&h->handles_lock);
-	handle_free_locked(hd);
-	pthread_mutex_unlock(&h->handles_lock);
-}
-
-int remote_http_create(unsigned max_connections, struct remote_http **out)
+int remote_http_create(unsigned max_handles, struct remote_http **out)
 {
 	struct remote_http *h = calloc(1, sizeof(*h));
 
 	if (!h)
 		return -ENOMEM;
-	h->max_connections = max_connections ? max_connections : DEFAULT_MAX_CONNECTIONS;
+	h->max_handles = max_handles ? max_handles : DEFAULT_MAX_HANDLES;
+	h->idle = calloc(h->max_handles, sizeof(*h->idle));
+	if (!h->idle) {
+		free(h);
+		return -ENOMEM;
+	}
 	for (unsigned i = 0; i < CURL_LOCK_DATA_LAST; i++)
 		pthread_mutex_init(&h->locks[i], NULL);
-	pthread_mutex_init(&h->handles_lock, NULL);
-	if (pthread_key_create(&h->key, handle_destructor) != 0)
-		goto fail_key;
+	pthread_mutex_init(&h->lock, NULL);
+	pthread_cond_init(&h->freed, NULL);
 	h->share = curl_share_init();
 	if (!h->share)
-		goto fail_share;
+		goto fail;
 	if (curl_share_setopt(h->share, CURLSHOPT_LOCKFUNC, share_lock) != CURLSHE_OK ||
 	    curl_share_setopt(h->share, CURLSHOPT_UNLOCKFUNC, share_unlock) != CURLSHE_OK ||
 	    curl_share_setopt(h->share, CURLSHOPT_USERDATA, h) != CURLSHE_OK ||
-	    curl_share_setopt(h->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_CONNECT) != CURLSHE_OK ||
 	    curl_share_setopt(h->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS) != CURLSHE_OK ||
 	    curl_share_setopt(h->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION) != CURLSHE_OK)
-		goto fail_opts;
+		goto fail;
 	*out = h;
 	return 0;
 
-fail_opts:
-	curl_share_cleanup(h->share);
-fail_share:
-	pthread_key_delete(h->key);
-fail_key:
+fail:
+	if (h->share)
+		curl_share_cleanup(h->share);
 	for (unsigned i = 0; i < CURL_LOCK_DATA_LAST; i++)
 		pthread_mutex_destroy(&h->locks[i]);
-	pthread_mutex_destroy(&h->handles_lock);
+	pthread_mutex_destroy(&h->lock);
+	pthread_cond_destroy(&h->freed);
+	free(h->idle);
 	free(h);
 	return -EIO;
 }
@@ -117,50 +91,19 @@ void remote_http_destroy(struct remote_http *h)
 {
 	if (!h)
 		return;
-	/* No destructor runs after the key is deleted: free every handle here. */
-	pthread_key_delete(h->key);
-	pthread_mutex_lock(&h->handles_lock);
-	while (h->handles)
-		handle_free_locked(h->handles);
-	pthread_mutex_unlock(&h->handles_lock);
+	while (h->nidle)
+		curl_easy_cleanup(h->idle[--h->nidle]);
 	curl_share_cleanup(h->share);
 	for (unsigned i = 0; i < CURL_LOCK_DATA_LAST; i++)
 		pthread_mutex_destroy(&h->locks[i]);
-	pthread_mutex_destroy(&h->handles_lock);
+	pthread_mutex_destroy(&h->lock);
+	pthread_cond_destroy(&h->freed);
+	free(h->idle);
 	free(h);
 }
 
-CURL *remote_http_easy(struct remote_http *h)
+static void apply_defaults(struct remote_http *h, CURL *e)
 {
-	struct http_handle *hd = pthread_getspecific(h->key);
-
-	if (!hd) {
-		hd = calloc(1, sizeof(*hd));
-		if (!hd)
-			return NULL;
-		hd->easy = curl_easy_init();
-		if (!hd->easy) {
-			free(hd);
-			return NULL;
-		}
-		hd->pool = h;
-		pthread_mutex_lock(&h->handles_lock);
-		hd->next = h->handles;
-		if (h->handles)
-			h->handles->prev = hd;
-		h->handles = hd;
-		pthread_mutex_unlock(&h->handles_lock);
-		if (pthread_setspecific(h->key, hd) != 0) {
-			pthread_mutex_lock(&h->handles_lock);
-			handle_free_locked(hd);
-			pthread_mutex_unlock(&h->handles_lock);
-			return NULL;
-		}
-	}
-	CURL *e = hd->easy;
-
-	/* Reset keeps the handle's live connections and caches, not options. */
-	curl_easy_reset(e);
 	curl_easy_setopt(e, CURLOPT_SHARE, h->share);
 	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
@@ -168,13 +111,59 @@ CURL *remote_http_easy(struct remote_http *h)
 	curl_easy_setopt(e, CURLOPT_TCP_KEEPIDLE, 30L);
 	curl_easy_setopt(e, CURLOPT_TCP_KEEPINTVL, 15L);
 	curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
-	curl_easy_setopt(e, CURLOPT_MAXCONNECTS, (long)h->max_connections);
+	curl_easy_setopt(e, CURLOPT_MAXCONNECTS, HANDLE_MAX_CONNECTS);
 	curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
 	curl_easy_setopt(e, CURLOPT_PROXY, "");
 	/* libcurl's default CA store is the system one (ca-certificates). */
 	curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
 	curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
+}
+
+CURL *remote_http_get(struct remote_http *h)
+{
+	CURL *e = NULL;
+
+	pthread_mutex_lock(&h->lock);
+	while (!h->nidle && h->total >= h->max_handles)
+		pthread_cond_wait(&h->freed, &h->lock);
+	if (h->nidle)
+		e = h->idle[--h->nidle];
+	else
+		h->total++; /* reserve the slot; created outside the lock */
+	pthread_mutex_unlock(&h->lock);
+	if (!e) {
+		e = curl_easy_init();
+		if (!e) {
+			pthread_mutex_lock(&h->lock);
+			h->total--;
+			pthread_cond_signal(&h->freed);
+			pthread_mutex_unlock(&h->lock);
+			return NULL;
+		}
+	}
+	/* Reset keeps the handle's live connections and caches, not options. */
+	curl_easy_reset(e);
+	apply_defaults(h, e);
+	return e;
+}
+
+void remote_http_put(struct remote_http *h, CURL *e)
+{
+	if (!e)
+		return;
+	pthread_mutex_lock(&h->lock);
+	h->idle[h->nidle++] = e; /* nidle < total <= max_handles */
+	pthread_cond_signal(&h->freed);
+	pthread_mutex_unlock(&h->lock);
+}
+
+CURL *remote_http_new(struct remote_http *h)
+{
+	CURL *e = curl_easy_init();
+
+	if (e)
+		apply_defaults(h, e);
 	return e;
 }
 

@@ -459,7 +459,7 @@ ssize_t remote_s3_get(struct remote_s3 *s, const char *key, const char *etag, ui
 	}
 
 	for (unsigned attempt = 0;; attempt++) {
-		CURL *e = remote_http_easy(s->http);
+		CURL *e = remote_http_get(s->http);
 		struct curl_slist *hdrs = NULL, *h1, *h2;
 		int r;
 
@@ -471,6 +471,7 @@ ssize_t remote_s3_get(struct remote_s3 *s, const char *key, const char *etag, ui
 		h2 = h1 ? curl_slist_append(h1, ifmatch) : NULL;
 		if (!h2) {
 			curl_slist_free_all(h1);
+			remote_http_put(s->http, e);
 			ret = -ENOMEM;
 			goto out;
 		}
@@ -478,6 +479,7 @@ ssize_t remote_s3_get(struct remote_s3 *s, const char *key, const char *etag, ui
 		r = remote__s3_prepare(s, e, &hdrs);
 		if (r) {
 			curl_slist_free_all(hdrs);
+			remote_http_put(s->http, e);
 			log_err("s3://%s/%s%s: no valid credentials", s->bucket, s->prefix, key);
 			ret = -EIO;
 			goto out;
@@ -501,6 +503,7 @@ ssize_t remote_s3_get(struct remote_s3 *s, const char *key, const char *etag, ui
 		curl_easy_setopt(e, CURLOPT_ERRORBUFFER, NULL);
 		curl_easy_setopt(e, CURLOPT_HTTPHEADER, NULL);
 		curl_slist_free_all(hdrs);
+		remote_http_put(s->http, e); /* the rest looks at x only */
 
 		if (x->overflow) {
 			log_err("s3://%s/%s%s: more bytes than asked for", s->bucket, s->prefix,
@@ -530,7 +533,8 @@ ssize_t remote_s3_get(struct remote_s3 *s, const char *key, const char *etag, ui
 		if (rc != CURLE_OK) {
 			log_err("s3://%s/%s%s: %s (after %u attempts)", s->bucket, s->prefix, key,
 				cerr[0] ? cerr : curl_easy_strerror(rc), attempt + 1);
-			ret = rc == CURLE_OPERATION_TIMEDOUT ? -ETIMEDOUT : -EIO;
+			/* The endpoint, not the object: a later call may succeed. */
+			ret = rc == CURLE_OPERATION_TIMEDOUT ? -ETIMEDOUT : -EAGAIN;
 			goto out;
 		}
 		error_code(x->errbody, x->errlen, code, sizeof(code));
@@ -540,7 +544,8 @@ ssize_t remote_s3_get(struct remote_s3 *s, const char *key, const char *etag, ui
 			: x->status == 403 ? ": access denied"
 			: x->status == 404 ? ": the object is gone"
 					   : "");
-		ret = -EIO;
+		/* 5xx through every retry is the endpoint's state, not the object's. */
+		ret = remote__s3_retryable(rc, x->status) ? -EAGAIN : -EIO;
 		goto out;
 	}
 out:

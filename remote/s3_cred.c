@@ -166,7 +166,9 @@ static size_t body_cb(char *data, size_t size, size_t n, void *arg)
 static int cred_http(struct remote_http *pool, const char *method, const char *url,
 		     struct curl_slist *hdrs, struct strbuf *body, char *err, size_t errlen)
 {
-	CURL *e = remote_http_easy(pool);
+	/* Its own handle: a refresh runs while the caller may hold a pooled
+	 * one, and it is rare enough to pay for a new connection. */
+	CURL *e = remote_http_new(pool);
 	long status = 0;
 	char ebuf[CURL_ERROR_SIZE] = "";
 
@@ -188,7 +190,7 @@ static int cred_http(struct remote_http *pool, const char *method, const char *u
 	CURLcode rc = curl_easy_perform(e);
 
 	curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
-	curl_easy_setopt(e, CURLOPT_ERRORBUFFER, NULL);
+	curl_easy_cleanup(e);
 	if (rc != CURLE_OK) {
 		set_err(err, errlen, "%s: %s", url, ebuf[0] ? ebuf : curl_easy_strerror(rc));
 		return -EIO;

@@ -190,9 +190,10 @@ struct s3_result {
 };
 
 /* Apply signing (credentials, SigV4, UNSIGNED-PAYLOAD, session token) and
- * the client's timeouts to easy, the calling thread's pool handle. Call it
- * right after remote_http_easy(), before setting any other option: a due
- * credential refresh runs its own requests on that same handle. hdrs is
+ * the client's timeouts to easy, a handle checked out of the pool. A due
+ * credential refresh runs its own requests on a handle of its own
+ * (remote_http_new), never on a pooled one, so holding easy while it runs
+ * cannot exhaust the pool. hdrs is
  * the caller's header list, appended to (freed by the caller).
  * 0 or -EACCES (no valid credentials) / -ENOMEM. */
 int remote__s3_prepare(struct remote_s3 *s, void *easy, struct curl_slist **hdrs);

@@ -129,7 +129,7 @@ static int fetch_page(struct list_ctx *c, const char *prefix, const char *token,
 		return -ENOMEM;
 	}
 	for (unsigned attempt = 0;; attempt++) {
-		CURL *e = remote_http_easy(s->http);
+		CURL *e = remote_http_get(s->http);
 		struct curl_slist *hdrs = NULL;
 		int r;
 
@@ -141,6 +141,7 @@ static int fetch_page(struct list_ctx *c, const char *prefix, const char *token,
 		remote__s3_page_fini(&x->page);
 		memset(x, 0, sizeof(*x));
 		if (remote__s3_page_init(&x->page)) {
+			remote_http_put(s->http, e);
 			ctx_fail(c, -ENOMEM, "s3://%s: out of memory", s->bucket);
 			ret = -ENOMEM;
 			break;
@@ -148,6 +149,7 @@ static int fetch_page(struct list_ctx *c, const char *prefix, const char *token,
 		r = remote__s3_prepare(s, e, &hdrs);
 		if (r) {
 			curl_slist_free_all(hdrs);
+			remote_http_put(s->http, e);
 			ctx_fail(c, -EACCES, "s3://%s: no valid credentials (refresh failed)",
 				 s->bucket);
 			ret = -EACCES;
@@ -167,6 +169,7 @@ static int fetch_page(struct list_ctx *c, const char *prefix, const char *token,
 		curl_easy_setopt(e, CURLOPT_ERRORBUFFER, NULL);
 		curl_easy_setopt(e, CURLOPT_HTTPHEADER, NULL);
 		curl_slist_free_all(hdrs);
+		remote_http_put(s->http, e); /* the rest looks at x only */
 
 		if (rc == CURLE_OK && x->status == 200) {
 			if (remote__s3_page_feed(&x->page, "", 0, true) == 0) {

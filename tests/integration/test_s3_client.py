@@ -28,7 +28,7 @@ import traceback
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import s3_fixture as s3f  # noqa: E402
 
-EIO, ENOENT, EACCES, EINVAL, ETIMEDOUT = 5, 2, 13, 22, 110
+EIO, ENOENT, EACCES, EINVAL, ETIMEDOUT, EAGAIN = 5, 2, 13, 22, 110, 11
 
 passed = 0
 failed = []
@@ -249,15 +249,15 @@ def test_get(rgw, objs, etags, rng):
 		key = 'train/c006/img000.jpg'
 		px.down()
 		px.clear_log()
-		eq('GET while the endpoint is down: -EIO after the retries',
-		   c.get(key, etags[key], len(objs[key]), 0, len(objs[key])), -EIO)
+		eq('GET while the endpoint is down: -EAGAIN after the retries (not the object\'s fault)',
+		   c.get(key, etags[key], len(objs[key]), 0, len(objs[key])), -EAGAIN)
 		check('  it tried more than once', px.count(key=key) >= 2, px.entries())
 		px.up()
 		eq('GET after the endpoint came back: the bytes',
 		   c.get(key, etags[key], len(objs[key]), 0, len(objs[key])), objs[key])
 		px.down(refuse=True)
-		eq('GET while connections are refused: -EIO',
-		   c.get(key, etags[key], len(objs[key]), 0, len(objs[key])), -EIO)
+		eq('GET while connections are refused: -EAGAIN',
+		   c.get(key, etags[key], len(objs[key]), 0, len(objs[key])), -EAGAIN)
 		px.up()
 		eq('GET after listening again: the bytes',
 		   c.get(key, etags[key], len(objs[key]), 0, len(objs[key])), objs[key])
@@ -434,7 +434,8 @@ def test_proxy_cli(rgw, objs, etags):
 		ctl('down')
 		with Cli('data', rgw.env(), f'--endpoint={ep}', '--retries=1',
 			 '--backoff-base-ms=10') as c:
-			eq('  down: GET fails', c.get(key, etags[key], len(objs[key]), 0, 1), -EIO)
+			eq('  down: GET fails (-EAGAIN: the endpoint)',
+			   c.get(key, etags[key], len(objs[key]), 0, 1), -EAGAIN)
 			eq('  control still answers while down; up', ctl('up'), 'ok\n')
 			eq('  up: the same client reads again',
 			   c.get(key, etags[key], len(objs[key]), 0, 1), objs[key][:1])
@@ -461,10 +462,15 @@ def test_lying_server(rng):
 			eq('honest fake server: ranged GET', c.get('d/obj.bin', et, 5000, 100, 200),
 			   data[100:300])
 			for mode in ('wrong_etag', 'ignore_range', 'wrong_range', 'wrong_total',
-				     'no_content_range', 'long_body', 'short_body'):
+				     'no_content_range', 'long_body'):
 				fake.mode = mode
 				eq(f'server answers {mode}: -EIO', c.get('d/obj.bin', et, 5000, 100, 200),
 				   -EIO)
+			# A body cut short is a dropped connection: retried, then -EAGAIN
+			# (the endpoint's fault, not the object's), never bytes.
+			fake.mode = 'short_body'
+			eq('server answers short_body: -EAGAIN after the retries',
+			   c.get('d/obj.bin', et, 5000, 100, 200), -EAGAIN)
 			fake.mode = 'ignore_range'
 			eq('a 200 for a whole-object read is fine', c.get('d/obj.bin', et, 5000, 0, 5000),
 			   data)

@@ -10,11 +10,14 @@
  * tests/integration/test_s3_client.py's.
  */
 #include <check.h>
+#include <curl/curl.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/log.h"
 #include "common/strbuf.h"
@@ -525,41 +528,49 @@ END_TEST
 
 struct thread_arg {
 	struct remote_http *pool;
-	CURL *first, *second;
+	CURL *got;
+	_Atomic int done;
 };
 
-static void *thread_easy(void *arg)
+static void *thread_get(void *arg)
 {
 	struct thread_arg *t = arg;
 
-	t->first = remote_http_easy(t->pool);
-	t->second = remote_http_easy(t->pool);
+	t->got = remote_http_get(t->pool);
+	atomic_store(&t->done, 1);
 	return NULL;
 }
 
 START_TEST(test_pool_handles)
 {
 	struct remote_http *pool;
-	struct thread_arg a = {0}, b = {0};
-	pthread_t ta, tb;
+	struct thread_arg a = {0};
+	pthread_t ta;
 
-	ck_assert_int_eq(remote_http_create(0, &pool), 0);
-	CURL *mine = remote_http_easy(pool);
+	ck_assert_int_eq(remote_http_create(2, &pool), 0);
+	CURL *one = remote_http_get(pool), *two = remote_http_get(pool);
 
-	ck_assert_ptr_nonnull(mine);
-	ck_assert_ptr_eq(remote_http_easy(pool), mine);
-	a.pool = b.pool = pool;
-	ck_assert_int_eq(pthread_create(&ta, NULL, thread_easy, &a), 0);
+	ck_assert_ptr_nonnull(one);
+	ck_assert_ptr_nonnull(two);
+	ck_assert_ptr_ne(one, two);
+	/* The pool is exhausted: a third checkout waits for a handle back. */
+	a.pool = pool;
+	ck_assert_int_eq(pthread_create(&ta, NULL, thread_get, &a), 0);
+	usleep(200 * 1000);
+	ck_assert_int_eq(atomic_load(&a.done), 0);
+	remote_http_put(pool, two);
 	ck_assert_int_eq(pthread_join(ta, NULL), 0);
-	ck_assert_ptr_nonnull(a.first);
-	ck_assert_ptr_eq(a.first, a.second);
-	ck_assert_ptr_ne(a.first, mine);
-	/* b runs while the main thread's handle lives; destroy frees both
-	 * (the exited thread's was freed at its exit; the sanitizer build
-	 * catches a double free or a leak) */
-	ck_assert_int_eq(pthread_create(&tb, NULL, thread_easy, &b), 0);
-	ck_assert_int_eq(pthread_join(tb, NULL), 0);
-	ck_assert_ptr_ne(b.first, mine);
+	ck_assert_ptr_eq(a.got, two); /* the same handle, connections and all */
+	/* Last in, first out: the warmest handle goes out again. */
+	remote_http_put(pool, one);
+	remote_http_put(pool, a.got);
+	ck_assert_ptr_eq(remote_http_get(pool), two);
+	remote_http_put(pool, two);
+	remote_http_put(pool, NULL);
+	/* A handle outside the pool never counts against it. */
+	CURL *extra = remote_http_new(pool);
+	ck_assert_ptr_nonnull(extra);
+	curl_easy_cleanup(extra);
 	remote_http_destroy(pool);
 	remote_http_destroy(NULL);
 }

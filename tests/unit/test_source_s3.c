@@ -303,12 +303,15 @@ START_TEST(reads_are_checked_gets)
 		fake.get_rc = final[i];
 		ck_assert_int_eq(src->ops->read(src, &ns, n, -1, 0, sizeof(buf), buf), -EIO);
 	}
-	/* The endpoint failing through the retries, or timing out, passes. */
+	/* The endpoint failing through the retries, or timing out, passes,
+	 * even when other requests retried meanwhile. */
 	fake.get_rc = -ETIMEDOUT;
+	ck_assert_int_eq(src->ops->read(src, &ns, n, -1, 0, sizeof(buf), buf), -EAGAIN);
+	fake.get_rc = -EAGAIN;
 	ck_assert_int_eq(src->ops->read(src, &ns, n, -1, 0, sizeof(buf), buf), -EAGAIN);
 	fake.get_rc = -EIO;
 	fake.get_retries = true;
-	ck_assert_int_eq(src->ops->read(src, &ns, n, -1, 0, sizeof(buf), buf), -EAGAIN);
+	ck_assert_int_eq(src->ops->read(src, &ns, n, -1, 0, sizeof(buf), buf), -EIO);
 	fake.get_retries = false;
 	fake.retries = 0;
 	fake.get_rc = 0;

@@ -168,9 +168,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                          self.headers.get("Range"), injected, True)
             self._send_simple(injected, _slowdown_body(injected))
             return
-        status = self._forward(body)
-        proxy.record(self.command, bucket, key, url.query,
-                     self.headers.get("Range"), status, False)
+        # Logged before the answer goes out: a client that has its answer
+        # always finds the request in the log.
+        self._forward(body, lambda status: proxy.record(
+            self.command, bucket, key, url.query, self.headers.get("Range"),
+            status, False))
 
     def _upstream(self):
         conn = getattr(self, "_up", None)
@@ -180,7 +182,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._up = conn
         return conn
 
-    def _forward(self, body):
+    def _forward(self, body, record):
         for attempt in (0, 1):  # a stale keep-alive upstream gets one retry
             conn = self._upstream()
             try:
@@ -199,8 +201,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 conn.close()
                 self._up = None
                 if attempt:
+                    record(502)
                     self._send_simple(502, _slowdown_body(502))
                     return 502
+        record(resp.status)
         self.send_response(resp.status, resp.reason)
         for k, v in resp.getheaders():
             if k.lower() in _HOP_BY_HOP or k.lower() == "content-length":
