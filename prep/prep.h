@@ -210,7 +210,8 @@ void prep_sample_put(struct prep_view *v, struct prep_sample *s);
  * resize the header is read through ops (read_prefix, else read_file) and
  * the dimensions are remembered per file. -EIO/-EINVAL for a file whose
  * header cannot be read (the caller may show it with any size; reading it
- * fails with the same error). Blocks on source I/O for resize only.
+ * fails with the same error), -ENOMEM when the budget has no room for the
+ * header read. Blocks on source I/O for resize only.
  */
 int prep_view_size(struct prep_view *v, uint32_t file_index, const struct prep_recipe *r,
 		   uint64_t *bytes);

@@ -945,6 +945,8 @@ void prep_sample_put(struct prep_view *v, struct prep_sample *o)
 		budget_trim(v->cfg.mem);
 }
 
+/* The header's dimensions: from a prefix, else the whole file; both
+ * buffers charged to the budget while they live. */
 static int read_dims(struct prep_view *v, uint32_t f, unsigned *w, unsigned *h)
 {
 	uint8_t *data = NULL;
@@ -952,19 +954,26 @@ static int read_dims(struct prep_view *v, uint32_t f, unsigned *w, unsigned *h)
 	int rc;
 
 	if (v->ops.read_prefix) {
-		rc = v->ops.read_prefix(v->arg, f, PREFIX_BYTES, &data, &len);
-		if (rc < 0)
+		if ((rc = mem_reserve(v, PREFIX_BYTES)) < 0)
 			return rc;
-		rc = prep_probe(data, len, w, h);
-		free(data);
+		rc = v->ops.read_prefix(v->arg, f, PREFIX_BYTES, &data, &len);
+		if (rc == 0) {
+			rc = prep_probe(data, len, w, h);
+			free(data);
+		}
+		mem_release(v, PREFIX_BYTES);
 		if (rc != -ENODATA || len < PREFIX_BYTES)
 			return rc == -ENODATA ? -EIO : rc;
 	}
-	rc = v->ops.read_file(v->arg, f, &data, &len);
-	if (rc < 0)
+	uint64_t charge = v->ops.file_size ? v->ops.file_size(v->arg, f) : 0;
+	if ((rc = mem_reserve(v, charge)) < 0)
 		return rc;
-	rc = prep_probe(data, len, w, h);
-	free(data);
+	rc = v->ops.read_file(v->arg, f, &data, &len);
+	if (rc == 0) {
+		rc = prep_probe(data, len, w, h);
+		free(data);
+	}
+	mem_release(v, charge);
 	return rc == -ENODATA ? -EIO : rc;
 }
 
