@@ -4,7 +4,8 @@
  * downscaling (scale_num/8), horizontal cropping (jpeg_crop_scanline) and
  * row skipping (jpeg_skip_scanlines), so only the pixels the resampler reads
  * are reconstructed; PNG through libpng, streaming rows and keeping the
- * region only; WebP through libwebp, whole; binary PNM and uncompressed
+ * region only; WebP through libwebp, whole; TIFF through libtiff, row by
+ * row; binary PNM and uncompressed
  * BMP read in place, as Pillow's raw decoder reads them. All end in RGB
  * exactly as PIL's convert("RGB") would give
  * (CMYK with Adobe polarity, alpha and tRNS dropped, 16-bit gray clipped as
@@ -21,6 +22,7 @@
 #include <jerror.h>
 #include <jpeglib.h>
 #include <png.h>
+#include <tiffio.h>
 #include <webp/decode.h>
 
 #include "prep/prep_int.h"
@@ -38,6 +40,8 @@ enum prep__format prep__sniff(const void *data, size_t len)
 		return PREP__BMP;
 	if (len >= 12 && memcmp(p, "RIFF", 4) == 0 && memcmp(p + 8, "WEBP", 4) == 0)
 		return PREP__WEBP;
+	if (len >= 4 && (memcmp(p, "II*\0", 4) == 0 || memcmp(p, "MM\0*", 4) == 0))
+		return PREP__TIFF;
 	if (len >= 3 && p[0] == 'P' && p[1] >= '1' && p[1] <= '6' &&
 	    (p[2] == ' ' || (p[2] >= 0x09 && p[2] <= 0x0d)))
 		return PREP__PNM;
@@ -349,6 +353,12 @@ static int probe_png(const uint8_t *p, size_t len, unsigned *w, unsigned *h)
 	return 0;
 }
 
+/* TIFF: width and length of the first image, through libtiff. The IFD may
+ * lie anywhere in the file (libtiff writes it after the data), so a buffer
+ * libtiff cannot open gives -ENODATA: the caller retries with the whole
+ * file, where a failure is final. */
+static int probe_tiff(const uint8_t *data, size_t len, unsigned *w, unsigned *h);
+
 int prep_probe(const void *data, size_t len, unsigned *w, unsigned *h)
 {
 	if (!data || !w || !h)
@@ -369,6 +379,8 @@ int prep_probe(const void *data, size_t len, unsigned *w, unsigned *h)
 		}
 		return rc;
 	}
+	case PREP__TIFF:
+		return probe_tiff(data, len, w, h);
 	case PREP__PNM:
 	case PREP__BMP: {
 		struct raw_img *im = malloc(sizeof(*im));
@@ -447,6 +459,8 @@ int prep_decode_mem(const struct prep_recipe *r, const void *data, size_t len, u
 		n += jpeg_buffers_whole(p, len) ? (uint64_t)W * H * 8 : (uint64_t)W * 64 * 2;
 	else if (prep__sniff(data, len) == PREP__PNG) /* interlaced: read whole */
 		n += len > 28 && p[28] ? (uint64_t)W * H * 8 + (uint64_t)H * 8 : (uint64_t)W * 8;
+	else if (prep__sniff(data, len) == PREP__TIFF) /* a strip may be the image */
+		n += (uint64_t)W * H * 4 + (uint64_t)W * 8 + (64u << 10);
 	else if (prep__sniff(data, len) == PREP__WEBP) /* decoded whole */
 		n += (uint64_t)W * H * 4 + (uint64_t)W * 64;
 	else /* PNM, BMP: rows are read where they lie */
@@ -984,6 +998,211 @@ static int decode_raw(const uint8_t *data, size_t len, struct dctx *d, bool bmp)
 	return rc;
 }
 
+/* ---- TIFF ---- */
+
+/*
+ * The first image of a TIFF, in strips, uncompressed or in any compression
+ * libtiff decodes but JPEG, with the sample layouts Pillow maps to L, 1,
+ * RGB, RGBX, RGBA and P: 8-bit gray (MinIsBlack or MinIsWhite), bilevel,
+ * 8-bit RGB (alone, or with an unspecified or unassociated fourth sample,
+ * dropped as convert("RGB") does), 8-bit palette (16-bit colormap entries
+ * taken as v / 256, as Pillow does), contiguous. Every row is read, as
+ * Pillow does. Other layouts (tiles, 16-bit, YCbCr, CMYK, premultiplied
+ * alpha, planar) give -EIO.
+ */
+struct tiffsrc {
+	const uint8_t *data;
+	size_t len, pos;
+};
+
+static tmsize_t tif_read(thandle_t h, void *buf, tmsize_t n)
+{
+	struct tiffsrc *s = h;
+
+	if (n < 0 || s->pos >= s->len)
+		return 0;
+	size_t k = s->len - s->pos < (size_t)n ? s->len - s->pos : (size_t)n;
+	memcpy(buf, s->data + s->pos, k);
+	s->pos += k;
+	return (tmsize_t)k;
+}
+
+static tmsize_t tif_write(thandle_t h, void *buf, tmsize_t n)
+{
+	return -1;
+}
+
+static toff_t tif_seek(thandle_t h, toff_t off, int whence)
+{
+	struct tiffsrc *s = h;
+	uint64_t base = whence == SEEK_CUR ? s->pos : whence == SEEK_END ? s->len : 0;
+
+	if (off > UINT64_MAX - base)
+		return (toff_t)-1;
+	s->pos = base + off > s->len ? s->len : (size_t)(base + off);
+	return base + off;
+}
+
+static int tif_close(thandle_t h)
+{
+	return 0;
+}
+
+static toff_t tif_size(thandle_t h)
+{
+	return ((struct tiffsrc *)h)->len;
+}
+
+static int tif_map(thandle_t h, void **base, toff_t *size)
+{
+	struct tiffsrc *s = h;
+
+	*base = (void *)s->data;
+	*size = s->len;
+	return 1;
+}
+
+static void tif_unmap(thandle_t h, void *base, toff_t size)
+{
+}
+
+static int tif_quiet(TIFF *t, void *ud, const char *module, const char *fmt, va_list ap)
+{
+	return 1; /* handled: nothing prints */
+}
+
+enum tif_kind { TIF_GRAY, TIF_BILEVEL, TIF_RGB, TIF_PALETTE };
+
+static int probe_tiff(const uint8_t *data, size_t len, unsigned *w, unsigned *h)
+{
+	struct tiffsrc src = {data, len, 0};
+	TIFFOpenOptions *opts = TIFFOpenOptionsAlloc();
+	uint32_t W = 0, H = 0;
+
+	if (!opts)
+		return -ENOMEM;
+	TIFFOpenOptionsSetErrorHandlerExtR(opts, tif_quiet, NULL);
+	TIFFOpenOptionsSetWarningHandlerExtR(opts, tif_quiet, NULL);
+	TIFF *t = TIFFClientOpenExt("prep", "r", &src, tif_read, tif_write, tif_seek, tif_close,
+				    tif_size, tif_map, tif_unmap, opts);
+	TIFFOpenOptionsFree(opts);
+	if (!t) /* the IFD or its arrays may lie past a prefix: read more */
+		return -ENODATA;
+	int ok = TIFFGetField(t, TIFFTAG_IMAGEWIDTH, &W) && TIFFGetField(t, TIFFTAG_IMAGELENGTH, &H);
+	TIFFClose(t);
+	if (!ok)
+		return -EIO;
+	int rc = check_caps(W, H);
+	if (rc == 0) {
+		*w = W;
+		*h = H;
+	}
+	return rc;
+}
+
+static int decode_tiff(const uint8_t *data, size_t len, struct dctx *d)
+{
+	struct tiffsrc src = {data, len, 0};
+	TIFFOpenOptions *opts = TIFFOpenOptionsAlloc();
+	uint8_t *line = NULL;
+	uint8_t pal[256][3];
+	int rc = -EIO;
+
+	if (!opts)
+		return -ENOMEM;
+	TIFFOpenOptionsSetErrorHandlerExtR(opts, tif_quiet, NULL);
+	TIFFOpenOptionsSetWarningHandlerExtR(opts, tif_quiet, NULL);
+	TIFFOpenOptionsSetMaxSingleMemAlloc(opts, (tmsize_t)PREP__JPEG_MAX_MEM);
+	TIFF *t = TIFFClientOpenExt("prep", "r", &src, tif_read, tif_write, tif_seek, tif_close,
+				    tif_size, tif_map, tif_unmap, opts);
+	TIFFOpenOptionsFree(opts);
+	if (!t)
+		return -EIO;
+	uint32_t W = 0, H = 0;
+	uint16_t bps = 1, spp = 1, photo = 0xffff, planar = PLANARCONFIG_CONTIG, comp = 1;
+	uint16_t sfmt = SAMPLEFORMAT_UINT, nextra = 0, *extra = NULL;
+	uint16_t *cmap[3] = {NULL, NULL, NULL};
+	TIFFGetField(t, TIFFTAG_IMAGEWIDTH, &W);
+	TIFFGetField(t, TIFFTAG_IMAGELENGTH, &H);
+	TIFFGetFieldDefaulted(t, TIFFTAG_BITSPERSAMPLE, &bps);
+	TIFFGetFieldDefaulted(t, TIFFTAG_SAMPLESPERPIXEL, &spp);
+	TIFFGetFieldDefaulted(t, TIFFTAG_PLANARCONFIG, &planar);
+	TIFFGetFieldDefaulted(t, TIFFTAG_COMPRESSION, &comp);
+	TIFFGetFieldDefaulted(t, TIFFTAG_SAMPLEFORMAT, &sfmt);
+	TIFFGetFieldDefaulted(t, TIFFTAG_EXTRASAMPLES, &nextra, &extra);
+	if (!TIFFGetField(t, TIFFTAG_PHOTOMETRIC, &photo) || TIFFIsTiled(t) ||
+	    comp == COMPRESSION_JPEG || comp == COMPRESSION_OJPEG || sfmt != SAMPLEFORMAT_UINT ||
+	    (spp > 1 && planar != PLANARCONFIG_CONTIG))
+		goto out;
+	enum tif_kind kind;
+	if ((photo == PHOTOMETRIC_MINISBLACK || photo == PHOTOMETRIC_MINISWHITE) && spp == 1 &&
+	    nextra == 0 && (bps == 8 || bps == 1)) {
+		kind = bps == 8 ? TIF_GRAY : TIF_BILEVEL;
+	} else if (photo == PHOTOMETRIC_RGB && bps == 8 &&
+		   ((spp == 3 && nextra == 0) ||
+		    (spp == 4 && nextra == 1 &&
+		     (extra[0] == EXTRASAMPLE_UNSPECIFIED || extra[0] == EXTRASAMPLE_UNASSALPHA)))) {
+		kind = TIF_RGB;
+	} else if (photo == PHOTOMETRIC_PALETTE && bps == 8 && spp == 1 && nextra == 0 &&
+		   TIFFGetField(t, TIFFTAG_COLORMAP, &cmap[0], &cmap[1], &cmap[2])) {
+		kind = TIF_PALETTE;
+		for (unsigned i = 0; i < 256; i++)
+			for (unsigned c = 0; c < 3; c++)
+				pal[i][c] = (uint8_t)(cmap[c][i] / 256);
+	} else {
+		goto out;
+	}
+	bool invert = photo == PHOTOMETRIC_MINISWHITE;
+	if ((rc = plan_scale(d, W, H, false)) < 0 || (rc = plan_region(d, W, H)) < 0 ||
+	    (rc = rows_alloc(d, d->rx1 - d->rx0, 3)) < 0)
+		goto out;
+	tmsize_t ls = TIFFScanlineSize(t);
+	if (ls <= 0 || (uint64_t)ls < ((uint64_t)W * spp * bps + 7) / 8) {
+		rc = -EIO;
+		goto out;
+	}
+	if (!(line = malloc((size_t)ls))) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	d->bx0 = d->rx0;
+	for (uint32_t y = 0; y < H; y++) {
+		if (TIFFReadScanline(t, line, y, 0) < 0) {
+			rc = -EIO;
+			goto out;
+		}
+		if (y < d->ry0 || y >= d->ry1)
+			continue;
+		uint8_t *dst = row_slot(d);
+		for (unsigned x = d->rx0; x < d->rx1; x++, dst += 3) {
+			uint8_t v;
+			switch (kind) {
+			case TIF_GRAY:
+				v = invert ? (uint8_t)(255 - line[x]) : line[x];
+				dst[0] = dst[1] = dst[2] = v;
+				break;
+			case TIF_BILEVEL:
+				v = (line[x / 8] >> (7 - x % 8)) & 1 ? 255 : 0;
+				dst[0] = dst[1] = dst[2] = invert ? (uint8_t)(255 - v) : v;
+				break;
+			case TIF_RGB:
+				memcpy(dst, line + (size_t)x * spp, 3);
+				break;
+			case TIF_PALETTE:
+				memcpy(dst, pal[line[x]], 3);
+				break;
+			}
+		}
+		row_push(d);
+	}
+	rows_flush(d);
+	rc = 0;
+out:
+	free(line);
+	TIFFClose(t);
+	return rc;
+}
+
 /* ---- WebP ---- */
 
 /*
@@ -1037,6 +1256,8 @@ static int decode_any(const void *data, size_t len, struct dctx *d)
 		return pnm_magic(data, len) ? decode_raw(data, len, d, false) : -EIO;
 	case PREP__WEBP:
 		return decode_webp(data, len, d);
+	case PREP__TIFF:
+		return decode_tiff(data, len, d);
 	default:
 		return -EINVAL;
 	}

@@ -2,7 +2,7 @@
 /*
  * The prepared view's engine: decodes images (JPEG with DCT-domain
  * downscaling and region-of-interest decoding through libjpeg-turbo; PNG,
- * WebP, binary PNM and uncompressed BMP as Pillow reads them),
+ * WebP, TIFF, binary PNM and uncompressed BMP as Pillow reads them),
  * applies torchvision-equivalent transforms (RandomResizedCrop + flip,
  * Resize + CenterCrop, Resize) with PIL's antialiased bilinear resampling,
  * and serves the result as a binary PPM. Around it, a staging object
@@ -16,7 +16,7 @@
  * error unless stated otherwise.
  *
  * Errors of the decode path:
- *   -EINVAL  unknown format (not JPEG, PNG, WebP, PNM or BMP), bad recipe/argument
+ *   -EINVAL  unknown format (not JPEG, PNG, WebP, TIFF, PNM or BMP), bad recipe/argument
  *   -EIO     a JPEG/PNG that is truncated or corrupt (every libjpeg warning
  *            counts as an error: stricter than PIL, see README), or an
  *            unsupported colour layout
@@ -64,8 +64,8 @@ bool prep_recipe_is_random(const struct prep_recipe *r);
  * extension, compared case-insensitively, is one of IMG_EXTENSIONS (.jpg
  * .jpeg .png .ppm .bmp .pgm .tif .tiff .webp). The prepared view lists
  * exactly these, so ImageFolder sees the same samples there; the decoder
- * sniffs the content, and handles JPEG, PNG, WebP, binary PNM and
- * uncompressed BMP (others give -EINVAL or -EIO).
+ * sniffs the content, and handles JPEG, PNG, WebP, common TIFF layouts,
+ * binary PNM and uncompressed BMP (others give -EINVAL or -EIO).
  */
 bool prep_is_image_name(const char *name);
 
@@ -210,7 +210,8 @@ void prep_sample_put(struct prep_view *v, struct prep_sample *s);
  * resize the header is read through ops (read_prefix, else read_file) and
  * the dimensions are remembered per file. -EIO/-EINVAL for a file whose
  * header cannot be read (the caller may show it with any size; reading it
- * fails with the same error). Blocks on source I/O for resize only.
+ * fails with the same error), -ENOMEM when the budget has no room for the
+ * header read. Blocks on source I/O for resize only.
  */
 int prep_view_size(struct prep_view *v, uint32_t file_index, const struct prep_recipe *r,
 		   uint64_t *bytes);

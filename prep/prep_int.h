@@ -103,7 +103,7 @@ int prep__resample_with(const uint8_t *src, size_t src_stride, unsigned src_x0, 
 
 /* ---- decoding ---------------------------------------------------------- */
 
-enum prep__format { PREP__UNKNOWN, PREP__JPEG, PREP__PNG, PREP__PNM, PREP__BMP, PREP__WEBP };
+enum prep__format { PREP__UNKNOWN, PREP__JPEG, PREP__PNG, PREP__PNM, PREP__BMP, PREP__WEBP, PREP__TIFF };
 enum prep__format prep__sniff(const void *data, size_t len);
 
 /* Called once the source size is known; fills the geometry. 0 / -errno. */

@@ -37,6 +37,7 @@
 
 #define DEFAULT_WAIT_MS 250
 #define SWEEP_S 5 /* idle decode threads look for unneeded samples this often */
+#define FAIL_LOGS_PER_S 20 /* decode failures logged per second, the rest counted */
 #define MAX_THREADS 256
 #define PID_CACHE 1024
 #define PID_TTL_S 5.0
@@ -111,6 +112,8 @@ struct prep_view {
 	pthread_t *threads;
 
 	_Atomic uint64_t st_decodes, st_shared, st_errors, st_staged, st_refused, st_jobs;
+	_Atomic int64_t log_sec;			 /* second of the failure-log window */
+	_Atomic unsigned log_count, log_dropped; /* lines in it, lines left out */
 };
 
 static double now_s(void)
@@ -325,10 +328,32 @@ static void admit(struct prep_view *v, struct sample *s)
 
 /* ---- decode threads ---- */
 
+/* At most FAIL_LOGS_PER_S failure lines a second: a reader opening a bad
+ * file in a loop must not flood the log. Left-out lines are counted and
+ * reported in the next window. */
+static bool failure_log_allowed(struct prep_view *v)
+{
+	int64_t sec = (int64_t)now_s();
+	int64_t cur = atomic_load_explicit(&v->log_sec, memory_order_relaxed);
+
+	if (sec != cur && atomic_compare_exchange_strong(&v->log_sec, &cur, sec)) {
+		atomic_store(&v->log_count, 0);
+		unsigned dropped = atomic_exchange(&v->log_dropped, 0);
+		if (dropped)
+			log_warn("prep: %u more failed decodes were not logged", dropped);
+	}
+	if (atomic_fetch_add(&v->log_count, 1) < FAIL_LOGS_PER_S)
+		return true;
+	atomic_fetch_add(&v->log_dropped, 1);
+	return false;
+}
+
 static void log_failure(struct prep_view *v, const struct sample *s, int rc)
 {
 	char name[1024], rname[32] = "";
 
+	if (!failure_log_allowed(v))
+		return;
 	prep_recipe_name(&s->recipe, rname, sizeof(rname));
 	if (v->ops.file_name && v->ops.file_name(v->arg, s->file_index, name, sizeof(name)) == 0)
 		log_warn("prep: cannot prepare %s for %s: %s", name, rname, strerror(-rc));
@@ -920,6 +945,8 @@ void prep_sample_put(struct prep_view *v, struct prep_sample *o)
 		budget_trim(v->cfg.mem);
 }
 
+/* The header's dimensions: from a prefix, else the whole file; both
+ * buffers charged to the budget while they live. */
 static int read_dims(struct prep_view *v, uint32_t f, unsigned *w, unsigned *h)
 {
 	uint8_t *data = NULL;
@@ -927,19 +954,26 @@ static int read_dims(struct prep_view *v, uint32_t f, unsigned *w, unsigned *h)
 	int rc;
 
 	if (v->ops.read_prefix) {
-		rc = v->ops.read_prefix(v->arg, f, PREFIX_BYTES, &data, &len);
-		if (rc < 0)
+		if ((rc = mem_reserve(v, PREFIX_BYTES)) < 0)
 			return rc;
-		rc = prep_probe(data, len, w, h);
-		free(data);
+		rc = v->ops.read_prefix(v->arg, f, PREFIX_BYTES, &data, &len);
+		if (rc == 0) {
+			rc = prep_probe(data, len, w, h);
+			free(data);
+		}
+		mem_release(v, PREFIX_BYTES);
 		if (rc != -ENODATA || len < PREFIX_BYTES)
 			return rc == -ENODATA ? -EIO : rc;
 	}
-	rc = v->ops.read_file(v->arg, f, &data, &len);
-	if (rc < 0)
+	uint64_t charge = v->ops.file_size ? v->ops.file_size(v->arg, f) : 0;
+	if ((rc = mem_reserve(v, charge)) < 0)
 		return rc;
-	rc = prep_probe(data, len, w, h);
-	free(data);
+	rc = v->ops.read_file(v->arg, f, &data, &len);
+	if (rc == 0) {
+		rc = prep_probe(data, len, w, h);
+		free(data);
+	}
+	mem_release(v, charge);
 	return rc == -ENODATA ? -EIO : rc;
 }
 

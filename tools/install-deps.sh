@@ -7,7 +7,7 @@ set -euo pipefail
 pkgs=(
 	build-essential meson ninja-build pkg-config
 	fuse3 libfuse3-dev
-	libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev libwebp-dev
+	libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev libwebp-dev libtiff-dev
 	libcurl4-openssl-dev libmicrohttpd-dev
 	libjansson-dev libmount-dev libexpat1-dev
 	check valgrind clang groff-base man-db

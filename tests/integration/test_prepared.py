@@ -18,9 +18,10 @@ undecodable files under bad/. Checks:
   - undecodable files give EIO, count in prep.errors, and leave the
     daemon serving everything else;
   - the other formats ImageFolder lists (raw/): binary PPM/PGM/PBM,
-    uncompressed BMP and WebP samples are identical to PIL + torchvision's,
-    byte for byte; TIFF is listed (ImageFolder sees the same samples
-    there) and opening it works but every read fails with EIO;
+    uncompressed BMP, WebP and TIFF (gray, bilevel, RGB(A), palette; raw,
+    LZW, deflate, G4) samples are identical to PIL + torchvision's, byte
+    for byte; JPEG-in-TIFF and CMYK TIFF are listed (ImageFolder sees the
+    same samples there) and open, but every read fails with EIO;
   - the same --seed after a remount gives the same version 0 of every rrc
     sample, another seed different ones;
   - a SOURCE with a top-level `prepared` entry is refused with a hint to
@@ -144,8 +145,9 @@ def make_bad(d):
 
 RAW_DECODED = ['rgb24.bmp', 'pal8.bmp', 'gray8.bmp', 'bw1.bmp', 'rgba32.bmp',
 	       'p6.ppm', 'p5.pgm', 'p4_bits.pgm', 'upper.BMP', 'lossy.webp',
-	       'lossless.webp', 'alpha.webp']
-RAW_UNDECODED = ['x.tif', 'x.tiff']
+	       'lossless.webp', 'alpha.webp', 'x.tif', 'lzw.tiff', 'gray.tif',
+	       'pal.tif', 'bw_g4.tif', 'rgba.tif']
+RAW_UNDECODED = ['jpeg.tif', 'cmyk.tif']
 
 
 def make_raw_formats(d):
@@ -169,7 +171,14 @@ def make_raw_formats(d):
 	base.convert('L').save(os.path.join(d, 'p5.pgm'))
 	base.convert('1').save(os.path.join(d, 'p4_bits.pgm'))  # P4 content
 	base.save(os.path.join(d, 'x.tif'))
-	base.save(os.path.join(d, 'x.tiff'))
+	base.save(os.path.join(d, 'lzw.tiff'), compression='tiff_lzw')
+	base.convert('L').save(os.path.join(d, 'gray.tif'))
+	base.convert('P', palette=Image.ADAPTIVE, colors=100).save(
+		os.path.join(d, 'pal.tif'))
+	base.convert('1').save(os.path.join(d, 'bw_g4.tif'), compression='group4')
+	rgba.save(os.path.join(d, 'rgba.tif'), compression='tiff_adobe_deflate')
+	base.save(os.path.join(d, 'jpeg.tif'), compression='jpeg')
+	base.convert('CMYK').save(os.path.join(d, 'cmyk.tif'))
 	base.save(os.path.join(d, 'lossy.webp'), quality=80)
 	base.save(os.path.join(d, 'lossless.webp'), lossless=True)
 	rgba.save(os.path.join(d, 'alpha.webp'), quality=85)
