@@ -454,7 +454,7 @@ def test_lying_server(rng):
 		env.update(AWS_ACCESS_KEY_ID='fake', AWS_SECRET_ACCESS_KEY='fake-secret',
 			   AWS_EC2_METADATA_DISABLED='true')
 		with Cli('fake', env, f'--endpoint={fake.endpoint}', '--retries=2',
-			 '--backoff-base-ms=5', '--timeout-ms=5000') as c:
+			 '--backoff-base-ms=5', '--timeout-ms=60000') as c:
 			et = fake.etag('d/obj.bin')
 			head, got = c.list(4)
 			eq('honest fake server: listing', got,
