@@ -17,6 +17,7 @@
 #include "common/strbuf.h"
 #include "fs/fs.h"
 #include "fs/peer.h"
+#include "fs/source.h"
 #include "fs/snapshot.h"
 #include "fs/stats.h"
 #include "remote/remote.h"
@@ -260,7 +261,11 @@ int fs_peer_start(struct fs_ctx *fs)
 		return 0;
 	if ((rc = remote_global_init()) < 0)
 		return rc;
-	if ((rc = remote_client_create(fs->peers, fs->secret, NULL, &fs->client)) < 0)
+	/* One connection pool for the object store and the peers. */
+	struct remote_client_config cfg = {
+		.pool = fs->src->ops->http_pool ? fs->src->ops->http_pool(fs->src) : NULL,
+	};
+	if ((rc = remote_client_create(fs->peers, fs->secret, &cfg, &fs->client)) < 0)
 		return rc;
 	fs->server = remote_server_start(fs->listen_fd, fs->secret, &server_ops, fs, err,
 					 sizeof(err));

@@ -28,6 +28,7 @@
 #include "fs/ns.h"
 
 struct fs_source;
+struct remote_http;
 
 /* Request-level counters of a source, beyond what fs/io.c counts. */
 struct fs_source_stats {
@@ -68,6 +69,9 @@ struct fs_source_ops {
 	int (*etag)(struct fs_source *src, const struct ns *ns, uint32_t node, char *buf,
 		    size_t len);
 	void (*get_stats)(struct fs_source *src, struct fs_source_stats *out);
+	/* After start: the HTTP connection pool the source reads through, for
+	 * the peer client to share (remote/http.h), or NULL. May be NULL. */
+	struct remote_http *(*http_pool)(struct fs_source *src);
 	void (*destroy)(struct fs_source *src);
 };
 

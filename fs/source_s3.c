@@ -195,6 +195,11 @@ static void s3_destroy(struct fs_source *src)
 	free(ss);
 }
 
+static struct remote_http *s3_http_pool(struct fs_source *src)
+{
+	return s3_of(src)->pool;
+}
+
 static const struct fs_source_ops s3_ops = {
     .kind = "s3",
     .prefill_parallel = 24,
@@ -206,6 +211,7 @@ static const struct fs_source_ops s3_ops = {
     .read = s3_read,
     .etag = s3_etag,
     .get_stats = s3_get_stats,
+    .http_pool = s3_http_pool,
     .destroy = s3_destroy,
 };
 

@@ -1,12 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The peer client: exact ranged GETs with libcurl over a bounded pool of
- * easy handles. A fetch takes a handle (waiting up to the timeout when all
- * are busy), uses it alone, and puts it back; each handle keeps one
- * keep-alive connection per peer, so a node opens at most max_handles
- * connections to a peer however many threads read. (libcurl's shared
- * connection cache is not safe across concurrent threads; a pool of whole
- * handles is.) The pool is a LIFO stack: a lone reader reuses one handle.
+ * The peer client: exact ranged GETs with libcurl over the connection pool
+ * of remote/http.h, shared with the object store's client when SOURCE is
+ * one. A fetch checks a handle out (waiting up to the timeout when all are
+ * busy), uses it alone, and checks it back in; each handle keeps one
+ * keep-alive connection per peer, so a node opens at most the pool's
+ * max_handles connections to a peer however many threads read.
  *
  * Every answer is checked before a byte is trusted: only 206 with the
  * expected Content-Range (or 200 for a whole-file read from offset 0),
@@ -36,6 +35,7 @@
 
 #include "common/log.h"
 #include "common/strbuf.h"
+#include "remote/http.h"
 
 #define DEFAULT_CONNECT_TIMEOUT_MS 500
 #define DEFAULT_TIMEOUT_MS 5000
@@ -49,21 +49,14 @@ struct node_state {
 	pthread_mutex_t lock;	       /* serializes state changes only */
 };
 
-struct handle {
-	CURL *easy;
-	struct handle *next; /* in the free stack */
-};
-
 struct remote_client {
 	const struct remote_peers *peers;
 	unsigned count;
 	struct remote_client_config cfg;
 	char *auth_header; /* "Authorization: Bearer ...", NULL without a secret */
 	size_t auth_len;
-	pthread_mutex_t pool_lock; /* protects free_handles, created */
-	pthread_cond_t pool_room;  /* a handle was put back */
-	struct handle *free_handles;
-	unsigned created;
+	struct remote_http *pool; /* cfg.pool, or own_pool */
+	struct remote_http *own_pool;
 	_Atomic uint64_t fetches;
 	_Atomic uint64_t bytes;
 	_Atomic uint64_t errors;
@@ -115,101 +108,30 @@ static int64_t now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* ---- the handle pool ------------------------------------------------------- */
-
-static void handle_free(struct handle *h)
-{
-	curl_easy_cleanup(h->easy);
-	free(h);
-}
+/* ---- handles ------------------------------------------------------------ */
 
 static size_t on_write(char *ptr, size_t size, size_t nmemb, void *userdata);
 static size_t on_header(char *ptr, size_t size, size_t nmemb, void *userdata);
 
-static struct handle *handle_new(struct remote_client *c)
+/* A handle of the pool for one fetch, set up for peers: waits up to the
+ * request timeout for one to come back. NULL with *rc = -EBUSY (timed out)
+ * or -ENOMEM. */
+static CURL *handle_get(struct remote_client *c, int *rc)
 {
-	struct handle *h = calloc(1, sizeof(*h));
-	long maxconn = c->count > 5 ? (long)c->count : 5;
+	CURL *e = remote_http_get_wait(c->pool, c->cfg.timeout_ms, rc);
+	/* Each handle keeps a connection to every peer it has talked to. */
+	long maxconn = c->count > 5 ? (long)c->count + 2 : 7;
 
-	if (!h)
+	if (!e)
 		return NULL;
-	h->easy = curl_easy_init();
-	if (!h->easy) {
-		free(h);
-		return NULL;
-	}
-	CURL *e = h->easy;
-
-	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
-	curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
 	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)c->cfg.connect_timeout_ms);
 	curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)c->cfg.timeout_ms);
-	curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
 	curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http");
-	curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
-	curl_easy_setopt(e, CURLOPT_PROXY, ""); /* peers are never proxied */
 	curl_easy_setopt(e, CURLOPT_MAXCONNECTS, maxconn);
 	curl_easy_setopt(e, CURLOPT_BUFFERSIZE, 256L * 1024);
 	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
 	curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
-	return h;
-}
-
-/* A handle for one fetch: a free one, a new one while fewer than
- * max_handles exist, else wait up to the request timeout for one to come
- * back. NULL with *rc = -EBUSY (timed out) or -ENOMEM. */
-static struct handle *handle_get(struct remote_client *c, int *rc)
-{
-	struct handle *h = NULL;
-	struct timespec until;
-	bool create = false;
-
-	clock_gettime(CLOCK_MONOTONIC, &until);
-	until.tv_sec += c->cfg.timeout_ms / 1000;
-	until.tv_nsec += (long)(c->cfg.timeout_ms % 1000) * 1000000L;
-	if (until.tv_nsec >= 1000000000L) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000L;
-	}
-	*rc = -EBUSY;
-	pthread_mutex_lock(&c->pool_lock);
-	for (;;) {
-		if (c->free_handles) {
-			h = c->free_handles;
-			c->free_handles = h->next;
-			break;
-		}
-		if (c->created < c->cfg.max_handles) {
-			c->created++;
-			create = true;
-			break;
-		}
-		if (pthread_cond_timedwait(&c->pool_room, &c->pool_lock, &until) == ETIMEDOUT &&
-		    !c->free_handles)
-			break;
-	}
-	pthread_mutex_unlock(&c->pool_lock);
-	if (create) {
-		h = handle_new(c);
-		if (!h) {
-			pthread_mutex_lock(&c->pool_lock);
-			c->created--;
-			pthread_cond_signal(&c->pool_room);
-			pthread_mutex_unlock(&c->pool_lock);
-			*rc = -ENOMEM;
-		}
-	}
-	return h;
-}
-
-static void handle_put(struct remote_client *c, struct handle *h)
-{
-	pthread_mutex_lock(&c->pool_lock);
-	h->next = c->free_handles;
-	c->free_handles = h;
-	pthread_cond_signal(&c->pool_room);
-	pthread_mutex_unlock(&c->pool_lock);
+	return e;
 }
 
 int remote_client_create(const struct remote_peers *peers, const char *secret,
@@ -255,13 +177,18 @@ int remote_client_create(const struct remote_peers *peers, const char *secret,
 			return -ENOMEM;
 		}
 	}
-	pthread_condattr_t ca;
-
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&c->pool_room, &ca);
-	pthread_condattr_destroy(&ca);
-	pthread_mutex_init(&c->pool_lock, NULL);
+	c->pool = c->cfg.pool;
+	if (!c->pool) {
+		int rc = remote_http_create(c->cfg.max_handles, &c->own_pool);
+		if (rc < 0) {
+			if (c->auth_header)
+				explicit_bzero(c->auth_header, c->auth_len);
+			free(c->auth_header);
+			free(c);
+			return rc;
+		}
+		c->pool = c->own_pool;
+	}
 	for (unsigned k = 0; k < n; k++)
 		pthread_mutex_init(&c->node[k].lock, NULL);
 	*out = c;
@@ -272,12 +199,7 @@ void remote_client_destroy(struct remote_client *c)
 {
 	if (!c)
 		return;
-	for (struct handle *h = c->free_handles, *next; h; h = next) {
-		next = h->next;
-		handle_free(h);
-	}
-	pthread_mutex_destroy(&c->pool_lock);
-	pthread_cond_destroy(&c->pool_room);
+	remote_http_destroy(c->own_pool);
 	for (unsigned k = 0; k < c->count; k++)
 		pthread_mutex_destroy(&c->node[k].lock);
 	if (c->auth_header)
@@ -549,7 +471,7 @@ ssize_t remote_fetch_verified(struct remote_client *c, unsigned node, const char
 	struct xfer x = {0};
 	struct strbuf url, im;
 	struct curl_slist *headers = NULL;
-	struct handle *h;
+	CURL *h;
 	char range[48];
 	bool probe;
 	CURLcode cc;
@@ -593,30 +515,30 @@ ssize_t remote_fetch_verified(struct remote_client *c, unsigned node, const char
 		strbuf_fini(&url);
 		strbuf_fini(&im);
 		curl_slist_free_all(headers);
-		handle_put(c, h);
+		remote_http_put(c->pool, h);
 		if (probe)
 			atomic_store_explicit(&c->node[node].probing, false, memory_order_release);
 		return -ENOMEM;
 	}
 	snprintf(range, sizeof(range), "%" PRIu64 "-%" PRIu64, off, off + len - 1);
-	x.easy = h->easy;
+	x.easy = h;
 	x.buf = buf;
 	x.len = len;
 	x.off = off;
 	x.exp = exp;
-	curl_easy_setopt(h->easy, CURLOPT_URL, url.buf);
-	curl_easy_setopt(h->easy, CURLOPT_RANGE, range);
-	curl_easy_setopt(h->easy, CURLOPT_HTTPHEADER, headers);
-	curl_easy_setopt(h->easy, CURLOPT_WRITEDATA, &x);
-	curl_easy_setopt(h->easy, CURLOPT_HEADERDATA, &x);
+	curl_easy_setopt(h, CURLOPT_URL, url.buf);
+	curl_easy_setopt(h, CURLOPT_RANGE, range);
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, &x);
+	curl_easy_setopt(h, CURLOPT_HEADERDATA, &x);
 	STAT_ADD(c, fetches, 1);
-	cc = curl_easy_perform(h->easy);
+	cc = curl_easy_perform(h);
 	if (!x.status_checked)
-		curl_easy_getinfo(h->easy, CURLINFO_RESPONSE_CODE, &x.status);
-	curl_easy_setopt(h->easy, CURLOPT_WRITEDATA, NULL);
-	curl_easy_setopt(h->easy, CURLOPT_HEADERDATA, NULL);
-	curl_easy_setopt(h->easy, CURLOPT_HTTPHEADER, NULL);
-	handle_put(c, h);
+		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &x.status);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, NULL);
+	curl_easy_setopt(h, CURLOPT_HEADERDATA, NULL);
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
+	remote_http_put(c->pool, h);
 	curl_slist_free_all(headers);
 	strbuf_fini(&im);
 

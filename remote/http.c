@@ -12,8 +12,10 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <sys/random.h>
+#include <time.h>
 
 #define DEFAULT_MAX_HANDLES 64
 /* Connections one handle keeps (one host, plus spares for a redirect-free
@@ -62,7 +64,11 @@ int remote_http_create(unsigned max_handles, struct remote_http **out)
 	for (unsigned i = 0; i < CURL_LOCK_DATA_LAST; i++)
 		pthread_mutex_init(&h->locks[i], NULL);
 	pthread_mutex_init(&h->lock, NULL);
-	pthread_cond_init(&h->freed, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&h->freed, &ca);
+	pthread_condattr_destroy(&ca);
 	h->share = curl_share_init();
 	if (!h->share)
 		goto fail;
@@ -120,32 +126,69 @@ static void apply_defaults(struct remote_http *h, CURL *e)
 	curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
 }
 
-CURL *remote_http_get(struct remote_http *h)
+/* A handle within the deadline (until NULL: none), or NULL with *err. */
+static CURL *checkout(struct remote_http *h, const struct timespec *until, int *err)
 {
 	CURL *e = NULL;
+	bool create = false;
 
+	*err = -EBUSY;
 	pthread_mutex_lock(&h->lock);
-	while (!h->nidle && h->total >= h->max_handles)
-		pthread_cond_wait(&h->freed, &h->lock);
-	if (h->nidle)
-		e = h->idle[--h->nidle];
-	else
-		h->total++; /* reserve the slot; created outside the lock */
+	for (;;) {
+		if (h->nidle) {
+			e = h->idle[--h->nidle];
+			break;
+		}
+		if (h->total < h->max_handles) {
+			h->total++; /* reserve the slot; created outside the lock */
+			create = true;
+			break;
+		}
+		if (!until)
+			pthread_cond_wait(&h->freed, &h->lock);
+		else if (pthread_cond_timedwait(&h->freed, &h->lock, until) == ETIMEDOUT &&
+			 !h->nidle)
+			break;
+	}
 	pthread_mutex_unlock(&h->lock);
-	if (!e) {
+	if (create) {
 		e = curl_easy_init();
 		if (!e) {
 			pthread_mutex_lock(&h->lock);
 			h->total--;
 			pthread_cond_signal(&h->freed);
 			pthread_mutex_unlock(&h->lock);
+			*err = -ENOMEM;
 			return NULL;
 		}
 	}
+	if (!e)
+		return NULL;
 	/* Reset keeps the handle's live connections and caches, not options. */
 	curl_easy_reset(e);
 	apply_defaults(h, e);
 	return e;
+}
+
+CURL *remote_http_get(struct remote_http *h)
+{
+	int err;
+
+	return checkout(h, NULL, &err);
+}
+
+CURL *remote_http_get_wait(struct remote_http *h, unsigned wait_ms, int *err)
+{
+	struct timespec until;
+
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_sec += wait_ms / 1000;
+	until.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	return checkout(h, &until, err);
 }
 
 void remote_http_put(struct remote_http *h, CURL *e)

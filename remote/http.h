@@ -38,6 +38,9 @@ void remote_http_destroy(struct remote_http *h);
  * sets URL, headers, callbacks and timeouts, and must not check out a
  * second handle before putting this one back. NULL on allocation failure. */
 CURL *remote_http_get(struct remote_http *h);
+/* The same, waiting at most wait_ms for a handle to come back: NULL with
+ * *err = -EBUSY when none did, or -ENOMEM. */
+CURL *remote_http_get_wait(struct remote_http *h, unsigned wait_ms, int *err);
 /* Check a handle from remote_http_get back in (NULL ok). */
 void remote_http_put(struct remote_http *h, CURL *e);
 

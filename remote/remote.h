@@ -178,7 +178,12 @@ struct remote_client_config {
 	unsigned timeout_ms;	     /* [5000] whole request */
 	unsigned backoff_min_ms;     /* [1000] first down period */
 	unsigned backoff_max_ms;     /* [30000] doubling stops here */
-	unsigned max_handles;	     /* [REMOTE_CLIENT_MAX_HANDLES] concurrent fetches */
+	unsigned max_handles;	     /* [REMOTE_CLIENT_MAX_HANDLES] concurrent fetches
+					(with a pool of its own) */
+	/* The connection pool to take handles from, shared with the object
+	 * store's client (remote/http.h); it must outlive the client. NULL:
+	 * the client makes its own of max_handles. */
+	struct remote_http *pool;
 };
 
 struct remote_client_stats {
