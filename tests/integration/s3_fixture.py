@@ -323,6 +323,7 @@ class _FakeS3Handler(http.server.BaseHTTPRequestHandler):
 		fs = self.server.fake
 		with fs.lock:
 			fs.requests.append((self.command, self.path, self.headers.get('Range')))
+			fs.headers.append({k.lower(): v for k, v in self.headers.items()})
 			mode = fs.mode
 		url = urllib.parse.urlsplit(self.path)
 		parts = urllib.parse.unquote(url.path).lstrip('/').split('/', 1)
@@ -397,7 +398,8 @@ class FakeS3:
 	no_content_range, long_body (more bytes than the range), short_body
 	(fewer than Content-Length, then closes); listing modes list_bad_xml,
 	list_huge (a 33 MiB page), list_repeat_token (always truncated, same
-	token). It checks no signature. requests: (method, path, Range) seen."""
+	token). It checks no signature. requests: (method, path, Range) seen;
+	headers: each request's headers (names lower-cased), in the same order."""
 
 	def __init__(self, objects, bucket='fake', mode='ok'):
 		self.objects = dict(objects)
@@ -405,6 +407,7 @@ class FakeS3:
 		self.mode = mode
 		self.lock = threading.Lock()
 		self.requests = []
+		self.headers = []
 		srv = _QuietServer(('127.0.0.1', 0), _FakeS3Handler)
 		srv.fake = self
 		self._srv = srv

@@ -349,7 +349,8 @@ def test_temporary(rgw, objs, etags):
 	base = rgw.env()
 	del base['AWS_ACCESS_KEY_ID'], base['AWS_SECRET_ACCESS_KEY']
 	key = 'top.txt'
-	with s3f.FakeCredServer(rgw.access_key, rgw.secret_key, ttl_s=4) as cs:
+	with s3f.FakeCredServer(rgw.access_key, rgw.secret_key, ttl_s=4,
+						token='imds-session-token') as cs:
 		env = dict(base, AWS_EC2_METADATA_DISABLED='false',
 			   AWS_EC2_METADATA_SERVICE_ENDPOINT=cs.imds_endpoint)
 		with Cli('data', env, f'--endpoint={rgw.endpoint}') as c:
@@ -481,6 +482,39 @@ def test_lying_server(rng):
 			   c.get('d/obj.bin', et, 5000, 0, 10), data[:10])
 
 
+def test_request_headers(rng):
+	"""What goes on the wire: signing headers, session token, If-Match, Range."""
+	objs = {'h/x.bin': rng.randbytes(100)}
+	with s3f.FakeS3(objs) as fake:
+		env = {k: v for k, v in os.environ.items() if not k.startswith('AWS_')}
+		env.update(AWS_ACCESS_KEY_ID='AKFAKE', AWS_SECRET_ACCESS_KEY='fake-secret',
+			   AWS_SESSION_TOKEN='session-token-123', AWS_EC2_METADATA_DISABLED='true')
+		et = fake.etag('h/x.bin')
+		with Cli('fake', env, f'--endpoint={fake.endpoint}', '--region=eu-west-3') as c:
+			eq('GET with a session token', c.get('h/x.bin', et, 100, 10, 5),
+			   objs['h/x.bin'][10:15])
+		h = fake.headers[-1]
+		eq('  Range', h.get('range'), 'bytes=10-14')
+		eq('  If-Match: the listed ETag', h.get('if-match'), et)
+		eq('  x-amz-content-sha256', h.get('x-amz-content-sha256'), 'UNSIGNED-PAYLOAD')
+		eq('  x-amz-security-token', h.get('x-amz-security-token'), 'session-token-123')
+		auth = h.get('authorization', '')
+		check('  SigV4 for the key and region', auth.startswith(
+			'AWS4-HMAC-SHA256 Credential=AKFAKE/') and '/eu-west-3/s3/aws4_request' in auth,
+		      auth)
+		signed = auth.split('SignedHeaders=')[1].split(',')[0].split(';') \
+			if 'SignedHeaders=' in auth else []
+		check('  signed: host, if-match, range, x-amz-date, the token',
+		      {'host', 'if-match', 'range', 'x-amz-date', 'x-amz-security-token',
+		       'x-amz-content-sha256'} <= set(signed), signed)
+		check('  no secret on the wire', not any('fake-secret' in v for v in h.values()))
+		with Cli('fake', env, f'--endpoint={fake.endpoint}', '--no-sign') as c:
+			c.get('h/x.bin', et, 100, 0, 5)
+		h = fake.headers[-1]
+		check('anonymous: no Authorization, no token',
+		      'authorization' not in h and 'x-amz-security-token' not in h, h)
+
+
 def main():
 	rng = random.Random(20261202)
 	start = time.monotonic()
@@ -504,7 +538,8 @@ def main():
 					 (test_temporary, (rgw, objs, etags)),
 					 (test_get, (rgw, objs, etags, rng)),
 					 (test_proxy_cli, (rgw, objs, etags)),
-					 (test_lying_server, (rng,))):
+					 (test_lying_server, (rng,)),
+					 (test_request_headers, (rng,))):
 				try:
 					fn(*args)
 				except Exception:
