@@ -42,9 +42,9 @@ void remote__s3_pct(struct strbuf *out, const char *s, size_t len, bool keep_sla
 
 /* The ListObjectsV2 query (no '?'), parameters in alphabetical order and
  * values percent-encoded, as curl 7.88's SigV4 signs the query as written.
- * token and delimiter may be NULL; max_keys 0 leaves it out. */
+ * token, delimiter and start_after may be NULL; max_keys 0 leaves it out. */
 void remote__s3_list_query(struct strbuf *out, const char *token, const char *delimiter,
-			   const char *prefix, unsigned max_keys);
+			   const char *prefix, unsigned max_keys, const char *start_after);
 
 /* "2026-12-02T14:37:09.123Z" (fraction and zone optional, Z or +00:00):
  * 0 and *ns since the epoch, or -EINVAL. */

@@ -135,6 +135,11 @@ def make_dataset(rng):
 	objs['odd name + plus & amp/ü ñ.txt'] = b'odd key\n'
 	objs['big.bin'] = rng.randbytes(700 * 1024 + 13)
 	objs['train/c001/'] = b''  # a "directory marker" object
+	objs['train/c010/'] = b''
+	# names around the '/' byte: '-' < '.' < '/' < '0'
+	for k in ('train/ab/y.jpg', 'train/ab./x.jpg', 'train/ab-/z.jpg', 'train/ab0',
+		  'train/ab.', 'train/direct.txt', 'train/zz/last.jpg', 'train/zz0/a/b.jpg'):
+		objs[k] = rng.randbytes(rng.randint(1, 50))
 	return objs
 
 
@@ -155,13 +160,20 @@ def test_listing(rgw, objs, etags):
 			head, got = c.list(8)
 			check('parallel listing succeeds', got is not None, head)
 			eq('parallel listing: exactly the uploaded set', got, want)
-			reqs = px.entries()
-			prefixes = {e['query'].split('prefix=')[1] for e in reqs}
-			check('parallel listing listed each prefix (>= 30 prefixes)',
-			      len(prefixes) >= 30, sorted(prefixes)[:10])
-			check('parallel listing paged within a prefix of 1100 keys',
-			      any('continuation-token=' in e['query'] and 'c000' in e['query']
-				  for e in reqs))
+			reqs = [e['query'] for e in px.entries()]
+			check('parallel listing: train/\'s 30 prefixes listed in ranges (start-after)',
+			      sum('start-after=train%2F' in q for q in reqs) == 8, reqs)
+			check('  not one request per class',
+			      not any('prefix=train%2Fc0' in q for q in reqs), reqs)
+			check('  a range longer than a page continued with its token',
+			      any('continuation-token=' in q and 'delimiter' not in q for q in reqs),
+			      reqs)
+			check('  a level with few prefixes recursed (val/deep/0/a/b/)',
+			      any('delimiter=%2F' in q and 'prefix=val%2Fdeep%2F0%2Fa%2Fb%2F' in q
+				  for q in reqs), reqs)
+			for par in (2, 3, 16, 64):
+				head, got = c.list(par)
+				eq(f'parallel {par}: exactly the uploaded set', got, want)
 			# 503s on listing pages are retried transparently
 			px.clear_log()
 			px.fail_next(3, status=503, method='GET', key='')
