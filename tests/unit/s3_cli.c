@@ -26,6 +26,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -170,17 +171,19 @@ static void do_pget(struct remote_s3 *s, char *args)
 		free(want);
 		return;
 	}
-	for (unsigned i = 0; i < threads; i++) {
-		g[i] = (struct pget){s, key, etag, size, rounds, want, 0};
-		if (pthread_create(&tid[i], NULL, pget_thread, &g[i]))
-			g[i].result = -EAGAIN;
-	}
+	bool started[64];
 	int result = 0;
 
 	for (unsigned i = 0; i < threads; i++) {
-		if (g[i].result != -EAGAIN)
+		g[i] = (struct pget){s, key, etag, size, rounds, want, 0};
+		started[i] = pthread_create(&tid[i], NULL, pget_thread, &g[i]) == 0;
+		if (!started[i])
+			result = -EAGAIN;
+	}
+	for (unsigned i = 0; i < threads; i++) {
+		if (started[i])
 			pthread_join(tid[i], NULL);
-		if (g[i].result && !result)
+		if (started[i] && g[i].result && !result)
 			result = g[i].result;
 	}
 	if (result) {
