@@ -147,6 +147,10 @@ int remote_s3_create(const struct remote_s3_config *cfg, struct remote_http *poo
 		goto fail;
 	}
 
+	if (env("AWS_CA_BUNDLE") && !(s->ca_bundle = strdup(env("AWS_CA_BUNDLE")))) {
+		r = -ENOMEM;
+		goto fail;
+	}
 	/* Credentials first: the profile may name the region. */
 	r = remote__s3_cred_create(cfg, pool, region, sizeof(region), &s->cred, err, errlen);
 	if (r)
@@ -224,6 +228,7 @@ void remote_s3_destroy(struct remote_s3 *s)
 	free(s->base_url);
 	free(s->bucket_url);
 	free(s->sigv4);
+	free(s->ca_bundle);
 	free(s);
 }
 
@@ -246,6 +251,8 @@ int remote__s3_prepare(struct remote_s3 *s, void *easy, struct curl_slist **hdrs
 	curl_easy_setopt(e, CURLOPT_PATH_AS_IS, 1L);
 	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)s->connect_timeout_ms);
 	curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)s->timeout_ms);
+	if (s->ca_bundle)
+		curl_easy_setopt(e, CURLOPT_CAINFO, s->ca_bundle);
 	if (!sign)
 		return 0;
 	n = curl_slist_append(*hdrs, "x-amz-content-sha256: UNSIGNED-PAYLOAD");

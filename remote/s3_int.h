@@ -176,6 +176,7 @@ struct remote_s3 {
 	char *base_url;	  /* scheme://host[:port]/[bucket/] : keys follow */
 	char *bucket_url; /* base_url for bucket-level requests, ends in '/' */
 	char *sigv4;	  /* "aws:amz:REGION:s3" */
+	char *ca_bundle; /* AWS_CA_BUNDLE, or NULL: the system store */
 	char region[S3_MAX_REGION];
 	unsigned connect_timeout_ms, timeout_ms, max_retries, backoff_base_ms, backoff_cap_ms;
 	_Atomic uint64_t requests, retries, errors, bytes;

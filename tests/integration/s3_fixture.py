@@ -32,6 +32,7 @@
 
         with s3f.FakeS3({"k": b"bytes"}, mode="wrong_etag") as fake:   # a lying server
             fake.endpoint, fake.etag("k"), fake.mode = "ok"
+        FakeS3(objects, tls=True)                  # https; fake.ca_file for AWS_CA_BUNDLE
 
 RadosGW runs tools/s3/rgw-up.sh with a fresh directory and free ports, and
 rgw-down.sh on exit (also when the body raises). It raises RuntimeError when
@@ -398,17 +399,36 @@ class FakeS3:
 	no_content_range, long_body (more bytes than the range), short_body
 	(fewer than Content-Length, then closes); listing modes list_bad_xml,
 	list_huge (a 33 MiB page), list_repeat_token (always truncated, same
-	token). It checks no signature. requests: (method, path, Range) seen;
+	token). It checks no signature. tls=True: https with a fresh self-signed
+	certificate (ca_file; give it as AWS_CA_BUNDLE).
+	requests: (method, path, Range) seen;
 	headers: each request's headers (names lower-cased), in the same order."""
 
-	def __init__(self, objects, bucket='fake', mode='ok'):
+	def __init__(self, objects, bucket='fake', mode='ok', tls=False):
 		self.objects = dict(objects)
 		self.bucket = bucket
 		self.mode = mode
 		self.lock = threading.Lock()
 		self.requests = []
 		self.headers = []
+		self.tls = tls
+		self.ca_file = None
+		self._tmp = None
 		srv = _QuietServer(('127.0.0.1', 0), _FakeS3Handler)
+		if tls:
+			# a throwaway self-signed certificate for 127.0.0.1; ca_file is it
+			import ssl
+			self._tmp = tempfile.mkdtemp(prefix='coordfs-fakes3-')
+			self.ca_file = os.path.join(self._tmp, 'cert.pem')
+			keyf = os.path.join(self._tmp, 'key.pem')
+			subprocess.run(['openssl', 'req', '-x509', '-newkey', 'rsa:2048', '-nodes',
+					'-keyout', keyf, '-out', self.ca_file, '-days', '2',
+					'-subj', '/CN=127.0.0.1',
+					'-addext', 'subjectAltName=IP:127.0.0.1'],
+				       check=True, capture_output=True, timeout=60)
+			ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+			ctx.load_cert_chain(self.ca_file, keyf)
+			srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
 		srv.fake = self
 		self._srv = srv
 		self.port = srv.server_address[1]
@@ -418,7 +438,7 @@ class FakeS3:
 
 	@property
 	def endpoint(self):
-		return f'http://127.0.0.1:{self.port}'
+		return f'{"https" if self.tls else "http"}://127.0.0.1:{self.port}'
 
 	def etag(self, key):
 		return '"' + hashlib.md5(self.objects[key]).hexdigest() + '"'
@@ -427,6 +447,9 @@ class FakeS3:
 		self._srv.shutdown()
 		self._srv.server_close()
 		self._thread.join(5)
+		if self._tmp:
+			import shutil
+			shutil.rmtree(self._tmp, ignore_errors=True)
 
 	def __enter__(self):
 		return self

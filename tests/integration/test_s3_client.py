@@ -527,6 +527,30 @@ def test_request_headers(rng):
 		      'authorization' not in h and 'x-amz-security-token' not in h, h)
 
 
+def test_https(rng):
+	"""https through libcurl: a CA from AWS_CA_BUNDLE is trusted, an unknown one is not."""
+	objs = {'t/x.bin': rng.randbytes(300)}
+	with s3f.FakeS3(objs, tls=True) as fake:
+		env = {k: v for k, v in os.environ.items() if not k.startswith('AWS_')}
+		env.update(AWS_ACCESS_KEY_ID='AKFAKE', AWS_SECRET_ACCESS_KEY='fake-secret',
+			   AWS_EC2_METADATA_DISABLED='true')
+		et = fake.etag('t/x.bin')
+		with Cli('fake', dict(env, AWS_CA_BUNDLE=fake.ca_file),
+			 f'--endpoint={fake.endpoint}') as c:
+			head, got = c.list(2)
+			eq('https listing with AWS_CA_BUNDLE', got, {'t/x.bin': (300, et)})
+			eq('https ranged GET', c.get('t/x.bin', et, 300, 7, 11), objs['t/x.bin'][7:18])
+		n = len(fake.requests)
+		with Cli('fake', env, f'--endpoint={fake.endpoint}', '--retries=2',
+			 '--backoff-base-ms=5') as c:
+			head, got = c.list(2)
+			check('https with a certificate no CA vouches for: -EIO naming the endpoint',
+			      got is None and head.startswith(f'err -{EIO} ') and
+			      fake.endpoint in head, head)
+			eq('  a GET too', c.get('t/x.bin', et, 300, 0, 1), -EIO)
+		eq('  no request got through', len(fake.requests), n)
+
+
 def main():
 	rng = random.Random(20261202)
 	start = time.monotonic()
@@ -551,7 +575,8 @@ def main():
 					 (test_get, (rgw, objs, etags, rng)),
 					 (test_proxy_cli, (rgw, objs, etags)),
 					 (test_lying_server, (rng,)),
-					 (test_request_headers, (rng,))):
+					 (test_request_headers, (rng,)),
+					 (test_https, (rng,))):
 				try:
 					fn(*args)
 				except Exception:
