@@ -28,7 +28,7 @@
             cs.auth_token                      # AWS_CONTAINER_AUTHORIZATION_TOKEN
             cs.fetches                         # credential documents handed out
             cs.token_requests                  # IMDSv2 PUT /latest/api/token calls
-            cs.set_ttl(600)
+            cs.set_ttl(600); cs.set_delay(0.3)     # a slow credential endpoint
 
         with s3f.FakeS3({"k": b"bytes"}, mode="wrong_etag") as fake:   # a lying server
             fake.endpoint, fake.etag("k"), fake.mode = "ok"
@@ -55,6 +55,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import urllib.parse
 from xml.sax.saxutils import escape as _xml_escape
 
@@ -258,6 +259,7 @@ class FakeCredServer:
 		self.lock = threading.Lock()
 		self.fetches = 0
 		self.token_requests = 0
+		self.delay_s = 0
 		srv = _QuietServer(('127.0.0.1', 0), _CredHandler)
 		srv.cs = self
 		self._srv = srv
@@ -278,7 +280,16 @@ class FakeCredServer:
 		with self.lock:
 			self.ttl_s = ttl_s
 
+	def set_delay(self, seconds):
+		"""Wait this long before answering each credential document."""
+		with self.lock:
+			self.delay_s = seconds
+
 	def document(self, code):
+		with self.lock:
+			delay = self.delay_s
+		if delay:
+			time.sleep(delay)
 		with self.lock:
 			self.fetches += 1
 			exp = datetime.datetime.now(datetime.timezone.utc) + \

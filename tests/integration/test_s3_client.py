@@ -380,6 +380,25 @@ def test_temporary(rgw, objs, etags):
 			      cs.fetches >= 3, f'fetches={cs.fetches}')
 			st = c.stats()
 			eq('  the client counts the same fetches', st['fetches'], cs.fetches)
+		# 8 threads reading while the credentials fall due: one of them
+		# refreshes (one fetch per refresh interval, not one per thread) and
+		# no read fails
+		mid = objs['big.bin'][:4096]
+		metag = rgw.put('data', 'refresh.bin', mid)
+		with Cli('data', env, f'--endpoint={rgw.endpoint}') as c:
+			time.sleep(2.2)  # past the refresh time of the first credentials
+			cs.set_delay(0.5)  # a slow endpoint: every thread finds them due
+			before = cs.fetches
+			t0 = time.monotonic()
+			ans = c.cmd(f'pget 8 15 refresh.bin {metag} {len(mid)}').split()
+			took = time.monotonic() - t0
+			cs.set_delay(0)
+			eq('  8 threads reading through a refresh: every read right',
+			   (ans[0], bytes.fromhex(ans[2]) if len(ans) > 2 else None), ('ok', mid))
+			# refresh interval: half the 4 s life
+			bound = 1 + int(took / 2.0) + 1
+			check(f'  refreshed by one thread: 1..{bound} fetches in {took:.1f} s, not 8',
+			      1 <= cs.fetches - before <= bound, f'fetches {cs.fetches - before}')
 		# the request that triggers a refresh keeps its own options (timeouts)
 		with s3f.S3Proxy(rgw.endpoint) as px, \
 				Cli('data', env, f'--endpoint={px.endpoint}', '--timeout-ms=700',
