@@ -232,27 +232,33 @@ void remote_s3_destroy(struct remote_s3 *s)
 	free(s);
 }
 
-int remote__s3_prepare(struct remote_s3 *s, void *easy, struct curl_slist **hdrs)
+int remote__s3_easy(struct remote_s3 *s, struct curl_slist **hdrs, void **easy)
 {
-	CURL *e = easy;
+	CURL *e;
 	struct curl_slist *n;
 	struct s3_creds c;
 	bool sign = remote__s3_cred_source(s->cred) != S3_CRED_NONE;
 
-	/* First, as a refresh may run a request on this thread's handle (and
-	 * reset it): only then set this request's options. */
+	/* Credentials first: a refresh runs its requests on this thread's
+	 * handle and leaves its options there; the handle is taken (and
+	 * reset) only after. */
 	if (sign) {
 		int r = remote__s3_cred_get(s->cred, &c);
 
 		if (r)
 			return r;
 	}
+	e = remote_http_easy(s->http);
+	if (!e)
+		goto nomem;
+	curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
 	/* keys are sent as listed: no "." or ".." folding by curl */
 	curl_easy_setopt(e, CURLOPT_PATH_AS_IS, 1L);
 	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)s->connect_timeout_ms);
 	curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)s->timeout_ms);
 	if (s->ca_bundle)
 		curl_easy_setopt(e, CURLOPT_CAINFO, s->ca_bundle);
+	*easy = e;
 	if (!sign)
 		return 0;
 	n = curl_slist_append(*hdrs, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
@@ -466,14 +472,10 @@ ssize_t remote_s3_get(struct remote_s3 *s, const char *key, const char *etag, ui
 	}
 
 	for (unsigned attempt = 0;; attempt++) {
-		CURL *e = remote_http_easy(s->http);
+		CURL *e = NULL;
 		struct curl_slist *hdrs = NULL, *h1, *h2;
 		int r;
 
-		if (!e) {
-			ret = -ENOMEM;
-			goto out;
-		}
 		h1 = curl_slist_append(NULL, range);
 		h2 = h1 ? curl_slist_append(h1, ifmatch) : NULL;
 		if (!h2) {
@@ -482,11 +484,13 @@ ssize_t remote_s3_get(struct remote_s3 *s, const char *key, const char *etag, ui
 			goto out;
 		}
 		hdrs = h2;
-		r = remote__s3_prepare(s, e, &hdrs);
+		r = remote__s3_easy(s, &hdrs, (void **)&e);
 		if (r) {
 			curl_slist_free_all(hdrs);
-			log_err("s3://%s/%s%s: no valid credentials", s->bucket, s->prefix, key);
-			ret = -EIO;
+			if (r == -EACCES)
+				log_err("s3://%s/%s%s: no valid credentials", s->bucket, s->prefix,
+					key);
+			ret = r == -EACCES ? -EIO : r;
 			goto out;
 		}
 		memset(x, 0, sizeof(*x));

@@ -176,7 +176,7 @@ struct remote_s3 {
 	char *base_url;	  /* scheme://host[:port]/[bucket/] : keys follow */
 	char *bucket_url; /* base_url for bucket-level requests, ends in '/' */
 	char *sigv4;	  /* "aws:amz:REGION:s3" */
-	char *ca_bundle; /* AWS_CA_BUNDLE, or NULL: the system store */
+	char *ca_bundle;  /* AWS_CA_BUNDLE, or NULL: the system store */
 	char region[S3_MAX_REGION];
 	unsigned connect_timeout_ms, timeout_ms, max_retries, backoff_base_ms, backoff_cap_ms;
 	_Atomic uint64_t requests, retries, errors, bytes;
@@ -190,13 +190,15 @@ struct s3_result {
 	char error_code[64];
 };
 
-/* Apply signing (credentials, SigV4, UNSIGNED-PAYLOAD, session token) and
- * the client's timeouts to easy, the calling thread's pool handle. Call it
- * right after remote_http_easy(), before setting any other option: a due
- * credential refresh runs its own requests on that same handle. hdrs is
- * the caller's header list, appended to (freed by the caller).
- * 0 or -EACCES (no valid credentials) / -ENOMEM. */
-int remote__s3_prepare(struct remote_s3 *s, void *easy, struct curl_slist **hdrs);
+/* The calling thread's pool handle for one S3 request, reset, with
+ * signing (credentials, SigV4, UNSIGNED-PAYLOAD, session token) and the
+ * client's timeouts applied; the caller sets URL, headers and callbacks.
+ * Credentials are fetched (maybe refreshed, which runs requests on this
+ * same handle) before the handle is taken, so nothing of a refresh leaks
+ * into the request. hdrs is the caller's header list, appended to (freed
+ * by the caller). 0 and *easy, or -EACCES (no valid credentials) /
+ * -ENOMEM. */
+int remote__s3_easy(struct remote_s3 *s, struct curl_slist **hdrs, void **easy);
 
 /* Whether a failed attempt is worth repeating: transport errors, 500,
  * 502, 503, 504 (and 429). */

@@ -155,15 +155,10 @@ static int fetch_page(struct list_ctx *c, const char *prefix, bool delimiter,
 		return -ENOMEM;
 	}
 	for (unsigned attempt = 0;; attempt++) {
-		CURL *e = remote_http_easy(s->http);
+		CURL *e = NULL;
 		struct curl_slist *hdrs = NULL;
 		int r;
 
-		if (!e) {
-			ctx_fail(c, -ENOMEM, "s3://%s: out of memory", s->bucket);
-			ret = -ENOMEM;
-			break;
-		}
 		remote__s3_page_fini(&x->page);
 		memset(x, 0, sizeof(*x));
 		if (remote__s3_page_init(&x->page)) {
@@ -171,12 +166,15 @@ static int fetch_page(struct list_ctx *c, const char *prefix, bool delimiter,
 			ret = -ENOMEM;
 			break;
 		}
-		r = remote__s3_prepare(s, e, &hdrs);
+		r = remote__s3_easy(s, &hdrs, (void **)&e);
 		if (r) {
 			curl_slist_free_all(hdrs);
-			ctx_fail(c, -EACCES, "s3://%s: no valid credentials (refresh failed)",
-				 s->bucket);
-			ret = -EACCES;
+			if (r == -EACCES)
+				ctx_fail(c, r, "s3://%s: no valid credentials (refresh failed)",
+					 s->bucket);
+			else
+				ctx_fail(c, r, "s3://%s: out of memory", s->bucket);
+			ret = r;
 			break;
 		}
 		cerr[0] = '\0';

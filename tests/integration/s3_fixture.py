@@ -29,6 +29,7 @@
             cs.fetches                         # credential documents handed out
             cs.token_requests                  # IMDSv2 PUT /latest/api/token calls
             cs.set_ttl(600); cs.set_delay(0.3)     # a slow credential endpoint
+            cs.set_failing(True)               # 500 for every request
 
         with s3f.FakeS3({"k": b"bytes"}, mode="wrong_etag") as fake:   # a lying server
             fake.endpoint, fake.etag("k"), fake.mode = "ok"
@@ -213,6 +214,8 @@ class _CredHandler(http.server.BaseHTTPRequestHandler):
 
 	def do_PUT(self):
 		cs = self.server.cs
+		if cs.failing:
+			return self._send(500, 'failing on purpose')
 		if self.path != '/latest/api/token':
 			return self._send(404, 'not found')
 		ttl = self.headers.get('X-aws-ec2-metadata-token-ttl-seconds')
@@ -224,6 +227,8 @@ class _CredHandler(http.server.BaseHTTPRequestHandler):
 
 	def do_GET(self):
 		cs = self.server.cs
+		if cs.failing:
+			return self._send(500, 'failing on purpose')
 		base = '/latest/meta-data/iam/security-credentials/'
 		if self.path.startswith(base):
 			if self.headers.get('X-aws-ec2-metadata-token') != cs.imds_token:
@@ -260,6 +265,7 @@ class FakeCredServer:
 		self.fetches = 0
 		self.token_requests = 0
 		self.delay_s = 0
+		self.failing = False
 		srv = _QuietServer(('127.0.0.1', 0), _CredHandler)
 		srv.cs = self
 		self._srv = srv
@@ -279,6 +285,11 @@ class FakeCredServer:
 	def set_ttl(self, ttl_s):
 		with self.lock:
 			self.ttl_s = ttl_s
+
+	def set_failing(self, on):
+		"""Answer credential requests with 500 (on) or normally (off)."""
+		with self.lock:
+			self.failing = on
 
 	def set_delay(self, seconds):
 		"""Wait this long before answering each credential document."""

@@ -399,6 +399,24 @@ def test_temporary(rgw, objs, etags):
 			bound = 1 + int(took / 2.0) + 1
 			check(f'  refreshed by one thread: 1..{bound} fetches in {took:.1f} s, not 8',
 			      1 <= cs.fetches - before <= bound, f'fetches {cs.fetches - before}')
+		# the endpoint fails when a refresh is due: the old credentials serve
+		# until they expire; then reads fail; when it is back, they work again
+		with Cli('data', env, f'--endpoint={rgw.endpoint}') as c:
+			cs.set_failing(True)
+			time.sleep(2.2)
+			eq('  refresh failing, old credentials still valid: GET works',
+			   c.get(key, etags[key], len(objs[key]), 0, 3), objs[key][:3])
+			time.sleep(2.3)
+			eq('  refresh failing, credentials expired: GET fails (-EIO)',
+			   c.get(key, etags[key], len(objs[key]), 0, 3), -EIO)
+			cs.set_failing(False)
+			before = cs.fetches
+			eq('  endpoint back: the next GET refreshes and works',
+			   c.get(key, etags[key], len(objs[key]), 0, 3), objs[key][:3])
+			eq('  with one fetch', cs.fetches - before, 1)
+			log = c.close()
+			check('  the failed refresh was logged', 'refreshing credentials failed' in log,
+			      log[-300:])
 		# the request that triggers a refresh keeps its own options (timeouts)
 		with s3f.S3Proxy(rgw.endpoint) as px, \
 				Cli('data', env, f'--endpoint={px.endpoint}', '--timeout-ms=700',
