@@ -147,6 +147,10 @@ int remote_s3_create(const struct remote_s3_config *cfg, struct remote_http *poo
 		goto fail;
 	}
 
+	if (env("AWS_CA_BUNDLE") && !(s->ca_bundle = strdup(env("AWS_CA_BUNDLE")))) {
+		r = -ENOMEM;
+		goto fail;
+	}
 	/* Credentials first: the profile may name the region. */
 	r = remote__s3_cred_create(cfg, pool, region, sizeof(region), &s->cred, err, errlen);
 	if (r)
@@ -224,28 +228,38 @@ void remote_s3_destroy(struct remote_s3 *s)
 	free(s->base_url);
 	free(s->bucket_url);
 	free(s->sigv4);
+	free(s->ca_bundle);
 	free(s);
 }
 
-int remote__s3_prepare(struct remote_s3 *s, void *easy, struct curl_slist **hdrs)
+int remote__s3_easy(struct remote_s3 *s, struct curl_slist **hdrs, void **easy)
 {
-	CURL *e = easy;
+	CURL *e;
 	struct curl_slist *n;
 	struct s3_creds c;
 	bool sign = remote__s3_cred_source(s->cred) != S3_CRED_NONE;
 
-	/* First, as a refresh may run a request on this thread's handle (and
-	 * reset it): only then set this request's options. */
+	/* Credentials first, so that the pooled handle is held only for the
+	 * request itself. */
 	if (sign) {
 		int r = remote__s3_cred_get(s->cred, &c);
 
 		if (r)
 			return r;
 	}
+	e = remote_http_get(s->http);
+	if (!e) {
+		explicit_bzero(&c, sizeof(c));
+		return -ENOMEM;
+	}
+	curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
 	/* keys are sent as listed: no "." or ".." folding by curl */
 	curl_easy_setopt(e, CURLOPT_PATH_AS_IS, 1L);
 	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)s->connect_timeout_ms);
 	curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)s->timeout_ms);
+	if (s->ca_bundle)
+		curl_easy_setopt(e, CURLOPT_CAINFO, s->ca_bundle);
+	*easy = e;
 	if (!sign)
 		return 0;
 	n = curl_slist_append(*hdrs, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
@@ -273,6 +287,8 @@ int remote__s3_prepare(struct remote_s3 *s, void *easy, struct curl_slist **hdrs
 	return 0;
 nomem:
 	explicit_bzero(&c, sizeof(c));
+	remote_http_put(s->http, e);
+	*easy = NULL;
 	return -ENOMEM;
 }
 
@@ -459,29 +475,25 @@ ssize_t remote_s3_get(struct remote_s3 *s, const char *key, const char *etag, ui
 	}
 
 	for (unsigned attempt = 0;; attempt++) {
-		CURL *e = remote_http_get(s->http);
+		CURL *e = NULL;
 		struct curl_slist *hdrs = NULL, *h1, *h2;
 		int r;
 
-		if (!e) {
-			ret = -ENOMEM;
-			goto out;
-		}
 		h1 = curl_slist_append(NULL, range);
 		h2 = h1 ? curl_slist_append(h1, ifmatch) : NULL;
 		if (!h2) {
 			curl_slist_free_all(h1);
-			remote_http_put(s->http, e);
 			ret = -ENOMEM;
 			goto out;
 		}
 		hdrs = h2;
-		r = remote__s3_prepare(s, e, &hdrs);
+		r = remote__s3_easy(s, &hdrs, (void **)&e);
 		if (r) {
 			curl_slist_free_all(hdrs);
-			remote_http_put(s->http, e);
-			log_err("s3://%s/%s%s: no valid credentials", s->bucket, s->prefix, key);
-			ret = -EIO;
+			if (r == -EACCES)
+				log_err("s3://%s/%s%s: no valid credentials", s->bucket, s->prefix,
+					key);
+			ret = r == -EACCES ? -EIO : r;
 			goto out;
 		}
 		memset(x, 0, sizeof(*x));

@@ -78,7 +78,10 @@ typedef int (*remote_s3_list_fn)(void *arg, const struct remote_s3_object *obj);
 
 /*
  * List every object under the prefix (ListObjectsV2, every page), with up
- * to `parallel` requests in flight (splitting by common prefixes). 0, or
+ * to `parallel` requests in flight (splitting by common prefixes; 0 or 1:
+ * one flat listing). Keys are passed as listed, relative to the prefix;
+ * an object named exactly like the prefix (its "directory marker") is not
+ * passed. Blocks until done; fn runs on the worker threads. 0, or
  * -errno with one line in err naming the cause (-EACCES: credentials or
  * signature refused; -ENOENT: no such bucket; -EIO / -ETIMEDOUT: the
  * endpoint failed after the retries).

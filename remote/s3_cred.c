@@ -571,7 +571,8 @@ static bool copy_valid(struct s3_cred *c, struct s3_creds *out, bool *due)
 
 	pthread_mutex_lock(&c->lock);
 	valid = c->cur.expires_s == 0 || now < c->cur.expires_s;
-	*due = c->refresh_at_s && now >= c->refresh_at_s;
+	/* expired is due too, even inside a failed refresh's pause */
+	*due = c->refresh_at_s && (now >= c->refresh_at_s || !valid);
 	if (valid)
 		*out = c->cur;
 	pthread_mutex_unlock(&c->lock);
@@ -585,7 +586,7 @@ int remote__s3_cred_get(struct s3_cred *c, struct s3_creds *out)
 	if (copy_valid(c, out, &due) && !due)
 		return 0;
 	if (!due)
-		return -EACCES; /* static credentials never expire: unreachable */
+		return -EACCES; /* invalid yet nothing to refresh: cannot happen */
 	if (pthread_mutex_trylock(&c->refresh_lock) == 0) {
 		if (copy_valid(c, out, &due), due)
 			refresh(c);

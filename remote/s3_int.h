@@ -42,9 +42,9 @@ void remote__s3_pct(struct strbuf *out, const char *s, size_t len, bool keep_sla
 
 /* The ListObjectsV2 query (no '?'), parameters in alphabetical order and
  * values percent-encoded, as curl 7.88's SigV4 signs the query as written.
- * token and delimiter may be NULL; max_keys 0 leaves it out. */
+ * token, delimiter and start_after may be NULL; max_keys 0 leaves it out. */
 void remote__s3_list_query(struct strbuf *out, const char *token, const char *delimiter,
-			   const char *prefix, unsigned max_keys);
+			   const char *prefix, unsigned max_keys, const char *start_after);
 
 /* "2026-12-02T14:37:09.123Z" (fraction and zone optional, Z or +00:00):
  * 0 and *ns since the epoch, or -EINVAL. */
@@ -176,6 +176,7 @@ struct remote_s3 {
 	char *base_url;	  /* scheme://host[:port]/[bucket/] : keys follow */
 	char *bucket_url; /* base_url for bucket-level requests, ends in '/' */
 	char *sigv4;	  /* "aws:amz:REGION:s3" */
+	char *ca_bundle;  /* AWS_CA_BUNDLE, or NULL: the system store */
 	char region[S3_MAX_REGION];
 	unsigned connect_timeout_ms, timeout_ms, max_retries, backoff_base_ms, backoff_cap_ms;
 	_Atomic uint64_t requests, retries, errors, bytes;
@@ -189,14 +190,16 @@ struct s3_result {
 	char error_code[64];
 };
 
-/* Apply signing (credentials, SigV4, UNSIGNED-PAYLOAD, session token) and
- * the client's timeouts to easy, a handle checked out of the pool. A due
- * credential refresh runs its own requests on a handle of its own
- * (remote_http_new), never on a pooled one, so holding easy while it runs
- * cannot exhaust the pool. hdrs is
- * the caller's header list, appended to (freed by the caller).
- * 0 or -EACCES (no valid credentials) / -ENOMEM. */
-int remote__s3_prepare(struct remote_s3 *s, void *easy, struct curl_slist **hdrs);
+/* A handle checked out of the pool for one S3 request (put it back with
+ * remote_http_put), reset, with signing (credentials, SigV4,
+ * UNSIGNED-PAYLOAD, session token) and the client's timeouts applied; the
+ * caller sets URL, headers and callbacks. Credentials are fetched first
+ * (a refresh runs its requests on a handle of its own, remote_http_new),
+ * so nothing of a refresh leaks into the request and a thread never holds
+ * two pooled handles. hdrs is the caller's header list, appended to (freed
+ * by the caller). 0 and *easy, or -EACCES (no valid credentials) /
+ * -ENOMEM with no handle held. */
+int remote__s3_easy(struct remote_s3 *s, struct curl_slist **hdrs, void **easy);
 
 /* Whether a failed attempt is worth repeating: transport errors, 500,
  * 502, 503, 504 (and 429). */

@@ -1,11 +1,24 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * ListObjectsV2 of a whole prefix (remote_s3_list): every page, parsed as
- * it streams in (s3_util.c's page parser, capped). With parallel > 1 the
- * tree is walked with delimiter=/: each listed common prefix becomes a
- * task for a pool of worker threads, so a dataset laid out as
- * train/<class>/<file> is listed a thousand prefixes at a time. With
- * parallel <= 1 it is one flat listing, fewest requests.
+ * it streams in (s3_util.c's page parser, capped).
+ *
+ * With parallel <= 1 it is one flat listing: fewest requests. With more,
+ * the tree is discovered level by level with delimiter=/ ("discover"
+ * tasks) and listed by a pool of worker threads. A level with few common
+ * prefixes (at most `parallel`) gives one discover task per prefix, so the
+ * walk recurses in parallel. A level with many (train/<1000 classes>/) is
+ * cut into `parallel` ranges of consecutive prefixes, each listed flat
+ * ("range" tasks: prefix=LEVEL, start-after just before its first prefix,
+ * stopping at the next range's first prefix), so the listing takes as
+ * many requests as a flat one (1000 keys a page, not one request per small
+ * class) with `parallel` of them in flight.
+ *
+ * A range owns exactly the keys k with lo <= k < hi that lie below a
+ * common prefix of its level: level prefixes are P + segment + '/', none
+ * a prefix of another, so every key below one of them sorts between the
+ * range's bounds exactly when its common prefix does. Keys directly in
+ * the level were listed by the discover task and are skipped by ranges.
  *
  * A page's objects reach the callback only after the page parsed
  * completely (a retried page never repeats objects), under one mutex (the
@@ -27,14 +40,26 @@
 #define LIST_MAX_THREADS 256
 #define LIST_PAGE_KEYS 1000
 
+enum task_kind {
+	TASK_FLAT,     /* everything below prefix, no delimiter */
+	TASK_DISCOVER, /* one level: its objects, then its common prefixes */
+	TASK_RANGE,    /* below prefix, keys in [lo, hi) under a subprefix */
+};
+
+struct task {
+	enum task_kind kind;
+	char *prefix;
+	char *lo, *hi; /* TASK_RANGE: first prefix of the range, first after it (NULL: none) */
+};
+
 struct list_ctx {
 	struct remote_s3 *s;
 	remote_s3_list_fn fn;
 	void *arg;
-	bool delimiter;
+	unsigned parallel;
 	pthread_mutex_t lock; /* queue, busy, error */
 	pthread_cond_t cond;
-	char **queue;
+	struct task **queue;
 	size_t qlen, qcap;
 	unsigned busy;
 	int error;
@@ -112,8 +137,8 @@ static bool ctx_failed(struct list_ctx *c)
 
 /* Fetch and parse one page, with retries. 0 and x->page, or -errno (the
  * context's error set). */
-static int fetch_page(struct list_ctx *c, const char *prefix, const char *token,
-		      struct page_xfer *x)
+static int fetch_page(struct list_ctx *c, const char *prefix, bool delimiter,
+		      const char *start_after, const char *token, struct page_xfer *x)
 {
 	struct remote_s3 *s = c->s;
 	struct strbuf url;
@@ -122,37 +147,34 @@ static int fetch_page(struct list_ctx *c, const char *prefix, const char *token,
 
 	strbuf_init(&url);
 	strbuf_printf(&url, "%s?", s->bucket_url);
-	remote__s3_list_query(&url, token, c->delimiter ? "/" : NULL, prefix, LIST_PAGE_KEYS);
+	remote__s3_list_query(&url, token, delimiter ? "/" : NULL, prefix, LIST_PAGE_KEYS,
+			      token ? NULL : start_after);
 	if (url.failed) {
 		strbuf_fini(&url);
 		ctx_fail(c, -ENOMEM, "s3://%s: out of memory", s->bucket);
 		return -ENOMEM;
 	}
 	for (unsigned attempt = 0;; attempt++) {
-		CURL *e = remote_http_get(s->http);
+		CURL *e = NULL;
 		struct curl_slist *hdrs = NULL;
 		int r;
 
-		if (!e) {
-			ctx_fail(c, -ENOMEM, "s3://%s: out of memory", s->bucket);
-			ret = -ENOMEM;
-			break;
-		}
 		remote__s3_page_fini(&x->page);
 		memset(x, 0, sizeof(*x));
 		if (remote__s3_page_init(&x->page)) {
-			remote_http_put(s->http, e);
 			ctx_fail(c, -ENOMEM, "s3://%s: out of memory", s->bucket);
 			ret = -ENOMEM;
 			break;
 		}
-		r = remote__s3_prepare(s, e, &hdrs);
+		r = remote__s3_easy(s, &hdrs, (void **)&e);
 		if (r) {
 			curl_slist_free_all(hdrs);
-			remote_http_put(s->http, e);
-			ctx_fail(c, -EACCES, "s3://%s: no valid credentials (refresh failed)",
-				 s->bucket);
-			ret = -EACCES;
+			if (r == -EACCES)
+				ctx_fail(c, r, "s3://%s: no valid credentials (refresh failed)",
+					 s->bucket);
+			else
+				ctx_fail(c, r, "s3://%s: out of memory", s->bucket);
+			ret = r;
 			break;
 		}
 		cerr[0] = '\0';
@@ -231,46 +253,157 @@ static int fetch_page(struct list_ctx *c, const char *prefix, const char *token,
 	return ret;
 }
 
-static int push_prefix(struct list_ctx *c, const char *prefix)
+static void task_free(struct task *t)
 {
-	char *dup = strdup(prefix);
+	if (!t)
+		return;
+	free(t->prefix);
+	free(t->lo);
+	free(t->hi);
+	free(t);
+}
 
+/* Queue a task (strings copied). 0 or -ENOMEM (the context's error set). */
+static int push_task(struct list_ctx *c, enum task_kind kind, const char *prefix, const char *lo,
+		     const char *hi)
+{
+	struct task *t = calloc(1, sizeof(*t));
+	bool ok = t != NULL;
+
+	if (ok) {
+		t->kind = kind;
+		t->prefix = strdup(prefix);
+		t->lo = lo ? strdup(lo) : NULL;
+		t->hi = hi ? strdup(hi) : NULL;
+		ok = t->prefix && (!lo || t->lo) && (!hi || t->hi);
+	}
 	pthread_mutex_lock(&c->lock);
-	if (dup && c->qlen == c->qcap) {
+	if (ok && c->qlen == c->qcap) {
 		size_t ncap = c->qcap ? c->qcap * 2 : 256;
-		char **nq = realloc(c->queue, ncap * sizeof(*nq));
+		struct task **nq = realloc(c->queue, ncap * sizeof(*nq));
 
 		if (nq) {
 			c->queue = nq;
 			c->qcap = ncap;
 		}
 	}
-	if (!dup || c->qlen == c->qcap) {
+	if (!ok || c->qlen == c->qcap) {
 		pthread_mutex_unlock(&c->lock);
-		free(dup);
+		task_free(t);
 		ctx_fail(c, -ENOMEM, "s3://%s: out of memory", c->s->bucket);
 		return -ENOMEM;
 	}
-	c->queue[c->qlen++] = dup;
+	c->queue[c->qlen++] = t;
 	pthread_cond_signal(&c->cond);
 	pthread_mutex_unlock(&c->lock);
 	return 0;
 }
 
-/* List one prefix, every page; its common prefixes go to the queue. */
-static void list_prefix(struct list_ctx *c, const char *prefix)
+/* Which entries of a page a task passes on. */
+static bool task_wants(const struct task *t, const char *key)
+{
+	if (t->kind != TASK_RANGE)
+		return true;
+	if (strcmp(key, t->lo) < 0 || (t->hi && strcmp(key, t->hi) >= 0))
+		return false;
+	/* keys directly in the level were the discover task's */
+	return strchr(key + strlen(t->prefix), '/') != NULL;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The common prefixes a discover task found: recurse into each, or cut
+ * them into ranges listed flat. */
+static void split_level(struct list_ctx *c, const char *prefix, char **cps, size_t n)
+{
+	qsort(cps, n, sizeof(*cps), cmp_str);
+	if (n <= c->parallel) {
+		for (size_t i = 0; i < n; i++)
+			if (push_task(c, TASK_DISCOVER, cps[i], NULL, NULL))
+				return;
+		return;
+	}
+	for (size_t r = 0; r < c->parallel; r++) {
+		size_t first = n * r / c->parallel, next = n * (r + 1) / c->parallel;
+
+		if (first == next)
+			continue;
+		if (push_task(c, TASK_RANGE, prefix, cps[first], next < n ? cps[next] : NULL))
+			return;
+	}
+}
+
+/* Keep a page's common prefixes for split_level. */
+static int keep_prefixes(struct list_ctx *c, const char *prefix, struct s3_page *p, char ***cps,
+			 size_t *n, size_t *cap)
+{
+	size_t plen = strlen(prefix);
+
+	for (size_t i = 0; i < p->n_prefixes; i++) {
+		char *cp = p->prefixes[i];
+		size_t len = strlen(cp);
+
+		/* P + segment + '/', where the segment may be empty (a key with
+		 * "//" in it: listed so that the namespace can skip and count
+		 * it); anything else would break the ranges (or never end the
+		 * walk) */
+		if (len <= plen || strncmp(cp, prefix, plen) || cp[len - 1] != '/' ||
+		    memchr(cp + plen, '/', len - plen - 1)) {
+			ctx_fail(c, -EIO, "s3://%s/%s: bad CommonPrefixes in the answer",
+				 c->s->bucket, prefix);
+			return -EIO;
+		}
+		if (*n == *cap) {
+			size_t ncap = *cap ? *cap * 2 : 256;
+			char **na = realloc(*cps, ncap * sizeof(*na));
+
+			if (!na) {
+				ctx_fail(c, -ENOMEM, "s3://%s: out of memory", c->s->bucket);
+				return -ENOMEM;
+			}
+			*cps = na;
+			*cap = ncap;
+		}
+		(*cps)[(*n)++] = cp;
+		p->prefixes[i] = NULL; /* ours now */
+	}
+	return 0;
+}
+
+/* Run one task: every page of its listing. */
+static void run_task(struct list_ctx *c, const struct task *t)
 {
 	struct remote_s3 *s = c->s;
 	struct page_xfer *x = calloc(1, sizeof(*x));
-	char *token = NULL;
+	char *token = NULL, *start_after = NULL;
 	size_t plen = strlen(s->prefix);
+	char **cps = NULL;
+	size_t n_cps = 0, cap_cps = 0;
+	bool done = false;
 
 	if (!x) {
 		ctx_fail(c, -ENOMEM, "s3://%s: out of memory", s->bucket);
 		return;
 	}
-	for (;;) {
-		if (ctx_failed(c) || fetch_page(c, prefix, token, x))
+	if (t->kind == TASK_RANGE) {
+		/* just before every key below lo: lo without its '/', then '.'
+		 * (the byte before '/'); keys of the previous range that sort
+		 * after it are filtered by task_wants */
+		size_t lolen = strlen(t->lo);
+
+		start_after = strdup(t->lo);
+		if (!start_after) {
+			ctx_fail(c, -ENOMEM, "s3://%s: out of memory", s->bucket);
+			goto out;
+		}
+		start_after[lolen - 1] = '.';
+	}
+	while (!done) {
+		if (ctx_failed(c) ||
+		    fetch_page(c, t->prefix, t->kind == TASK_DISCOVER, start_after, token, x))
 			break;
 		struct s3_page *p = &x->page;
 		int r = 0;
@@ -280,9 +413,13 @@ static void list_prefix(struct list_ctx *c, const char *prefix)
 			struct s3_page_entry *en = &p->entries[i];
 			struct remote_s3_object obj;
 
+			if (t->kind == TASK_RANGE && t->hi && strcmp(en->key, t->hi) >= 0)
+				done = true; /* sorted: the rest is the next range's */
 			/* not under our prefix (a confused server), or the prefix
 			 * itself (a directory marker for the root): not a file */
-			if (en->key_len <= plen || memcmp(en->key, s->prefix, plen))
+			if (en->key_len <= plen || memcmp(en->key, s->prefix, plen) ||
+			    strncmp(en->key, t->prefix, strlen(t->prefix)) ||
+			    !task_wants(t, en->key))
 				continue;
 			obj.key = en->key + plen;
 			obj.key_len = en->key_len - plen;
@@ -296,24 +433,15 @@ static void list_prefix(struct list_ctx *c, const char *prefix)
 			ctx_fail(c, r, "s3://%s: listing stopped: %s", s->bucket, strerror(-r));
 			break;
 		}
-		for (size_t i = 0; i < p->n_prefixes; i++) {
-			const char *cp = p->prefixes[i];
-
-			/* a prefix must grow, or the walk would never end */
-			if (strlen(cp) <= strlen(prefix) || strncmp(cp, prefix, strlen(prefix))) {
-				ctx_fail(c, -EIO, "s3://%s/%s: bad CommonPrefixes in the answer",
-					 s->bucket, prefix);
-				break;
-			}
-			if (push_prefix(c, cp))
-				break;
-		}
-		if (!p->truncated)
+		if (t->kind == TASK_DISCOVER &&
+		    keep_prefixes(c, t->prefix, p, &cps, &n_cps, &cap_cps))
+			break;
+		if (!p->truncated || done)
 			break;
 		if (token && !strcmp(token, p->next_token)) {
 			/* the same page again: a broken server, not a long listing */
 			ctx_fail(c, -EIO, "s3://%s/%s: the endpoint repeats its continuation token",
-				 s->bucket, prefix);
+				 s->bucket, t->prefix);
 			break;
 		}
 		free(token);
@@ -323,7 +451,14 @@ static void list_prefix(struct list_ctx *c, const char *prefix)
 			break;
 		}
 	}
+	if (n_cps && !ctx_failed(c))
+		split_level(c, t->prefix, cps, n_cps);
+out:
+	for (size_t i = 0; i < n_cps; i++)
+		free(cps[i]);
+	free(cps);
 	free(token);
+	free(start_after);
 	remote__s3_page_fini(&x->page);
 	free(x);
 }
@@ -338,12 +473,12 @@ static void *list_worker(void *arg)
 			pthread_cond_wait(&c->cond, &c->lock);
 		if (c->error || c->qlen == 0)
 			break;
-		char *prefix = c->queue[--c->qlen];
+		struct task *t = c->queue[--c->qlen];
 
 		c->busy++;
 		pthread_mutex_unlock(&c->lock);
-		list_prefix(c, prefix);
-		free(prefix);
+		run_task(c, t);
+		task_free(t);
 		pthread_mutex_lock(&c->lock);
 		c->busy--;
 		if (c->busy == 0 && c->qlen == 0)
@@ -357,7 +492,7 @@ static void *list_worker(void *arg)
 int remote_s3_list(struct remote_s3 *s, unsigned parallel, remote_s3_list_fn fn, void *arg,
 		   char *err, size_t errlen)
 {
-	struct list_ctx c = {.s = s, .fn = fn, .arg = arg, .delimiter = parallel > 1};
+	struct list_ctx c = {.s = s, .fn = fn, .arg = arg};
 	pthread_t tids[LIST_MAX_THREADS];
 	unsigned started = 0;
 
@@ -365,10 +500,11 @@ int remote_s3_list(struct remote_s3 *s, unsigned parallel, remote_s3_list_fn fn,
 		return -EINVAL;
 	if (parallel > LIST_MAX_THREADS)
 		parallel = LIST_MAX_THREADS;
+	c.parallel = parallel ? parallel : 1;
 	pthread_mutex_init(&c.lock, NULL);
 	pthread_cond_init(&c.cond, NULL);
 	pthread_mutex_init(&c.cb_lock, NULL);
-	if (push_prefix(&c, s->prefix) == 0) {
+	if (push_task(&c, parallel > 1 ? TASK_DISCOVER : TASK_FLAT, s->prefix, NULL, NULL) == 0) {
 		if (parallel <= 1) {
 			list_worker(&c);
 		} else {
@@ -384,7 +520,7 @@ int remote_s3_list(struct remote_s3 *s, unsigned parallel, remote_s3_list_fn fn,
 		}
 	}
 	for (size_t i = 0; i < c.qlen; i++)
-		free(c.queue[i]);
+		task_free(c.queue[i]);
 	free(c.queue);
 	pthread_mutex_destroy(&c.lock);
 	pthread_cond_destroy(&c.cond);

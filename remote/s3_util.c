@@ -41,9 +41,10 @@ void remote__s3_pct(struct strbuf *out, const char *s, size_t len, bool keep_sla
 }
 
 void remote__s3_list_query(struct strbuf *out, const char *token, const char *delimiter,
-			   const char *prefix, unsigned max_keys)
+			   const char *prefix, unsigned max_keys, const char *start_after)
 {
-	/* Alphabetical: continuation-token, delimiter, list-type, max-keys, prefix. */
+	/* Alphabetical: continuation-token, delimiter, list-type, max-keys,
+	 * prefix, start-after. */
 	if (token) {
 		strbuf_puts(out, "continuation-token=");
 		remote__s3_pct(out, token, strlen(token), false);
@@ -59,6 +60,10 @@ void remote__s3_list_query(struct strbuf *out, const char *token, const char *de
 		strbuf_printf(out, "&max-keys=%u", max_keys);
 	strbuf_puts(out, "&prefix=");
 	remote__s3_pct(out, prefix ? prefix : "", prefix ? strlen(prefix) : 0, false);
+	if (start_after) {
+		strbuf_puts(out, "&start-after=");
+		remote__s3_pct(out, start_after, strlen(start_after), false);
+	}
 }
 
 /* ---- small parsers ---------------------------------------------------- */

@@ -28,10 +28,12 @@
             cs.auth_token                      # AWS_CONTAINER_AUTHORIZATION_TOKEN
             cs.fetches                         # credential documents handed out
             cs.token_requests                  # IMDSv2 PUT /latest/api/token calls
-            cs.set_ttl(600)
+            cs.set_ttl(600); cs.set_delay(0.3)     # a slow credential endpoint
+            cs.set_failing(True)               # 500 for every request
 
         with s3f.FakeS3({"k": b"bytes"}, mode="wrong_etag") as fake:   # a lying server
             fake.endpoint, fake.etag("k"), fake.mode = "ok"
+        FakeS3(objects, tls=True)                  # https; fake.ca_file for AWS_CA_BUNDLE
 
 RadosGW runs tools/s3/rgw-up.sh with a fresh directory and free ports, and
 rgw-down.sh on exit (also when the body raises). It raises RuntimeError when
@@ -54,6 +56,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import urllib.parse
 from xml.sax.saxutils import escape as _xml_escape
 
@@ -211,6 +214,8 @@ class _CredHandler(http.server.BaseHTTPRequestHandler):
 
 	def do_PUT(self):
 		cs = self.server.cs
+		if cs.failing:
+			return self._send(500, 'failing on purpose')
 		if self.path != '/latest/api/token':
 			return self._send(404, 'not found')
 		ttl = self.headers.get('X-aws-ec2-metadata-token-ttl-seconds')
@@ -222,6 +227,8 @@ class _CredHandler(http.server.BaseHTTPRequestHandler):
 
 	def do_GET(self):
 		cs = self.server.cs
+		if cs.failing:
+			return self._send(500, 'failing on purpose')
 		base = '/latest/meta-data/iam/security-credentials/'
 		if self.path.startswith(base):
 			if self.headers.get('X-aws-ec2-metadata-token') != cs.imds_token:
@@ -257,6 +264,8 @@ class FakeCredServer:
 		self.lock = threading.Lock()
 		self.fetches = 0
 		self.token_requests = 0
+		self.delay_s = 0
+		self.failing = False
 		srv = _QuietServer(('127.0.0.1', 0), _CredHandler)
 		srv.cs = self
 		self._srv = srv
@@ -277,7 +286,21 @@ class FakeCredServer:
 		with self.lock:
 			self.ttl_s = ttl_s
 
+	def set_failing(self, on):
+		"""Answer credential requests with 500 (on) or normally (off)."""
+		with self.lock:
+			self.failing = on
+
+	def set_delay(self, seconds):
+		"""Wait this long before answering each credential document."""
+		with self.lock:
+			self.delay_s = seconds
+
 	def document(self, code):
+		with self.lock:
+			delay = self.delay_s
+		if delay:
+			time.sleep(delay)
 		with self.lock:
 			self.fetches += 1
 			exp = datetime.datetime.now(datetime.timezone.utc) + \
@@ -323,6 +346,7 @@ class _FakeS3Handler(http.server.BaseHTTPRequestHandler):
 		fs = self.server.fake
 		with fs.lock:
 			fs.requests.append((self.command, self.path, self.headers.get('Range')))
+			fs.headers.append({k.lower(): v for k, v in self.headers.items()})
 			mode = fs.mode
 		url = urllib.parse.urlsplit(self.path)
 		parts = urllib.parse.unquote(url.path).lstrip('/').split('/', 1)
@@ -397,15 +421,36 @@ class FakeS3:
 	no_content_range, long_body (more bytes than the range), short_body
 	(fewer than Content-Length, then closes); listing modes list_bad_xml,
 	list_huge (a 33 MiB page), list_repeat_token (always truncated, same
-	token). It checks no signature. requests: (method, path, Range) seen."""
+	token). It checks no signature. tls=True: https with a fresh self-signed
+	certificate (ca_file; give it as AWS_CA_BUNDLE).
+	requests: (method, path, Range) seen;
+	headers: each request's headers (names lower-cased), in the same order."""
 
-	def __init__(self, objects, bucket='fake', mode='ok'):
+	def __init__(self, objects, bucket='fake', mode='ok', tls=False):
 		self.objects = dict(objects)
 		self.bucket = bucket
 		self.mode = mode
 		self.lock = threading.Lock()
 		self.requests = []
+		self.headers = []
+		self.tls = tls
+		self.ca_file = None
+		self._tmp = None
 		srv = _QuietServer(('127.0.0.1', 0), _FakeS3Handler)
+		if tls:
+			# a throwaway self-signed certificate for 127.0.0.1; ca_file is it
+			import ssl
+			self._tmp = tempfile.mkdtemp(prefix='coordfs-fakes3-')
+			self.ca_file = os.path.join(self._tmp, 'cert.pem')
+			keyf = os.path.join(self._tmp, 'key.pem')
+			subprocess.run(['openssl', 'req', '-x509', '-newkey', 'rsa:2048', '-nodes',
+					'-keyout', keyf, '-out', self.ca_file, '-days', '2',
+					'-subj', '/CN=127.0.0.1',
+					'-addext', 'subjectAltName=IP:127.0.0.1'],
+				       check=True, capture_output=True, timeout=60)
+			ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+			ctx.load_cert_chain(self.ca_file, keyf)
+			srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
 		srv.fake = self
 		self._srv = srv
 		self.port = srv.server_address[1]
@@ -415,7 +460,7 @@ class FakeS3:
 
 	@property
 	def endpoint(self):
-		return f'http://127.0.0.1:{self.port}'
+		return f'{"https" if self.tls else "http"}://127.0.0.1:{self.port}'
 
 	def etag(self, key):
 		return '"' + hashlib.md5(self.objects[key]).hexdigest() + '"'
@@ -424,6 +469,9 @@ class FakeS3:
 		self._srv.shutdown()
 		self._srv.server_close()
 		self._thread.join(5)
+		if self._tmp:
+			import shutil
+			shutil.rmtree(self._tmp, ignore_errors=True)
 
 	def __enter__(self):
 		return self

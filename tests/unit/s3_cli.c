@@ -9,10 +9,10 @@
  *   get KEY ETAG SIZE OFF LEN   (KEY percent-encoded)
  *                        -> "ok LEN HEX" (the bytes, hex) or "err -ERRNO"
  *   pget THREADS ROUNDS KEY ETAG SIZE
- *                        -> THREADS threads at once read the object 2*ROUNDS
- *                           times each (whole, then a moving range), every
- *                           read compared with a first one: "ok SIZE HEX"
- *                           (that first read) or "err -ERRNO"
+ *                        -> THREADS threads start together and read the
+ *                           object 1+2*ROUNDS times each (whole, then a
+ *                           moving range); every read must equal every
+ *                           other: "ok SIZE HEX" (the bytes) or "err -ERRNO"
  *   stats                -> "ok requests R retries T errors E bytes B fetches F"
  *   quit
  *
@@ -26,6 +26,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,7 +118,8 @@ struct pget {
 	const char *key, *etag;
 	uint64_t size;
 	unsigned rounds;
-	const unsigned char *want; /* the first read, every read must equal it */
+	pthread_barrier_t *start; /* every thread's first read at once */
+	unsigned char *first;	  /* this thread's first read; later reads must equal it */
 	int result;
 };
 
@@ -126,27 +128,37 @@ static void *pget_thread(void *arg)
 	struct pget *g = arg;
 	unsigned char *buf = malloc(g->size ? g->size : 1);
 
-	g->result = buf ? 0 : -ENOMEM;
-	for (unsigned i = 0; buf && i < g->rounds && !g->result; i++) {
+	g->first = malloc(g->size ? g->size : 1);
+	pthread_barrier_wait(g->start);
+	if (!buf || !g->first) {
+		g->result = -ENOMEM;
+		free(buf);
+		return NULL;
+	}
+	ssize_t n = remote_s3_get(g->s, g->key, g->etag, g->size, 0, g->size, g->first);
+
+	g->result = n == (ssize_t)g->size ? 0 : n < 0 ? (int)n : -EIO;
+	for (unsigned i = 0; i < g->rounds && !g->result; i++) {
 		/* the whole object, then a range that moves each round */
 		uint64_t off = g->size ? (i * 7919u) % g->size : 0;
 		uint64_t len = g->size - off;
-		ssize_t n = remote_s3_get(g->s, g->key, g->etag, g->size, 0, g->size, buf);
 
-		if (n != (ssize_t)g->size || memcmp(buf, g->want, g->size)) {
+		n = remote_s3_get(g->s, g->key, g->etag, g->size, 0, g->size, buf);
+		if (n != (ssize_t)g->size || memcmp(buf, g->first, g->size)) {
 			g->result = n < 0 ? (int)n : -EIO;
 			break;
 		}
 		n = remote_s3_get(g->s, g->key, g->etag, g->size, off, len, buf);
-		if (n != (ssize_t)len || memcmp(buf, g->want + off, len))
+		if (n != (ssize_t)len || memcmp(buf, g->first + off, len))
 			g->result = n < 0 ? (int)n : -EIO;
 	}
 	free(buf);
 	return NULL;
 }
 
-/* pget THREADS ROUNDS KEY ETAG SIZE: THREADS threads read the object
- * 2*ROUNDS times each at once; every read must return the same bytes. */
+/* pget THREADS ROUNDS KEY ETAG SIZE: THREADS threads start together and
+ * read the object 1+2*ROUNDS times each; every read must return the same
+ * bytes as every other. */
 static void do_pget(struct remote_s3 *s, char *args)
 {
 	char raw[3 * REMOTE_S3_MAX_KEY + 1], key[REMOTE_S3_MAX_KEY + 1];
@@ -160,38 +172,39 @@ static void do_pget(struct remote_s3 *s, char *args)
 		printf("err %d bad pget arguments\n", -EINVAL);
 		return;
 	}
-	unsigned char *want = malloc(size ? size : 1);
 	struct pget g[64];
 	pthread_t tid[64];
-	ssize_t n = want ? remote_s3_get(s, key, etag, size, 0, size, want) : -ENOMEM;
-
-	if (n < 0) {
-		printf("err %zd\n", n);
-		free(want);
-		return;
-	}
-	for (unsigned i = 0; i < threads; i++) {
-		g[i] = (struct pget){s, key, etag, size, rounds, want, 0};
-		if (pthread_create(&tid[i], NULL, pget_thread, &g[i]))
-			g[i].result = -EAGAIN;
-	}
+	pthread_barrier_t start;
 	int result = 0;
 
+	pthread_barrier_init(&start, NULL, threads);
 	for (unsigned i = 0; i < threads; i++) {
-		if (g[i].result != -EAGAIN)
-			pthread_join(tid[i], NULL);
+		g[i] = (struct pget){s, key, etag, size, rounds, &start, NULL, 0};
+		if (pthread_create(&tid[i], NULL, pget_thread, &g[i]) != 0) {
+			/* the barrier would never open: give up, loudly */
+			fprintf(stderr, "s3_cli: pthread_create failed\n");
+			exit(3);
+		}
+	}
+	for (unsigned i = 0; i < threads; i++) {
+		pthread_join(tid[i], NULL);
 		if (g[i].result && !result)
 			result = g[i].result;
 	}
+	pthread_barrier_destroy(&start);
+	for (unsigned i = 1; i < threads && !result; i++)
+		if (memcmp(g[i].first, g[0].first, size))
+			result = -EIO;
 	if (result) {
 		printf("err %d\n", result);
 	} else {
 		printf("ok %" PRIu64 " ", size);
 		for (uint64_t i = 0; i < size; i++)
-			printf("%02x", want[i]);
+			printf("%02x", g[0].first[i]);
 		printf("\n");
 	}
-	free(want);
+	for (unsigned i = 0; i < threads; i++)
+		free(g[i].first);
 }
 
 static unsigned opt_uint(const char *arg, const char *name)

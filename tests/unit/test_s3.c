@@ -34,14 +34,17 @@ START_TEST(test_query_order_and_encoding)
 	struct strbuf sb;
 
 	strbuf_init(&sb);
-	remote__s3_list_query(&sb, "a/b+c=d e", "/", "train/c 1/", 1000);
+	remote__s3_list_query(&sb, "a/b+c=d e", "/", "train/c 1/", 1000, NULL);
 	ck_assert_str_eq(sb.buf, "continuation-token=a%2Fb%2Bc%3Dd%20e&delimiter=%2F&list-type=2"
 				 "&max-keys=1000&prefix=train%2Fc%201%2F");
 	strbuf_reset(&sb);
-	remote__s3_list_query(&sb, NULL, NULL, "", 0);
+	remote__s3_list_query(&sb, NULL, NULL, "t/", 1000, "t/c1.");
+	ck_assert_str_eq(sb.buf, "list-type=2&max-keys=1000&prefix=t%2F&start-after=t%2Fc1.");
+	strbuf_reset(&sb);
+	remote__s3_list_query(&sb, NULL, NULL, "", 0, NULL);
 	ck_assert_str_eq(sb.buf, "list-type=2&prefix=");
 	strbuf_reset(&sb);
-	remote__s3_list_query(&sb, NULL, NULL, "\xc3\xbc~-_.", 5);
+	remote__s3_list_query(&sb, NULL, NULL, "\xc3\xbc~-_.", 5, NULL);
 	ck_assert_str_eq(sb.buf, "list-type=2&max-keys=5&prefix=%C3%BC~-_.");
 	strbuf_fini(&sb);
 }
