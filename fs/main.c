@@ -31,7 +31,7 @@
 #include "fs/source.h"
 #include "remote/remote.h"
 
-enum { KEY_HELP, KEY_VERSION, KEY_FOREGROUND, KEY_DEBUG };
+enum { KEY_HELP, KEY_VERSION, KEY_FOREGROUND, KEY_DEBUG, KEY_IGNORED };
 
 #define OPT2(dash, key, field) {dash, offsetof(struct fs_options, field), 0}, {key, offsetof(struct fs_options, field), 0}
 
@@ -49,8 +49,11 @@ static const struct fuse_opt fs_opt_spec[] = {
 	OPT2("--prep-mem=%s", "prep_mem=%s", prep_mem),
 	OPT2("--seed=%s", "seed=%s", seed),
 	OPT2("--log-file=%s", "log_file=%s", log_file),
-	{"--kernel-cache", offsetof(struct fs_options, kernel_cache), 1},
-	{"kernel_cache", offsetof(struct fs_options, kernel_cache), 1},
+	{"--no-kernel-cache", offsetof(struct fs_options, no_kernel_cache), 1},
+	{"no_kernel_cache", offsetof(struct fs_options, no_kernel_cache), 1},
+	/* The kernel cache is on by default; scripts written before may still ask for it. */
+	FUSE_OPT_KEY("--kernel-cache", KEY_IGNORED),
+	FUSE_OPT_KEY("kernel_cache", KEY_IGNORED),
 	{"--prefill", offsetof(struct fs_options, prefill), 1},
 	{"prefill", offsetof(struct fs_options, prefill), 1},
 	OPT2("--endpoint=%s", "endpoint=%s", endpoint),
@@ -89,8 +92,9 @@ static const char usage[] =
 	"  --prep-mem=SIZE          memory for prepared samples (1G)\n"
 	"  --seed=N                 seed of the prepared view (random, logged)\n"
 	"  --log-file=FILE          log here instead of syslog once detached\n"
-	"  --kernel-cache           let the kernel keep file pages and skip opens (faster\n"
-	"                           warm reads; page-cache memory is outside the budget)\n"
+	"  --no-kernel-cache        keep file data out of the kernel's page cache: every\n"
+	"                           read reaches the daemon and is counted (slower)\n"
+	"  --kernel-cache           accepted and ignored: the kernel cache is the default\n"
 	"  --prefill                after mounting, fill this node's share of the cache\n"
 	"                           from SOURCE in the background (readers go first)\n"
 	"S3 sources (credentials: AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, the shared\n"
@@ -148,6 +152,8 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 	case KEY_DEBUG:
 		o->debug = true;
 		o->foreground = true;
+		return 0;
+	case KEY_IGNORED:
 		return 0;
 	case FUSE_OPT_KEY_NONOPT:
 		if (o->npos == 0)

@@ -74,10 +74,11 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
 	struct fs_ctx *fs = userdata;
 
-	/* With --kernel-cache and no prepared view (whose samples change at every
+	/* By default, without the prepared view (whose samples change at every
 	 * open), opens need no round trip: the kernel keeps pages and serves
-	 * them; the daemon sees only reads of what the kernel lacks. */
-	fs->no_open = fs->opt.kernel_cache && !fs->opt.prepared &&
+	 * them; the daemon sees only reads of what the kernel lacks. A SOURCE
+	 * file is then checked when a read first misses the daemon's cache. */
+	fs->no_open = !fs->opt.no_kernel_cache && !fs->opt.prepared &&
 		      (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT);
 	if (fs->no_open)
 		conn->want |= FUSE_CAP_NO_OPEN_SUPPORT;
@@ -333,7 +334,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		}
 	}
 	fi->fh = (uint64_t)(uintptr_t)h;
-	fi->keep_cache = fs->opt.kernel_cache;
+	fi->keep_cache = !fs->opt.no_kernel_cache;
 	fi->noflush = 1;
 	if (fuse_reply_open(req, fi) != 0)
 		handle_free(fs, h); /* interrupted or disconnected: no release will come */
@@ -353,7 +354,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	uint32_t node;
 	const void *direct;
 
-	/* Without an open (--kernel-cache) there is no handle: use the inode. */
+	/* Without an open (no-open mode) there is no handle: use the inode. */
 	if (!h && (!node_of(fs, ino, &node) || !ns_is_reg(&fs->ns, node))) {
 		fuse_reply_err(req, EBADF);
 		return;
