@@ -18,6 +18,7 @@
 #include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -206,6 +207,42 @@ static bool is_mounted(const char *path)
 	found = mnt_table_find_target(tb, real, MNT_ITER_BACKWARD) != NULL;
 	mnt_unref_table(tb);
 	return found;
+}
+
+/*
+ * Let the kernel read ahead up to 1 MiB (FUSE_READAHEAD_KB) in one FUSE read:
+ * the mount's backing device starts at the kernel's 128 KiB default, which
+ * splits a 3 MB file into 23 round trips instead of 3. The device is found in
+ * the mount table, never by a stat of the mount, which this daemon has yet to
+ * serve. Only root may write the setting; otherwise the default stays.
+ */
+#define FUSE_READAHEAD_KB 1024
+static void raise_readahead(const char *mountpoint)
+{
+	char real[PATH_MAX], path[96];
+	struct libmnt_table *tb;
+	struct libmnt_fs *mfs;
+	dev_t dev = 0;
+	int fd;
+
+	if (!realpath(mountpoint, real))
+		return;
+	tb = mnt_new_table_from_file("/proc/self/mountinfo");
+	if (!tb)
+		return;
+	mfs = mnt_table_find_target(tb, real, MNT_ITER_BACKWARD);
+	if (mfs)
+		dev = mnt_fs_get_devno(mfs);
+	mnt_unref_table(tb);
+	if (!dev)
+		return;
+	snprintf(path, sizeof(path), "/sys/class/bdi/%u:%u/read_ahead_kb", major(dev), minor(dev));
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0 || dprintf(fd, "%d", FUSE_READAHEAD_KB) < 0)
+		log_msg(LOG_DEBUG, "read-ahead of %s stays at the kernel's default: %s: %s",
+			mountpoint, path, strerror(errno));
+	if (fd >= 0)
+		close(fd);
 }
 
 static int check_paths(struct fs_options *o)
@@ -639,6 +676,7 @@ int main(int argc, char *argv[])
 		goto out;
 	}
 	mounted = true;
+	raise_readahead(fs->opt.mountpoint);
 	char human[32];
 	log_info("mounted %s at %s: %u files, %s, cache %s, seed %llu", fs->opt.source,
 		 fs->opt.mountpoint, fs->ns.nfiles,

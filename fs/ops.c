@@ -88,7 +88,10 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
 	if (conn->capable & FUSE_CAP_SPLICE_WRITE)
 		conn->want |= FUSE_CAP_SPLICE_WRITE;
-	conn->max_readahead = conn->max_readahead < (1u << 20) ? conn->max_readahead : (1u << 20);
+	/* 1 MiB read-ahead: the kernel offers its device's setting, which main.c
+	 * raises right after the mount (as root), and keeps the smaller of the
+	 * two; a larger value here is not an error. */
+	conn->max_readahead = 1u << 20;
 }
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)

@@ -9,7 +9,8 @@
     is not listed and not found;
   - --no-kernel-cache and -o no_kernel_cache: every open and every read
     of a file read K times reaches the daemon (fuse.opens, fuse.reads and
-    fuse.read_bytes grow by K opens, K reads and K times its size);
+    fuse.read_bytes grow by K opens, K reads and K times its size), and
+    a 3 MB file read at once reaches the daemon in 1 MiB pieces;
   - --kernel-cache, the old opt-in, is still accepted and changes nothing.
 """
 
@@ -22,7 +23,8 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import coordfs_test as ct	# noqa: E402
 
-SIZES = {'a/one.bin': 100_000, 'a/two.bin': 7_000, 'b/three.bin': 300_000}
+SIZES = {'a/one.bin': 100_000, 'a/two.bin': 7_000, 'b/three.bin': 300_000,
+	 'c/big.bin': 3_000_000}
 
 
 def populate(src):
@@ -107,6 +109,23 @@ def every_read_counted(c, label, opts, extra_args=()):
 		c.eq(f'{label}: fuse.read_bytes grew by {k} x the size',
 		     d['read_bytes'], k * len(want))
 		c.eq(f'{label}: SOURCE read once', s1['source']['bytes'], len(want))
+
+		# Reads reach the daemon in pieces of up to 1 MiB (the daemon, as
+		# root, raises the mount's read-ahead from the kernel's 128 KiB):
+		# one read(2) of a 3 MB file is at most 4 FUSE reads, not 23.
+		big = 'c/big.bin'
+		c.check(f'{label}: tests run as root', os.geteuid() == 0)
+		want = source_bytes(m, big)
+		s0 = m.stats()
+		fd = os.open(os.path.join(m.mnt, big), os.O_RDONLY)
+		try:
+			ok = os.pread(fd, len(want) + 1, 0) == want
+		finally:
+			os.close(fd)
+		s1 = m.stats()
+		c.check(f'{label}: {big} reads SOURCE bytes', ok)
+		c.le(f'{label}: {len(want)} bytes in <= 4 FUSE reads',
+		     s1['fuse']['reads'] - s0['fuse']['reads'], 4)
 
 
 def test_no_kernel_cache(c):
