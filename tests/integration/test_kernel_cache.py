@@ -11,7 +11,9 @@
     of a file read K times reaches the daemon (fuse.opens, fuse.reads and
     fuse.read_bytes grow by K opens, K reads and K times its size), and
     a 3 MB file read at once reaches the daemon in 1 MiB pieces;
-  - --kernel-cache, the old opt-in, is still accepted and changes nothing.
+  - --kernel-cache, the old opt-in, is still accepted and changes nothing;
+  - with --prepared, raw files read twice give SOURCE's bytes and every
+    rrc64 sample differs between two opens.
 """
 
 import errno
@@ -149,12 +151,49 @@ def test_kernel_cache_is_a_no_op(c):
 			m.stats()['fuse'].get('kernel_cache') is False)
 
 
+def test_prepared_with_kernel_cache(c):
+	"""--prepared with the kernel cache on (the default): raw files keep
+	their pages (opens still reach the daemon: no-open is connection-wide),
+	and the prepared view still gives a new sample at every open."""
+	def populate_images(src):
+		ct.gendata(src, 2, 3, 7)
+	with ct.Mount(['--cache-size=16M', '--prepared', '--seed=5'],
+		      populate=populate_images) as m:
+		raw = sorted(os.path.join(dp, f) for dp, _, fs in os.walk(m.src)
+			     for f in fs)
+		c.ge('prepared: the dataset has images', len(raw), 6)
+		rels = [os.path.relpath(p, m.src) for p in raw]
+		differ = []
+		for rel in rels:
+			want = source_bytes(m, rel)
+			for _ in range(2):
+				with open(os.path.join(m.mnt, rel), 'rb') as f:
+					if f.read() != want:
+						differ.append(rel)
+		c.eq('prepared: raw files read twice give SOURCE bytes', differ, [])
+		s = m.stats()
+		c.check('prepared: the kernel cache is on',
+			s['fuse'].get('kernel_cache') is True)
+		c.ge('prepared: raw opens reach the daemon (no no-open)',
+		     s['fuse']['opens'], 2 * len(rels))
+		same = []
+		for rel in rels:
+			path = os.path.join(m.mnt, 'prepared', 'rrc64', rel)
+			first = ct.read_bytes(path)
+			second = ct.read_bytes(path)
+			if not first.startswith(b'P6') or first == second:
+				same.append(rel)
+		c.eq('prepared: every rrc64 sample is a PPM and differs between '
+		     'two opens', same, [])
+
+
 def main():
 	c = ct.Checker('test_kernel_cache', timeout=110)
 	c.group(test_default, c)
 	c.group(test_no_kernel_cache, c)
 	c.group(test_no_kernel_cache_mount_option, c)
 	c.group(test_kernel_cache_is_a_no_op, c)
+	c.group(test_prepared_with_kernel_cache, c)
 	c.finish()
 
 
