@@ -47,7 +47,7 @@ struct fs_options {
 	char *prep_mem;
 	char *seed;
 	char *log_file;
-	bool kernel_cache;
+	bool no_kernel_cache; /* --no-kernel-cache: every read reaches the daemon */
 	bool prefill;
 	/* object-store SOURCE (s3://BUCKET[/PREFIX]) */
 	char *endpoint;

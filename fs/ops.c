@@ -75,10 +75,11 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
 	struct fs_ctx *fs = userdata;
 
-	/* With --kernel-cache and no prepared view (whose samples change at every
+	/* By default, without the prepared view (whose samples change at every
 	 * open), opens need no round trip: the kernel keeps pages and serves
-	 * them; the daemon sees only reads of what the kernel lacks. */
-	fs->no_open = fs->opt.kernel_cache && !fs->opt.prepared &&
+	 * them; the daemon sees only reads of what the kernel lacks. A SOURCE
+	 * file is then checked when a read first misses the daemon's cache. */
+	fs->no_open = !fs->opt.no_kernel_cache && !fs->opt.prepared &&
 		      (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT);
 	if (fs->no_open)
 		conn->want |= FUSE_CAP_NO_OPEN_SUPPORT;
@@ -88,7 +89,10 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
 	if (conn->capable & FUSE_CAP_SPLICE_WRITE)
 		conn->want |= FUSE_CAP_SPLICE_WRITE;
-	conn->max_readahead = conn->max_readahead < (1u << 20) ? conn->max_readahead : (1u << 20);
+	/* 1 MiB read-ahead: the kernel offers its device's setting, which main.c
+	 * raises right after the mount (as root), and keeps the smaller of the
+	 * two; a larger value here is not an error. */
+	conn->max_readahead = 1u << 20;
 }
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -337,7 +341,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		}
 	}
 	fi->fh = (uint64_t)(uintptr_t)h;
-	fi->keep_cache = fs->opt.kernel_cache;
+	fi->keep_cache = !fs->opt.no_kernel_cache;
 	fi->noflush = 1;
 	if (fuse_reply_open(req, fi) != 0)
 		handle_free(fs, h); /* interrupted or disconnected: no release will come */
@@ -357,7 +361,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	uint32_t node;
 	const void *direct;
 
-	/* Without an open (--kernel-cache) there is no handle: use the inode. */
+	/* Without an open (no-open mode) there is no handle: use the inode. */
 	if (!h && (!node_of(fs, ino, &node) || !ns_is_reg(&fs->ns, node))) {
 		fuse_reply_err(req, EBADF);
 		return;

@@ -142,8 +142,11 @@ static json_t *stats_tree(struct fs_ctx *fs, bool local)
 	     put(prep, "shared", num(s.prep_shared)) && put(prep, "errors", num(s.prep_errors)) &&
 	     put(prep, "staged_bytes", num(s.prep_staged_bytes)) &&
 	     put(prep, "refused", num(s.prep_refused)) && put(prep, "jobs", num(s.prep_jobs));
+	/* kernel_cache: the kernel may serve reads from its page cache, which
+	 * then never reach these counters. */
 	ok = ok && put(fuse, "opens", num(s.opens)) && put(fuse, "reads", num(s.reads)) &&
-	     put(fuse, "read_bytes", num(s.read_bytes));
+	     put(fuse, "read_bytes", num(s.read_bytes)) &&
+	     put(fuse, "kernel_cache", json_boolean(!fs->opt.no_kernel_cache));
 	/* What the scan at mount indexed, and what it left out (logged then). */
 	ok = ok && put(names, "files", num(ns->nfiles)) && put(names, "dirs", num(ns->ndirs)) &&
 	     put(names, "skipped",

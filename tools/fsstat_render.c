@@ -525,6 +525,8 @@ int fsstat_render(FILE *out, const json_t *stats, const struct fsstat_view *view
 		fmt_count(get_counter(stats, "fuse.opens"), a, sizeof(a)),
 		fmt_count(get_counter(stats, "fuse.reads"), b, sizeof(b)),
 		fmt_size(get_counter(stats, "fuse.read_bytes"), c, sizeof(c)));
+	if (json_is_true(json_object_get(json_object_get(stats, "fuse"), "kernel_cache")))
+		fprintf(out, LABEL "kernel page cache on: reads it serves are not counted\n", "");
 	render_passes(out, stats, view ? view->passes : NULL);
 	if (view && view->rates)
 		render_rates(out, stats, view->prev, view->interval_s);

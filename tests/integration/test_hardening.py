@@ -226,8 +226,10 @@ def test_nofile_limit(c):
 	with ct.TempDirs() as td:
 		for i in range(nfiles + 1):
 			ct.write_file(os.path.join(td.src, f'f{i:04d}'), b'%d' % i)
-		if not mount_src(c, td, td.src, ['--cache-size=0'], preexec=low_soft,
-				 label='started with a soft limit of 256'):
+		# --no-kernel-cache: every held open must hold a SOURCE descriptor
+		# in the daemon (the default skips opens: FUSE no-open).
+		if not mount_src(c, td, td.src, ['--cache-size=0', '--no-kernel-cache'],
+				 preexec=low_soft, label='started with a soft limit of 256'):
 			return
 		pid = daemon_pid(td)
 		c.eq('daemon raised its soft limit to the hard limit',
@@ -253,8 +255,10 @@ def test_nofile_limit(c):
 	with ct.TempDirs() as td:
 		for i in range(150):
 			ct.write_file(os.path.join(td.src, f'f{i:04d}'), b'%d' % i)
-		if not mount_src(c, td, td.src, ['--cache-size=0'], preexec=low_hard,
-				 label='hard limit of 64'):
+		# --no-kernel-cache: each open must reach the daemon and hold a
+		# SOURCE descriptor there (the default skips opens: FUSE no-open).
+		if not mount_src(c, td, td.src, ['--cache-size=0', '--no-kernel-cache'],
+				 preexec=low_hard, label='hard limit of 64'):
 			return
 		held, failures = [], []
 		try:
@@ -341,7 +345,11 @@ def test_source_errors_rate_limited(c):
 		path = os.path.join(td.src, 'changing.bin')
 		ct.write_file(path, b'1' * 500)
 		log = os.path.join(td.root, 'coordfs.log')
-		if not mount_src(c, td, td.src, ['--cache-size=0', f'--log-file={log}'],
+		# --no-kernel-cache: one failed open per reader, counted once; by
+		# default the check runs at each FUSE read, which the kernel may
+		# retry within one read(2).
+		if not mount_src(c, td, td.src,
+				 ['--cache-size=0', '--no-kernel-cache', f'--log-file={log}'],
 				 label='rate limit'):
 			return
 		ct.write_file(path, b'2' * 700)

@@ -39,6 +39,10 @@ import coordfs_test as ct	# noqa: E402
 
 KIB = 1024
 CHUNK = 64 * KIB
+# --no-kernel-cache: the tests read the same files again and again to see
+# the daemons go to their peers (or fail over); the kernel's page cache
+# would answer those reads itself.
+OPTS = ['--cache-size=16M', '--chunk-size=64K', '--no-kernel-cache']
 FAKE_MODES = ['short', 'wronglen', 'shortlen', '500', 'hang', 'garbage',
 	      'norange', 'badrange', 'trickle']
 
@@ -76,7 +80,7 @@ def test_kill_and_stop(c):
 	readers, victim_kill, victim_stop = (0, 3), 2, 1
 	with ct.Cluster(4, populate=populate_with(files)) as cl:
 		for k in range(4):
-			cl.mount(k, ['--cache-size=16M', '--chunk-size=64K'])
+			cl.mount(k, OPTS)
 		owner = {rel: ct.unit_owner(cl.urls, rel) for rel in rels}
 		n_own = [sum(1 for r in rels if owner[r] == k) for k in range(4)]
 		print(f'# seed {seed}; files owned per node {n_own}')
@@ -184,7 +188,7 @@ def test_kill_and_stop(c):
 		ct.force_unmount(cl.mnts[victim_kill])
 		c.check(f'killed node {victim_kill}: stale mount removed',
 			not ct.is_mounted(cl.mnts[victim_kill]))
-		cl.mount(victim_kill, ['--cache-size=16M', '--chunk-size=64K'])
+		cl.mount(victim_kill, OPTS)
 		its = [r for r in rels if owner[r] == victim_kill and
 		       len(files[r]) <= CHUNK]
 		t0 = time.monotonic()
@@ -218,7 +222,7 @@ def test_graceful_stop(c):
 	rels = sorted(files)
 	with ct.Cluster(2, populate=populate_with(files)) as cl:
 		for k in range(2):
-			cl.mount(k, ['--cache-size=16M', '--chunk-size=64K'])
+			cl.mount(k, OPTS)
 		marker = os.path.join(cl.root, 'go')
 		rd = ct.ManyReader([cl.path(0, r) for r in rels] * 2, pace=0.03,
 				   marker=marker)
@@ -261,7 +265,7 @@ def fake_mode(c, mode, files, expect, fakedir):
 			owned = [r for r in rels if any(
 				ct.unit_owner(cl.urls, r, k) == 1 for k, _ in
 				ct.file_units(len(files[r]), CHUNK))]
-			cl.mount(0, ['--cache-size=16M', '--chunk-size=64K'])
+			cl.mount(0, OPTS)
 			t0 = time.monotonic()
 			rd = ct.ManyReader([cl.path(0, r) for r in rels])
 			res = rd.results(60)
@@ -308,7 +312,7 @@ def fake_flip(c, files, expect, fakedir):
 			owned = [r for r in rels if any(
 				ct.unit_owner(cl.urls, r, k) == 1 for k, _ in
 				ct.file_units(len(files[r]), CHUNK))]
-			cl.mount(0, ['--cache-size=16M', '--chunk-size=64K'])
+			cl.mount(0, OPTS)
 			for rnd in range(2):
 				res = ct.ManyReader([cl.path(0, r) for r in rels]
 						    ).results(60)
@@ -355,7 +359,7 @@ def test_fake_peer(c):
 				port0 = ct.free_ports(1)[0]
 			with ct.Cluster(2, populate=populate_at(files, MTIME_NS),
 					ports=[port0, fake.port]) as cl:
-				cl.mount(0, ['--cache-size=16M', '--chunk-size=64K'])
+				cl.mount(0, OPTS)
 				res = ct.ManyReader([cl.path(0, r) for r in
 						     sorted(files)]).results(60)
 				bad = bad_results(res, cl.mnts[0], expect)
@@ -380,7 +384,7 @@ def test_dead_at_start(c):
 	expect = {rel: hashlib.sha256(d).hexdigest() for rel, d in files.items()}
 	with ct.Cluster(3, populate=populate_with(files)) as cl:
 		# nodes 1 and 2 never start: nothing listens on their ports
-		cl.mount(0, ['--cache-size=16M', '--chunk-size=64K'])
+		cl.mount(0, OPTS)
 		c.check('mount with two dead peers comes up',
 			ct.is_mounted(cl.mnts[0]))
 		rd = ct.ManyReader([cl.path(0, r) for r in sorted(files)])
@@ -393,7 +397,7 @@ def test_dead_at_start(c):
 		c.eq('dead peers at start: both marked down',
 		     [n['up'] for n in st['peers']['nodes']], [True, False, False])
 		# a node that comes up later is used once its back-off expires
-		cl.mount(1, ['--cache-size=16M', '--chunk-size=64K'])
+		cl.mount(1, OPTS)
 		its = [r for r in sorted(files) if ct.unit_owner(cl.urls, r) == 1]
 		t0 = time.monotonic()
 		used = False

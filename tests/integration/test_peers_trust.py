@@ -223,7 +223,9 @@ def test_flood(c):
 		with open(secret, 'w') as f:
 			f.write('flood-' + sha(str(seed).encode())[:24] + '\n')
 		os.chmod(secret, 0o600)
-		opts = ['--cache-size=16M', '--chunk-size=64K',
+		# --no-kernel-cache: the second pass must reach node 0's daemon
+		# and go to node 1 again, not come from the kernel's page cache.
+		opts = ['--cache-size=16M', '--chunk-size=64K', '--no-kernel-cache',
 			f'--secret-file={secret}']
 		cl.mount(0, opts)
 		cl.mount(1, opts)

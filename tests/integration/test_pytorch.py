@@ -5,7 +5,10 @@ Generates ~40 JPEGs of varied sizes and modes in a few class directories
 with PIL, then loads them with torchvision.datasets.ImageFolder and a
 DataLoader (2 workers) once from SOURCE and twice from the mount: classes,
 sample lists (relative paths), labels and tensors must be identical, and
-the second epoch must be served from the coordfs cache (stats).
+the second epoch must be served from the coordfs cache (stats), with
+--no-kernel-cache so that every read reaches the daemon. With the default
+(kernel page cache on) an epoch reading every image twice gives SOURCE's
+tensors both times, with opens skipped.
 """
 
 import os
@@ -70,7 +73,11 @@ def same_batches(a, b):
 def test_imagefolder(c):
 	import torch
 	torch.set_num_threads(1)
-	with ct.Mount(['--cache-size=64M'], populate=populate_images) as m:
+	# --no-kernel-cache: epoch 2 is checked against the daemon's counters
+	# (an open and a cache hit per image), which the kernel's page cache
+	# would answer instead.
+	with ct.Mount(['--cache-size=64M', '--no-kernel-cache'],
+		      populate=populate_images) as m:
 		ds_src, ld_src = make_loader(m.src)
 		ds_mnt, ld_mnt = make_loader(m.mnt)
 		c.eq('classes equal', ds_mnt.classes, ds_src.classes)
@@ -116,9 +123,55 @@ def test_imagefolder(c):
 		     s2['fuse']['opens'] - s1['fuse']['opens'], len(ds_mnt))
 
 
+def test_imagefolder_kernel_cache(c):
+	"""The default (kernel page cache on, opens skipped): an epoch that
+	reads every image twice gets the same tensors as SOURCE both times,
+	and the same bytes as SOURCE on a second raw read with the pages kept."""
+	import torch
+	torch.set_num_threads(1)
+	with ct.Mount(['--cache-size=64M'], populate=populate_images) as m:
+		ds_src, _ = make_loader(m.src)
+		ds_mnt, _ = make_loader(m.mnt)
+		n = len(ds_src)
+		c.eq('default: number of samples', len(ds_mnt), n)
+		twice = list(range(n)) + list(range(n))
+		loader = torch.utils.data.DataLoader(
+			torch.utils.data.Subset(ds_mnt, twice), batch_size=8,
+			num_workers=2, shuffle=False)
+		images, labels = epoch(loader)
+		got_x = torch.cat(images)
+		got_y = torch.cat(labels)
+		want = [ds_src[i] for i in range(n)]
+		want_x = torch.stack([x for x, _ in want])
+		want_y = torch.tensor([y for _, y in want])
+		c.eq('default: one epoch read every image twice', len(got_x), 2 * n)
+		c.check('default: first reads equal SOURCE (torch.equal)',
+			torch.equal(got_x[:n], want_x) and torch.equal(got_y[:n], want_y))
+		c.check('default: second reads equal SOURCE (torch.equal)',
+			torch.equal(got_x[n:], want_x) and torch.equal(got_y[n:], want_y))
+		differ = []
+		for (p_src, _), (p_mnt, _) in zip(ds_src.samples, ds_mnt.samples):
+			with open(p_src, 'rb') as f:
+				want_b = f.read()
+			for _ in range(2):
+				with open(p_mnt, 'rb') as f:
+					if f.read() != want_b:
+						differ.append(p_mnt)
+		c.eq('default: raw bytes equal SOURCE on two more reads', differ, [])
+		s = m.stats()
+		c.check('default: the kernel cache is on (stats)',
+			s['fuse'].get('kernel_cache') is True, f'fuse={s["fuse"]}')
+		# 4n opens of raw files, all but the first skipped (FUSE no-open).
+		c.le('default: opens skipped (fuse.opens <= 1)', s['fuse']['opens'], 1)
+		c.le('default: SOURCE read once per image',
+		     s['source']['bytes'],
+		     sum(os.path.getsize(p) for p, _ in ds_src.samples))
+
+
 def main():
 	c = ct.Checker('test_pytorch', timeout=280)
 	c.group(test_imagefolder, c)
+	c.group(test_imagefolder_kernel_cache, c)
 	c.finish()
 
 

@@ -413,7 +413,7 @@ def _coordfs_ready(mnt):
 
 def coordfs_mount(source, mnt, opts=(), cgroups=(), log_path=None, binary=None):
     """coordfs in the foreground; BENCH_COORDFS_OPTS (space-separated) adds
-    daemon options to every mount, e.g. to compare --kernel-cache;
+    daemon options to every mount, e.g. to compare --no-kernel-cache;
     BENCH_DAEMON_NICE runs it under nice -n VALUE."""
     extra = os.environ.get("BENCH_COORDFS_OPTS", "").split()
     argv = [binary or coordfs_bin(), "-f"] + list(opts) + extra + [source, mnt]
