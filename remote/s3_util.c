@@ -565,35 +565,44 @@ static int url_decode(char *s, size_t *len)
 	return 0;
 }
 
+/* Decode every key and prefix in place; the ones holding a NUL byte are
+ * freed (NULL in their slot) and, once all decoded, squeezed out. Every
+ * slot stays owned by the page until then, so an error half-way leaves
+ * nothing freed twice. */
 static int page_url_decode(struct s3_page *p)
 {
-	size_t kept = 0, n;
+	size_t kept, n;
 
 	for (size_t i = 0; i < p->n_entries; i++) {
 		struct s3_page_entry *e = &p->entries[i];
 
 		if (url_decode(e->key, &n))
 			return -EINVAL;
+		e->key_len = n;
 		if (n == 0 || memchr(e->key, '\0', n)) {
 			free(e->key);
+			e->key = NULL;
 			p->skipped++;
-			continue;
 		}
-		e->key_len = n;
-		p->entries[kept++] = *e;
 	}
-	p->n_entries = kept;
-	kept = 0;
 	for (size_t i = 0; i < p->n_prefixes; i++) {
 		if (url_decode(p->prefixes[i], &n))
 			return -EINVAL;
 		if (n == 0 || memchr(p->prefixes[i], '\0', n)) {
 			free(p->prefixes[i]);
+			p->prefixes[i] = NULL;
 			p->skipped++;
-			continue;
 		}
-		p->prefixes[kept++] = p->prefixes[i];
 	}
+	kept = 0;
+	for (size_t i = 0; i < p->n_entries; i++)
+		if (p->entries[i].key)
+			p->entries[kept++] = p->entries[i];
+	p->n_entries = kept;
+	kept = 0;
+	for (size_t i = 0; i < p->n_prefixes; i++)
+		if (p->prefixes[i])
+			p->prefixes[kept++] = p->prefixes[i];
 	p->n_prefixes = kept;
 	return 0;
 }
