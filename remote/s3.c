@@ -15,6 +15,7 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -456,7 +457,7 @@ ssize_t remote_s3_get(struct remote_s3 *s, const char *key, const char *etag, ui
 
 	if (!s || !key || !etag || !*key || strlen(key) + strlen(s->prefix) > REMOTE_S3_MAX_KEY ||
 	    strlen(etag) > REMOTE_S3_MAX_ETAG || strpbrk(etag, "\r\n") || off > size ||
-	    len > size - off || (len && !buf))
+	    len > size - off || len > SSIZE_MAX || (len && !buf))
 		return -EINVAL;
 	if (len == 0)
 		return 0;

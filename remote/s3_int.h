@@ -88,6 +88,9 @@ struct s3_page {
 	char **prefixes; /* CommonPrefixes */
 	size_t n_prefixes, cap_prefixes;
 	bool truncated;
+	bool url_encoded; /* <EncodingType>url</EncodingType>: keys and prefixes decoded at the end
+			   */
+	size_t skipped;	  /* keys dropped: their decoded form holds a NUL byte */
 	char *next_token;
 	char error_code[64]; /* from an <Error> document */
 	char error_message[256];
@@ -107,7 +110,10 @@ struct s3_page {
 /* Start a page parse. 0 or -ENOMEM. */
 int remote__s3_page_init(struct s3_page *p);
 /* Feed body bytes; final on the last call. 0 or -EINVAL (bad XML, missing
- * fields, over a cap) / -ENOMEM. */
+ * fields, over a cap, a bad %-escape in a url-encoded page) / -ENOMEM.
+ * Pages answered to encoding-type=url have their keys and prefixes decoded
+ * ('+' is a space) on the final call; keys that decode to a NUL byte are
+ * dropped and counted in skipped. */
 int remote__s3_page_feed(struct s3_page *p, const char *data, size_t len, bool final);
 void remote__s3_page_fini(struct s3_page *p);
 

@@ -408,6 +408,9 @@ static void run_task(struct list_ctx *c, const struct task *t)
 		struct s3_page *p = &x->page;
 		int r = 0;
 
+		if (p->skipped)
+			log_warn("s3://%s/%s: %zu keys with a NUL byte left out", s->bucket,
+				 t->prefix, p->skipped);
 		pthread_mutex_lock(&c->cb_lock);
 		for (size_t i = 0; i < p->n_entries && !r; i++) {
 			struct s3_page_entry *en = &p->entries[i];

@@ -43,8 +43,8 @@ void remote__s3_pct(struct strbuf *out, const char *s, size_t len, bool keep_sla
 void remote__s3_list_query(struct strbuf *out, const char *token, const char *delimiter,
 			   const char *prefix, unsigned max_keys, const char *start_after)
 {
-	/* Alphabetical: continuation-token, delimiter, list-type, max-keys,
-	 * prefix, start-after. */
+	/* Alphabetical: continuation-token, delimiter, encoding-type,
+	 * list-type, max-keys, prefix, start-after. */
 	if (token) {
 		strbuf_puts(out, "continuation-token=");
 		remote__s3_pct(out, token, strlen(token), false);
@@ -55,7 +55,8 @@ void remote__s3_list_query(struct strbuf *out, const char *token, const char *de
 		remote__s3_pct(out, delimiter, strlen(delimiter), false);
 		strbuf_puts(out, "&");
 	}
-	strbuf_puts(out, "list-type=2");
+	/* keys come back %-encoded: any byte survives XML 1.0 */
+	strbuf_puts(out, "encoding-type=url&list-type=2");
 	if (max_keys)
 		strbuf_printf(out, "&max-keys=%u", max_keys);
 	strbuf_puts(out, "&prefix=");
@@ -262,6 +263,7 @@ enum where {
 	W_PREFIX, /* CommonPrefixes/Prefix */
 	W_TRUNCATED,
 	W_TOKEN,
+	W_ENCODING,
 	W_ERR_CODE,
 	W_ERR_MESSAGE,
 };
@@ -315,6 +317,8 @@ static void XMLCALL on_start(void *ud, const XML_Char *name, const XML_Char **at
 			p->where = W_TRUNCATED;
 		} else if (!strcmp(name, "NextContinuationToken")) {
 			p->where = W_TOKEN;
+		} else if (!strcmp(name, "EncodingType")) {
+			p->where = W_ENCODING;
 		}
 		return;
 	}
@@ -366,8 +370,8 @@ static void end_text(struct s3_page *p)
 	t[p->text_len] = '\0';
 	switch (p->where) {
 	case W_KEY:
-		if (p->text_len == 0 || p->text_len > REMOTE_S3_MAX_KEY ||
-		    memchr(t, '\0', p->text_len)) {
+		/* the length is checked at the end, once a url-encoded key is decoded */
+		if (p->text_len == 0 || memchr(t, '\0', p->text_len)) {
 			page_fail(p, -EINVAL);
 			return;
 		}
@@ -396,8 +400,8 @@ static void end_text(struct s3_page *p)
 			page_fail(p, -EINVAL);
 		break;
 	case W_PREFIX:
-		if (p->text_len == 0 || p->text_len > REMOTE_S3_MAX_KEY ||
-		    memchr(t, '\0', p->text_len) || p->n_prefixes >= S3_MAX_PAGE_ENTRIES ||
+		if (p->text_len == 0 || memchr(t, '\0', p->text_len) ||
+		    p->n_prefixes >= S3_MAX_PAGE_ENTRIES ||
 		    !grow((void **)&p->prefixes, &p->cap_prefixes, p->n_prefixes, sizeof(char *))) {
 			page_fail(p, -EINVAL);
 			return;
@@ -415,6 +419,9 @@ static void end_text(struct s3_page *p)
 			p->truncated = false;
 		else
 			page_fail(p, -EINVAL);
+		break;
+	case W_ENCODING:
+		p->url_encoded = !strcmp(t, "url");
 		break;
 	case W_TOKEN:
 		free(p->next_token);
@@ -524,6 +531,82 @@ void remote__s3_page_fini(struct s3_page *p)
 	memset(p, 0, sizeof(*p));
 }
 
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/* Decode in place ('+' is a space, %XX a byte); the length through *len.
+ * -EINVAL on a bad escape. */
+static int url_decode(char *s, size_t *len)
+{
+	size_t o = 0;
+
+	for (size_t i = 0; s[i]; i++) {
+		if (s[i] == '%') {
+			int hi = hexval(s[i + 1]), lo = hi < 0 ? -1 : hexval(s[i + 2]);
+
+			if (hi < 0 || lo < 0)
+				return -EINVAL;
+			s[o++] = (char)(hi * 16 + lo);
+			i += 2;
+		} else {
+			s[o++] = s[i] == '+' ? ' ' : s[i];
+		}
+	}
+	s[o] = '\0';
+	*len = o;
+	return 0;
+}
+
+/* Decode every key and prefix in place; the ones holding a NUL byte are
+ * freed (NULL in their slot) and, once all decoded, squeezed out. Every
+ * slot stays owned by the page until then, so an error half-way leaves
+ * nothing freed twice. */
+static int page_url_decode(struct s3_page *p)
+{
+	size_t kept, n;
+
+	for (size_t i = 0; i < p->n_entries; i++) {
+		struct s3_page_entry *e = &p->entries[i];
+
+		if (url_decode(e->key, &n))
+			return -EINVAL;
+		e->key_len = n;
+		if (n == 0 || memchr(e->key, '\0', n)) {
+			free(e->key);
+			e->key = NULL;
+			p->skipped++;
+		}
+	}
+	for (size_t i = 0; i < p->n_prefixes; i++) {
+		if (url_decode(p->prefixes[i], &n))
+			return -EINVAL;
+		if (n == 0 || memchr(p->prefixes[i], '\0', n)) {
+			free(p->prefixes[i]);
+			p->prefixes[i] = NULL;
+			p->skipped++;
+		}
+	}
+	kept = 0;
+	for (size_t i = 0; i < p->n_entries; i++)
+		if (p->entries[i].key)
+			p->entries[kept++] = p->entries[i];
+	p->n_entries = kept;
+	kept = 0;
+	for (size_t i = 0; i < p->n_prefixes; i++)
+		if (p->prefixes[i])
+			p->prefixes[kept++] = p->prefixes[i];
+	p->n_prefixes = kept;
+	return 0;
+}
+
 int remote__s3_page_feed(struct s3_page *p, const char *data, size_t len, bool final)
 {
 	if (p->failed)
@@ -539,6 +622,14 @@ int remote__s3_page_feed(struct s3_page *p, const char *data, size_t len, bool f
 		p->failed = -EINVAL;
 	if (final && !p->failed && p->root == ROOT_LIST && p->truncated && !p->next_token)
 		p->failed = -EINVAL; /* we could never ask for the next page */
+	if (final && !p->failed && p->url_encoded)
+		p->failed = page_url_decode(p);
+	for (size_t i = 0; final && !p->failed && i < p->n_entries; i++)
+		if (p->entries[i].key_len > REMOTE_S3_MAX_KEY)
+			p->failed = -EINVAL;
+	for (size_t i = 0; final && !p->failed && i < p->n_prefixes; i++)
+		if (strlen(p->prefixes[i]) > REMOTE_S3_MAX_KEY)
+			p->failed = -EINVAL;
 	return p->failed;
 }
 

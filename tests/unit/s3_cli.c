@@ -34,9 +34,33 @@
 #include "common/log.h"
 #include "remote/http.h"
 #include "remote/remote.h"
-#include "remote/remote_int.h"
 #include "remote/s3.h"
 #include "remote/s3_int.h"
+
+/* %XX-decode a command argument (any byte but NUL; the peer path decoder
+ * refuses control bytes, which S3 keys may hold). */
+static int arg_decode(const char *in, char *out, size_t cap)
+{
+	size_t o = 0;
+
+	for (size_t i = 0; in[i]; i++) {
+		unsigned v;
+
+		if (o + 1 >= cap)
+			return -ENAMETOOLONG;
+		if (in[i] == '%') {
+			if (sscanf(in + i + 1, "%2x", &v) != 1 || v == 0 || !in[i + 1] ||
+			    !in[i + 2])
+				return -EINVAL;
+			out[o++] = (char)v;
+			i += 2;
+		} else {
+			out[o++] = in[i];
+		}
+	}
+	out[o] = '\0';
+	return 0;
+}
 
 struct listing {
 	char **lines;
@@ -90,7 +114,7 @@ static void do_get(struct remote_s3 *s, char *args)
 
 	if (sscanf(args, "%3072s %128s %" SCNu64 " %" SCNu64 " %" SCNu64, raw, etag, &size, &off,
 		   &len) != 5 ||
-	    len > (256u << 20) || remote__pct_decode(raw, key, sizeof(key))) {
+	    len > (256u << 20) || arg_decode(raw, key, sizeof(key))) {
 		printf("err %d bad get arguments\n", -EINVAL);
 		return;
 	}
@@ -168,7 +192,7 @@ static void do_pget(struct remote_s3 *s, char *args)
 
 	if (sscanf(args, "%u %u %3072s %128s %" SCNu64, &threads, &rounds, raw, etag, &size) != 5 ||
 	    threads == 0 || threads > 64 || size > (64u << 20) ||
-	    remote__pct_decode(raw, key, sizeof(key))) {
+	    arg_decode(raw, key, sizeof(key))) {
 		printf("err %d bad pget arguments\n", -EINVAL);
 		return;
 	}

@@ -35,17 +35,19 @@ START_TEST(test_query_order_and_encoding)
 
 	strbuf_init(&sb);
 	remote__s3_list_query(&sb, "a/b+c=d e", "/", "train/c 1/", 1000, NULL);
-	ck_assert_str_eq(sb.buf, "continuation-token=a%2Fb%2Bc%3Dd%20e&delimiter=%2F&list-type=2"
-				 "&max-keys=1000&prefix=train%2Fc%201%2F");
+	ck_assert_str_eq(sb.buf,
+			 "continuation-token=a%2Fb%2Bc%3Dd%20e&delimiter=%2F"
+			 "&encoding-type=url&list-type=2&max-keys=1000&prefix=train%2Fc%201%2F");
 	strbuf_reset(&sb);
 	remote__s3_list_query(&sb, NULL, NULL, "t/", 1000, "t/c1.");
-	ck_assert_str_eq(sb.buf, "list-type=2&max-keys=1000&prefix=t%2F&start-after=t%2Fc1.");
+	ck_assert_str_eq(
+	    sb.buf, "encoding-type=url&list-type=2&max-keys=1000&prefix=t%2F&start-after=t%2Fc1.");
 	strbuf_reset(&sb);
 	remote__s3_list_query(&sb, NULL, NULL, "", 0, NULL);
-	ck_assert_str_eq(sb.buf, "list-type=2&prefix=");
+	ck_assert_str_eq(sb.buf, "encoding-type=url&list-type=2&prefix=");
 	strbuf_reset(&sb);
 	remote__s3_list_query(&sb, NULL, NULL, "\xc3\xbc~-_.", 5, NULL);
-	ck_assert_str_eq(sb.buf, "list-type=2&max-keys=5&prefix=%C3%BC~-_.");
+	ck_assert_str_eq(sb.buf, "encoding-type=url&list-type=2&max-keys=5&prefix=%C3%BC~-_.");
 	strbuf_fini(&sb);
 }
 END_TEST
@@ -357,6 +359,61 @@ START_TEST(test_page_caps)
 	ck_assert_int_lt(parse_one(sb.buf), 0);
 	strbuf_fini(&sb);
 	free(key);
+}
+END_TEST
+
+START_TEST(test_page_url_encoded)
+{
+	struct s3_page p;
+	/* EncodingType may come after the entries it applies to */
+	const char *xml = LBR("<Contents><Key>a%2Fb+c%2Bd%20%C3%BC</Key><Size>1</Size></Contents>"
+			      "<Contents><Key>nul%00here</Key><Size>1</Size></Contents>"
+			      "<Contents><Key>plain</Key><Size>2</Size></Contents>"
+			      "<CommonPrefixes><Prefix>p%2Fq%2F</Prefix></CommonPrefixes>"
+			      "<EncodingType>url</EncodingType>");
+
+	ck_assert_int_eq(remote__s3_page_init(&p), 0);
+	ck_assert_int_eq(remote__s3_page_feed(&p, xml, strlen(xml), true), 0);
+	ck_assert_uint_eq(p.n_entries, 2);
+	ck_assert_str_eq(p.entries[0].key, "a/b c+d \xc3\xbc");
+	ck_assert_uint_eq(p.entries[0].key_len, strlen("a/b c+d \xc3\xbc"));
+	ck_assert_str_eq(p.entries[1].key, "plain");
+	ck_assert_uint_eq(p.skipped, 1);
+	ck_assert_uint_eq(p.n_prefixes, 1);
+	ck_assert_str_eq(p.prefixes[0], "p/q/");
+	remote__s3_page_fini(&p);
+
+	/* without EncodingType, nothing is decoded */
+	const char *raw = LBR("<Contents><Key>a%2Fb+c</Key><Size>1</Size></Contents>");
+
+	ck_assert_int_eq(remote__s3_page_init(&p), 0);
+	ck_assert_int_eq(remote__s3_page_feed(&p, raw, strlen(raw), true), 0);
+	ck_assert_str_eq(p.entries[0].key, "a%2Fb+c");
+	remote__s3_page_fini(&p);
+
+	/* bad escapes */
+	ck_assert_int_lt(parse_one(LBR("<EncodingType>url</EncodingType><Contents><Key>a%2</Key>"
+				       "<Size>1</Size></Contents>")),
+			 0);
+	ck_assert_int_lt(parse_one(LBR("<EncodingType>url</EncodingType><Contents><Key>a%zz</Key>"
+				       "<Size>1</Size></Contents>")),
+			 0);
+	/* an encoded key may be 3x longer than S3's limit, its decoded form not */
+	struct strbuf sb;
+
+	strbuf_init(&sb);
+	strbuf_puts(&sb, "<ListBucketResult><EncodingType>url</EncodingType><Contents><Key>");
+	for (int i = 0; i < REMOTE_S3_MAX_KEY; i++)
+		strbuf_puts(&sb, "%41");
+	strbuf_puts(&sb, "</Key><Size>1</Size></Contents></ListBucketResult>");
+	ck_assert_int_eq(parse_one(sb.buf), 0);
+	strbuf_reset(&sb);
+	strbuf_puts(&sb, "<ListBucketResult><EncodingType>url</EncodingType><Contents><Key>");
+	for (int i = 0; i <= REMOTE_S3_MAX_KEY; i++)
+		strbuf_puts(&sb, "%41");
+	strbuf_puts(&sb, "</Key><Size>1</Size></Contents></ListBucketResult>");
+	ck_assert_int_lt(parse_one(sb.buf), 0);
+	strbuf_fini(&sb);
 }
 END_TEST
 
@@ -737,6 +794,7 @@ int main(void)
 	tcase_add_test(tc, test_page_split_everywhere);
 	tcase_add_test(tc, test_page_bad_inputs);
 	tcase_add_test(tc, test_page_caps);
+	tcase_add_test(tc, test_page_url_encoded);
 	tcase_add_test(tc, test_page_error_document);
 	tcase_add_test(tc, test_ini_profiles);
 	tcase_add_test(tc, test_ini_caps);
