@@ -51,15 +51,29 @@ int fs_readahead_read(struct fs_readahead *ra, struct budget *mem, uint64_t file
 
 	pthread_mutex_lock(&ra->lock);
 	for (;;) {
-		if (ra->data && off >= ra->start && off + len <= ra->start + ra->len) {
-			memcpy(buf, ra->data + (off - ra->start), len);
-			ra->next = off + len;
-			pthread_mutex_unlock(&ra->lock);
-			return 0;
+		if (ra->data && off >= ra->start && off < ra->start + ra->len) {
+			/* The window holds the read, or its head: the rest (at the
+			 * window's end, so sequential) is fetched below. */
+			size_t n = (size_t)(ra->start + ra->len - off);
+
+			if (n > len)
+				n = len;
+			memcpy(buf, ra->data + (off - ra->start), n);
+			ra->next = off + n;
+			off += n;
+			buf = (char *)buf + n;
+			len -= n;
+			if (len == 0) {
+				pthread_mutex_unlock(&ra->lock);
+				return 0;
+			}
+			continue;
 		}
-		if (!(ra->fetching && off >= ra->fetch_start && off + len <= ra->fetch_end))
+		/* A window on its way brings some of this range: wait for it
+		 * rather than fetch those bytes twice. */
+		if (!(ra->fetching && off < ra->fetch_end && off + len > ra->fetch_start))
 			break;
-		pthread_cond_wait(&ra->fetched, &ra->lock); /* it brings this range */
+		pthread_cond_wait(&ra->fetched, &ra->lock);
 	}
 	/* Sequential: the start of the file, or where the last read ended. */
 	if (off == ra->next)
