@@ -210,13 +210,13 @@ static bool is_mounted(const char *path)
 }
 
 /*
- * Let the kernel read ahead up to 1 MiB (FUSE_READAHEAD_KB) in one FUSE read:
+ * Let the kernel read ahead up to 1 MiB (READAHEAD_KB) in one FUSE read:
  * the mount's backing device starts at the kernel's 128 KiB default, which
  * splits a 3 MB file into 23 round trips instead of 3. The device is found in
  * the mount table, never by a stat of the mount, which this daemon has yet to
  * serve. Only root may write the setting; otherwise the default stays.
  */
-#define FUSE_READAHEAD_KB 1024
+#define READAHEAD_KB 1024
 static void raise_readahead(const char *mountpoint)
 {
 	char real[PATH_MAX], path[96];
@@ -238,7 +238,7 @@ static void raise_readahead(const char *mountpoint)
 		return;
 	snprintf(path, sizeof(path), "/sys/class/bdi/%u:%u/read_ahead_kb", major(dev), minor(dev));
 	fd = open(path, O_WRONLY | O_CLOEXEC);
-	if (fd < 0 || dprintf(fd, "%d", FUSE_READAHEAD_KB) < 0)
+	if (fd < 0 || dprintf(fd, "%d", READAHEAD_KB) < 0)
 		log_msg(LOG_DEBUG, "read-ahead of %s stays at the kernel's default: %s: %s",
 			mountpoint, path, strerror(errno));
 	if (fd >= 0)

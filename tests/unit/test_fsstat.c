@@ -530,6 +530,22 @@ START_TEST(passes_without_tracker_or_dataset)
 }
 END_TEST
 
+START_TEST(kernel_cache_note_only_when_on)
+{
+	char *out = render_text("{\"fuse\": {\"opens\": 1, \"reads\": 2, \"kernel_cache\": true}}", NULL);
+
+	assert_contains(out, "kernel page cache on: reads it serves are not counted");
+	free(out);
+	out = render_text("{\"fuse\": {\"opens\": 1, \"reads\": 2, \"kernel_cache\": false}}", NULL);
+	assert_lacks(out, "kernel page cache");
+	free(out);
+	/* A daemon from before the field: no claim either way. */
+	out = render_text("{\"fuse\": {\"opens\": 1, \"reads\": 2}}", NULL);
+	assert_lacks(out, "kernel page cache");
+	free(out);
+}
+END_TEST
+
 START_TEST(prefill_and_requests_only_when_reported)
 {
 	json_t *prev = parse_ok("{\"uptime_s\": 10, \"prefill\": {\"target_bytes\": 1000000, \"done_bytes\": 50000,"
@@ -865,6 +881,7 @@ int main(void)
 	tcase_add_test(table, watch_rates_fallbacks);
 	tcase_add_test(table, passes_from_mount);
 	tcase_add_test(table, passes_seen_from_the_middle);
+	tcase_add_test(table, kernel_cache_note_only_when_on);
 	tcase_add_test(table, passes_without_tracker_or_dataset);
 	tcase_add_test(table, prefill_and_requests_only_when_reported);
 	tcase_add_test(cli, cli_table_and_json);
