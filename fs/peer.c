@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * fs/'s side of the partitioned cache (SPEC §5): ownership of units by
+ * fs/'s side of the partitioned cache (coordfs(1), PEERS): ownership of units by
  * rendezvous hashing, fetches from owners with fallback to SOURCE, and the
  * callbacks through which the peer server reads the namespace and cache.
  */
