@@ -122,6 +122,7 @@ static json_t *stats_tree(struct fs_ctx *fs, bool local)
 	     put(peers, "served_bytes", num(s.peer_served_bytes)) &&
 	     put(peers, "mismatches", num(s.peer_mismatches)) &&
 	     put(peers, "unavailable", num(s.peer_unavailable)) &&
+	     put(peers, "fallbacks", num(s.peer_fallbacks)) &&
 	     put(peers, "node", json_integer(fs->peers ? (json_int_t)fs->node : -1)) &&
 	     put(peers, "nodes", fs->client ? remote_peers_json_value(fs->client) : json_array());
 	ok = ok && put(prep, "decodes", num(s.prep_decodes)) &&
