@@ -342,12 +342,6 @@ bool cache_holds(const struct cache *c, uint64_t unit)
 	return (atomic_load_explicit(&c->state[unit], memory_order_acquire) & 3u) == STATE_HELD;
 }
 
-void cache_count_bypass(struct cache *c, size_t want_bytes)
-{
-	count(&c->misses, 1);
-	count(&c->miss_bytes, want_bytes);
-}
-
 void cache_get_stats(const struct cache *c, struct cache_stats *out)
 {
 	struct cache *m = (struct cache *)c;

@@ -86,8 +86,6 @@ int cache_prefill(struct cache *c, uint64_t unit, size_t unit_len, cache_fill_fn
 /* Whether unit is held (a cheap load; no counters move). */
 bool cache_holds(const struct cache *c, uint64_t unit);
 
-/* Count want_bytes of a read that went around the cache as a miss. */
-void cache_count_bypass(struct cache *c, size_t want_bytes);
 
 void cache_get_stats(const struct cache *c, struct cache_stats *out);
 

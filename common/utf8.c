@@ -2,6 +2,9 @@
 /* UTF-8 validation and U+FFFD replacement (the table of RFC 3629 §4). */
 #include "common/utf8.h"
 
+#include <jansson.h>
+#include <string.h>
+
 #include "common/strbuf.h"
 
 static bool cont(unsigned char c)
@@ -61,4 +64,16 @@ void utf8_sanitize(struct strbuf *out, const char *s, size_t len)
 		p += n;
 		len -= n;
 	}
+}
+
+json_t *utf8_json_string(const char *s)
+{
+	struct strbuf sb;
+	json_t *v;
+
+	strbuf_init(&sb);
+	utf8_sanitize(&sb, s, strlen(s));
+	v = sb.failed ? NULL : json_stringn(sb.buf ? sb.buf : "", sb.len);
+	strbuf_fini(&sb);
+	return v;
 }

@@ -23,4 +23,9 @@ bool utf8_valid(const char *s, size_t len);
 /* Append s (len bytes) to out, each ill-formed byte replaced by U+FFFD. */
 void utf8_sanitize(struct strbuf *out, const char *s, size_t len);
 
+/* A new jansson string of s (NUL-terminated bytes) made valid UTF-8 the
+ * same way, or NULL when out of memory. */
+struct json_t;
+struct json_t *utf8_json_string(const char *s);
+
 #endif

@@ -28,7 +28,7 @@ struct prep_view;
 struct fs_source;
 struct fs_prefill;
 
-/* Options from the command line / -o (SPEC §1). */
+/* Options from the command line / -o (coordfs(1), OPTIONS). */
 struct fs_options {
 	char *source;
 	char *mountpoint;
@@ -166,7 +166,7 @@ int fs_open_source(struct fs_ctx *fs, uint32_t node, int *fh);
 /* Close a handle from fs_open_source (-1 ok). */
 void fs_close_source(struct fs_ctx *fs, int fh);
 
-/* The statistics JSON of SPEC §4 into sb (stats.c). */
+/* The statistics JSON (coordfs(1), STATISTICS) into sb (stats.c). */
 struct strbuf;
 void fs_stats_json(struct fs_ctx *fs, struct strbuf *sb);
 void fs_stats_metrics(struct fs_ctx *fs, struct strbuf *sb);

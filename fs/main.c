@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * coordfs: parse the command line (SPEC §1), check everything that can be
+ * coordfs: parse the command line (coordfs(1), OPTIONS), check everything that can be
  * checked while the caller is still attached, mount, then daemonize and
  * serve. Every failure before the mount prints one line and exits 1 with
  * nothing mounted.

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * fs/'s side of the partitioned cache (SPEC §5): ownership of units by
+ * fs/'s side of the partitioned cache (coordfs(1), PEERS): ownership of units by
  * rendezvous hashing, fetches from owners with fallback to SOURCE, and the
  * callbacks through which the peer server reads the namespace and cache.
  */
@@ -304,6 +304,8 @@ void fs_peer_collect(struct fs_ctx *fs, struct fs_stats *s)
 		s->peer_errors = cs.errors;
 		s->peer_mismatches = cs.mismatches;
 		s->peer_unavailable = cs.unavailable;
+		s->peer_fallbacks = atomic_load_explicit(&fs->ctr.peer_fallbacks,
+							 memory_order_relaxed);
 	}
 	if (fs->server) {
 		struct remote_server_stats ss;

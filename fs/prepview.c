@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The prepared view (SPEC §3) in the namespace: MOUNTPOINT/NAME/RECIPE/REL
+ * The prepared view (coordfs(1), THE PREPARED VIEW) in the namespace: MOUNTPOINT/NAME/RECIPE/REL
  * mirrors every directory and image file of the dataset, and reading a
  * mirrored file returns the sample prep/ made of it. Mirrors have no state:
  * their inode numbers encode the recipe and the real node.
@@ -18,7 +18,7 @@
  * (the raw path needs search permission there too).
  *
  * Errors: a sample that cannot be made (undecodable file, unreadable
- * source) opens fine and fails every read with EIO (SPEC §3: read, not
+ * source) opens fine and fails every read with EIO (coordfs(1), THE PREPARED VIEW: read, not
  * open). An open refused for memory (the transient budget fs->mem stayed
  * full) or because the job table is full fails open() with ENOMEM or
  * EAGAIN: nothing is pinned and the job's version is not consumed, so the
@@ -409,7 +409,7 @@ static void handle_put(struct fs_ctx *fs, struct prep_handle *h)
 	}
 }
 
-/* An open whose every read fails with err (SPEC §3: reads fail, not opens). */
+/* An open whose every read fails with err (coordfs(1), THE PREPARED VIEW: reads fail, not opens). */
 static void open_failed(fuse_req_t req, struct fuse_file_info *fi, int err)
 {
 	struct prep_handle *h = malloc(sizeof(*h));

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The prepared view in the namespace (SPEC §3): MOUNTPOINT/NAME/RECIPE/REL
+ * The prepared view in the namespace (coordfs(1), THE PREPARED VIEW): MOUNTPOINT/NAME/RECIPE/REL
  * mirrors every directory and image file REL of the dataset. NAME is not
  * listed in the root's readdir but lookup finds it.
  *

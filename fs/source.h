@@ -116,7 +116,7 @@ static inline void fs_source_destroy(struct fs_source *src)
  */
 int fs_source_local_create(const char *dir, struct fs_source **out, char *err, size_t errlen);
 
-/* S3 settings from the command line (SPEC §1, §6). Strings are borrowed. */
+/* S3 settings from the command line (coordfs(1), OPTIONS and SOURCE). Strings are borrowed. */
 struct fs_source_s3_options {
 	const char *url; /* s3://BUCKET[/PREFIX] */
 	const char *endpoint, *region, *profile, *addressing;

@@ -62,20 +62,6 @@ void fs_stats_collect(struct fs_ctx *fs, struct fs_stats *s)
 	fs_prep_collect(fs, s);
 }
 
-/* A JSON string of s, made valid UTF-8: SOURCE is bytes, and a byte that is
- * not UTF-8 becomes U+FFFD (the raw path is in the mount's log). */
-static json_t *string_value(const char *s)
-{
-	struct strbuf sb;
-	json_t *v;
-
-	strbuf_init(&sb);
-	utf8_sanitize(&sb, s, strlen(s));
-	v = sb.failed ? NULL : json_stringn(sb.buf ? sb.buf : "", sb.len);
-	strbuf_fini(&sb);
-	return v;
-}
-
 static json_t *num(uint64_t v)
 {
 	return json_integer((json_int_t)v);
@@ -103,7 +89,7 @@ static json_t *stats_tree(struct fs_ctx *fs, bool local)
 	     /* milliseconds, printed without binary-fraction noise */
 	     put(root, "uptime_s", json_real(round(s.uptime_s * 1000.0) / 1000.0)) &&
 	     (!local || (put(root, "pid", json_integer((json_int_t)getpid())) &&
-			 put(root, "source_dir", string_value(fs->opt.source)))) &&
+			 put(root, "source_dir", utf8_json_string(fs->opt.source)))) &&
 	     put(root, "files", num(fs->ns.nfiles)) &&
 	     put(root, "dataset_bytes", num(fs->ns.total_bytes));
 	ok = ok && put(cache, "capacity_bytes", num(s.cache.capacity_bytes)) &&
@@ -136,6 +122,7 @@ static json_t *stats_tree(struct fs_ctx *fs, bool local)
 	     put(peers, "served_bytes", num(s.peer_served_bytes)) &&
 	     put(peers, "mismatches", num(s.peer_mismatches)) &&
 	     put(peers, "unavailable", num(s.peer_unavailable)) &&
+	     put(peers, "fallbacks", num(s.peer_fallbacks)) &&
 	     put(peers, "node", json_integer(fs->peers ? (json_int_t)fs->node : -1)) &&
 	     put(peers, "nodes", fs->client ? remote_peers_json_value(fs->client) : json_array());
 	ok = ok && put(prep, "decodes", num(s.prep_decodes)) &&

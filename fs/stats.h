@@ -22,6 +22,7 @@ struct fs_stats {
 	bool prefill_running;
 	uint64_t peer_fetches, peer_bytes, peer_errors, peer_served, peer_served_bytes;
 	uint64_t peer_mismatches, peer_unavailable;
+	uint64_t peer_fallbacks; /* reads of another node's unit served from SOURCE */
 	uint64_t prep_decodes, prep_shared, prep_errors, prep_staged_bytes, prep_refused, prep_jobs;
 	uint64_t opens, reads, read_bytes;
 };

@@ -13,19 +13,6 @@
 #include "common/strbuf.h"
 #include "common/utf8.h"
 
-/* A JSON string of s, made valid UTF-8 (U+FFFD for ill-formed bytes). */
-static json_t *string_value(const char *s)
-{
-	struct strbuf sb;
-	json_t *v;
-
-	strbuf_init(&sb);
-	utf8_sanitize(&sb, s, strlen(s));
-	v = sb.failed ? NULL : json_stringn(sb.buf ? sb.buf : "", sb.len);
-	strbuf_fini(&sb);
-	return v;
-}
-
 /* Dump v into out in jansson's default layout (", " and ": "); takes v. */
 static int append_chunk(const char *buf, size_t size, void *data)
 {
@@ -47,7 +34,7 @@ json_t *remote_peers_json_value(const struct remote_client *c)
 	for (unsigned k = 0; arr && c && remote_node_url(c, k); k++) {
 		json_t *node = json_object();
 		if (!node || json_array_append_new(arr, node) < 0 ||
-		    json_object_set_new(node, "url", string_value(remote_node_url(c, k))) < 0 ||
+		    json_object_set_new(node, "url", utf8_json_string(remote_node_url(c, k))) < 0 ||
 		    json_object_set_new(node, "up", json_boolean(remote_node_up(c, k))) < 0) {
 			json_decref(arr);
 			return NULL;

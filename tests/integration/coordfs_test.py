@@ -453,7 +453,7 @@ class Mount(TempDirs):
 
 
 def stats(mnt):
-	"""The JSON statistics object of the mount (SPEC §4)."""
+	"""The JSON statistics object of the mount (coordfs(1), STATISTICS)."""
 	return json.loads(os.getxattr(mnt, STATS_XATTR).decode('utf-8'))
 
 
@@ -711,7 +711,7 @@ def hash_bytes(data, seed):
 
 def unit_owner(urls, relpath, chunk=0):
 	"""Owner node of (relpath, chunk) over the normalized peer URLs, as
-	remote_owner(remote_unit_key()) computes it (SPEC §5: rendezvous
+	remote_owner(remote_unit_key()) computes it (coordfs(1), PEERS: rendezvous
 	hashing; the hash is documented as stable across builds)."""
 	raw = relpath.encode('utf-8', 'surrogateescape')
 	key = hash_mix64(hash_bytes(raw, UNIT_PATH_SEED) ^

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""Integration test of the mount(8) / fstab paths (SPEC §1, `-o`).
+"""Integration test of the mount(8) / fstab paths (coordfs(1), OPTIONS, `-o`).
 
 - `mount -t fuse.coordfs SOURCE MNT -o cache_size=64M,chunk_size=1M`:
   mount(8) runs /sbin/mount.fuse (mount.fuse3), which runs `coordfs` from

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""Integration test of the basic read-only mount (SPEC §1, §2, §4).
+"""Integration test of the basic read-only mount (coordfs(1): OPTIONS, THE MOUNT, STATISTICS).
 
 Builds a SOURCE tree with nested and empty directories, empty files,
 names with spaces and non-ASCII characters, symlinks, and files of many
@@ -202,7 +202,7 @@ def check_stats_shape(c, s):
 		and s['uptime_s'] >= 0, f'uptime_s={s.get("uptime_s")!r}')
 	missing = [f'{sec}.{k}' for sec, keys in STATS_KEYS.items()
 		   for k in keys if k not in s.get(sec, {})]
-	c.check('stats has every field of SPEC §4', not missing,
+	c.check('stats has every documented field (coordfs(1), STATISTICS)', not missing,
 		f'missing {missing}')
 
 

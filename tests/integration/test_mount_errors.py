@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""Integration test of coordfs failures and shutdown (SPEC §1, §2, §4).
+"""Integration test of coordfs failures and shutdown (coordfs(1): OPTIONS, THE MOUNT, STATISTICS).
 
 - Bad command lines (missing or wrong SOURCE/MOUNTPOINT, already mounted,
   bad SIZE values, unknown option, --peers without --node) must exit
@@ -117,7 +117,7 @@ def test_bad_command_lines(c):
 def test_help_version(c):
 	rc, out, err = ct.run_coordfs(['--help'], timeout=10)
 	c.eq('--help: exit status', rc, 0)
-	c.check('--help: prints usage with every SPEC option',
+	c.check('--help: prints usage with every documented option',
 		'usage' in (out + err).lower() and all(
 			o in out + err for o in (
 				'--foreground', '--cache-size', '--chunk-size',

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""Integration test of the partitioned cache (SPEC §5) with real daemons.
+"""Integration test of the partitioned cache (coordfs(1), PEERS) with real daemons.
 
 Three coordfs nodes over one SOURCE (about 150 files of random bytes,
 1-200 KiB, plus one file of many chunks; --chunk-size=64K), peers on

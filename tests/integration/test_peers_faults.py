@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""Integration test of peer failures (SPEC §5: "a reader never sees an
+"""Integration test of peer failures (coordfs(1), PEERS: "a reader never sees an
 error because a peer failed").
 
 1. Four real nodes; nodes 0 and 3 read the whole dataset while, in the

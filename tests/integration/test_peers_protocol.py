@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""Integration test of the peer protocol (SPEC §5) on a real daemon.
+"""Integration test of the peer protocol (coordfs(1), PEERS) on a real daemon.
 
 A node started with --secret-file (mode 600) is probed with raw HTTP
 requests (http.client sends the path exactly as written): Bearer
@@ -30,7 +30,7 @@ KIB = 1024
 SECRET = 'S3cr3t-' + ''.join(random.choice('abcdefghijkmnpqrstuvwxyz23456789')
 			     for _ in range(24))
 
-SPEC_FIELDS = {
+DOCUMENTED_FIELDS = {
 	'cache': ['capacity_bytes', 'used_bytes', 'items', 'hits', 'misses',
 		  'hit_bytes', 'miss_bytes', 'admitted', 'refused'],
 	'source': ['reads', 'bytes', 'errors'],
@@ -69,10 +69,10 @@ def check_stats_json(c, label, st):
 	c.eq(f'{label}: version', st.get('version'), 1)
 	c.check(f'{label}: uptime_s is a number',
 		isinstance(st.get('uptime_s'), (int, float)), repr(st.get('uptime_s')))
-	for group, fields in SPEC_FIELDS.items():
+	for group, fields in DOCUMENTED_FIELDS.items():
 		g = st.get(group)
 		missing = [f for f in fields if not isinstance(g, dict) or f not in g]
-		c.check(f'{label}: "{group}" has the SPEC §4 fields', not missing,
+		c.check(f'{label}: "{group}" has the documented fields', not missing,
 			f'missing {missing}')
 		if isinstance(g, dict):
 			bad = [f for f in fields if f != 'nodes' and f in g and

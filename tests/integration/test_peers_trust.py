@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""Integration test of what a node trusts from its peers (SPEC §5).
+"""Integration test of what a node trusts from its peers (coordfs(1), PEERS).
 
 1. Two real nodes whose SOURCE copies differ in one file X (same size,
    other content, other mtime), and a file Y that changes on the owner's

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""Integration test: the prepared view (SPEC §3) on a real mount.
+"""Integration test: the prepared view (coordfs(1), THE PREPARED VIEW) on a real mount.
 
 SOURCE holds a photo-like ImageNet-style tree (tools/gendata.py) under
 train/, images of every format prep/ must handle under formats/ (JPEGs of

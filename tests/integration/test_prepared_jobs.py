@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""Integration test: jobs in the prepared view (SPEC §3, Versions and
+"""Integration test: jobs in the prepared view (coordfs(1), THE PREPARED VIEW, Versions and
 Coordination) on a real mount.
 
 Readers are prep_reader.py subprocesses. Checks:

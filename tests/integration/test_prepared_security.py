@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""Integration test: the prepared view against local users (SPEC §2, §3).
+"""Integration test: the prepared view against local users (coordfs(1): THE MOUNT, THE PREPARED VIEW).
 
 An unprivileged user is created for the test (useradd, removed at the
 end, even on failure); its readers are subprocesses running with its uid.
