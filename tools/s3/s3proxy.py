@@ -12,8 +12,8 @@ signatures made for the proxy's address still verify upstream -- while it
   * goes "down": every connection is closed without an answer (or, with
     refuse, the listening socket is closed so connects are refused) until
     it comes back up on the same port,
-  * logs every request: method, bucket, key, Range, status, so tests can
-    count the GETs of each object.
+  * logs every request: method, bucket, key, Range, status, body bytes
+    relayed, so tests and benchmarks count the GETs and bytes of each object.
 
 Python API (see tests/integration/s3_fixture.py, which re-exports it):
 
@@ -24,7 +24,8 @@ Python API (see tests/integration/s3_fixture.py, which re-exports it):
         p.down(refuse=False); p.up()
         p.count(method="GET", key="a/b.jpg")   # requests seen (failed ones too)
         p.entries()                 # list of dicts: method, bucket, key, query,
-                                    #   range, status, injected
+                                    #   range, status, injected, bytes (the
+                                    #   response body relayed upstream->client)
         p.clear_log()
 
 Standalone:
@@ -163,9 +164,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                          self.headers.get("Range"), injected, True)
             self._send_simple(injected, _slowdown_body(injected))
             return
-        status = self._forward(body)
+        status, nbytes = self._forward(body)
         proxy.record(self.command, bucket, key, url.query,
-                     self.headers.get("Range"), status, False)
+                     self.headers.get("Range"), status, False, nbytes)
 
     def _upstream(self):
         conn = getattr(self, "_up", None)
@@ -195,7 +196,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 self._up = None
                 if attempt:
                     self._send_simple(502, _slowdown_body(502))
-                    return 502
+                    return 502, 0
         self.send_response(resp.status, resp.reason)
         for k, v in resp.getheaders():
             if k.lower() in _HOP_BY_HOP or k.lower() == "content-length":
@@ -208,12 +209,20 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         if data:
             self.wfile.write(data)
-        return resp.status
+        return resp.status, len(data)
 
 
 class _Server(http.server.ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    # clients that open many connections at once (a prefill) must not meet
+    # the default backlog of 5: dropped SYNs cost a 1 s retransmit each
+    request_queue_size = 256
+
+    def handle_error(self, request, client_address):
+        # a client that hangs up mid-request is not news: keep stderr quiet
+        if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            super().handle_error(request, client_address)
 
 
 class S3Proxy:
@@ -296,9 +305,10 @@ class S3Proxy:
             return self._down
 
     # ---- log
-    def record(self, method, bucket, key, query, rng, status, injected):
+    def record(self, method, bucket, key, query, rng, status, injected, nbytes=0):
         e = {"time": time.time(), "method": method, "bucket": bucket, "key": key,
-             "query": query, "range": rng, "status": status, "injected": injected}
+             "query": query, "range": rng, "status": status, "injected": injected,
+             "bytes": nbytes}
         with self._lock:
             self._log.append(e)
 
