@@ -208,8 +208,9 @@ def plot_s3(text, path, note=""):
         ax.set_ylabel(label)
         ax.grid(axis="y", alpha=0.3)
     axes[0].legend(fontsize=7)
-    fig.suptitle("S3 through a 20 ms proxy: DataLoader(num_workers=8) raw reads at equal cache" + note,
-                 fontsize=10)
+    m = re.search(r"\((\d+) ms per request\)", text)
+    fig.suptitle("S3 through a %s proxy: DataLoader(num_workers=8) raw reads at equal cache" %
+                 ("%s ms" % m.group(1) if m else "latency") + note, fontsize=10)
     return save(fig, path)
 
 
