@@ -20,6 +20,7 @@ Python API (see tests/integration/s3_fixture.py, which re-exports it):
     with S3Proxy("http://127.0.0.1:7480", delay_ms=0) as p:
         p.endpoint                  # "http://127.0.0.1:PORT", give it to the client
         p.set_delay(20)             # ms added to each request
+        p.set_delay(5000, key="k")  # ... or only to the requests for key k
         p.fail_next(3, status=503, method="GET", key="a/b.jpg")
         p.down(refuse=False); p.up()
         p.count(method="GET", key="a/b.jpg")   # requests seen (failed ones too)
@@ -35,7 +36,7 @@ Standalone:
 
 prints "listening http://127.0.0.1:PORT" and serves until killed. It is
 controlled over HTTP on its own port (no S3 bucket can be named __proxy):
-GET /__proxy/delay?ms=N, /__proxy/fail?n=N&status=503&method=GET&key=K,
+GET /__proxy/delay?ms=N[&key=K], /__proxy/fail?n=N&status=503&method=GET&key=K,
 /__proxy/down[?refuse=1], /__proxy/up, /__proxy/log (JSON lines),
 /__proxy/clear. Control requests work while the proxy is down (unless it
 refuses connections: then only the Python API can bring it back).
@@ -109,7 +110,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         q = dict(urllib.parse.parse_qsl(url.query))
         what = url.path[len("/__proxy/"):]
         if what == "delay":
-            proxy.set_delay(int(q.get("ms", "0")))
+            proxy.set_delay(int(q.get("ms", "0")), q.get("key"))
         elif what == "fail":
             proxy.fail_next(int(q.get("n", "1")), int(q.get("status", "503")),
                             q.get("method"), q.get("key"))
@@ -154,7 +155,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             proxy.record(self.command, bucket, key, url.query,
                          self.headers.get("Range"), 0, True)
             return
-        delay = proxy.delay_ms()
+        delay = proxy.delay_ms(key)
         if delay:
             time.sleep(delay / 1000.0)
         body = self._read_body()
@@ -236,6 +237,7 @@ class S3Proxy:
         self.host_name = host
         self._lock = threading.Lock()
         self._delay = delay_ms
+        self._key_delay = {}  # key -> ms, instead of _delay for that key
         self._failures = []  # [remaining, status, method, key]
         self._down = False
         self._log = []
@@ -265,13 +267,17 @@ class S3Proxy:
             self._thread.join(5)
 
     # ---- controls
-    def set_delay(self, ms):
+    def set_delay(self, ms, key=None):
+        """ms added to every request, or (key given) to that key's only."""
         with self._lock:
-            self._delay = ms
+            if key is None:
+                self._delay = ms
+            else:
+                self._key_delay[key] = ms
 
-    def delay_ms(self):
+    def delay_ms(self, key=None):
         with self._lock:
-            return self._delay
+            return self._key_delay.get(key, self._delay)
 
     def fail_next(self, n, status=503, method=None, key=None):
         """Answer the next n requests matching method/key with status."""
