@@ -191,6 +191,8 @@ static void s3_destroy(struct fs_source *src)
 static const struct fs_source_ops s3_ops = {
 	.kind = "s3",
 	.prefill_parallel = 24,
+	/* S3_MAX_CONNECTIONS less prefill's 24: readers never wait for one */
+	.prefill_yield_readers = S3_MAX_CONNECTIONS - 24,
 	.wants_readahead = true,
 	.build_ns = s3_build_ns,
 	.start = s3_start,
