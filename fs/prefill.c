@@ -79,8 +79,8 @@ static void prefill_file(struct fs_prefill *p, uint32_t node)
 		}
 		if (len > room)
 			continue; /* a smaller unit may still fit */
-		while (atomic_load_explicit(&fs->readers_missing, memory_order_relaxed) >= yield_at &&
-		       !atomic_load(&p->stop))
+		while (!atomic_load(&p->stop) &&
+		       atomic_load_explicit(&fs->readers_missing, memory_order_relaxed) >= yield_at)
 			sleep_ns(YIELD_NS);
 		if (atomic_load(&p->stop))
 			return;
