@@ -4,9 +4,13 @@
  * the units this node owns and lacks, capped by the cache's free room),
  * then runs the workers: each takes the next file from a shared cursor and
  * admits its owned units with cache_prefill, which never fetches a unit
- * that has no room. Before each unit a worker waits while any reader is
- * missing the cache (fs->readers_missing), so readers' fetches never queue
- * behind prefill's.
+ * that has no room. Before each unit a worker waits while readers are
+ * missing the cache (fs->readers_missing): any reader for a source whose
+ * requests queue (a disk), so readers' fetches never queue behind
+ * prefill's; as many readers as the source has room for beside prefill's
+ * requests (prefill_yield_readers) for one that serves many requests at
+ * once (S3), where waiting for every reader would starve the prefill
+ * whenever a loader's workers keep missing.
  */
 #include "fs/prefill.h"
 
@@ -22,6 +26,7 @@
 #include "common/size.h"
 #include "fs/fs.h"
 #include "fs/peer.h"
+#include "fs/source.h"
 
 /* How long a worker sleeps before looking again for waiting readers. */
 #define YIELD_NS (2 * 1000 * 1000)
@@ -58,6 +63,10 @@ static void prefill_file(struct fs_prefill *p, uint32_t node)
 {
 	struct fs_ctx *fs = p->fs;
 	const struct ns_node *n = &fs->ns.nodes[node];
+	unsigned yield_at = fs->src->ops->prefill_yield_readers;
+
+	if (yield_at < 1)
+		yield_at = 1;
 
 	for (uint32_t k = 0; k < n->count && !atomic_load(&p->stop); k++) {
 		uint64_t len = ns_unit_len(&fs->ns, node, k);
@@ -70,8 +79,8 @@ static void prefill_file(struct fs_prefill *p, uint32_t node)
 		}
 		if (len > room)
 			continue; /* a smaller unit may still fit */
-		while (atomic_load_explicit(&fs->readers_missing, memory_order_relaxed) > 0 &&
-		       !atomic_load(&p->stop))
+		while (!atomic_load(&p->stop) &&
+		       atomic_load_explicit(&fs->readers_missing, memory_order_relaxed) >= yield_at)
 			sleep_ns(YIELD_NS);
 		if (atomic_load(&p->stop))
 			return;

@@ -43,6 +43,12 @@ struct fs_source_ops {
 	const char *kind; /* "local", "s3" */
 	/* Requests worth keeping in flight to fill the cache (--prefill). */
 	unsigned prefill_parallel;
+	/* Prefill waits while at least this many readers miss the cache: 1
+	 * (also 0) for a source whose requests queue behind each other (a
+	 * disk); more for one that serves many at once, so that readers who
+	 * are always missing (a DataLoader's workers over half-cached data)
+	 * cannot starve the prefill. */
+	unsigned prefill_yield_readers;
 	/* Whether sequential reads that bypass the cache benefit from a
 	 * readahead window per open file (high-latency sources). */
 	bool wants_readahead;

@@ -201,18 +201,20 @@ static struct remote_http *s3_http_pool(struct fs_source *src)
 }
 
 static const struct fs_source_ops s3_ops = {
-    .kind = "s3",
-    .prefill_parallel = 24,
-    .wants_readahead = true,
-    .build_ns = s3_build_ns,
-    .start = s3_start,
-    .open = s3_open,
-    .close = s3_close,
-    .read = s3_read,
-    .etag = s3_etag,
-    .get_stats = s3_get_stats,
-    .http_pool = s3_http_pool,
-    .destroy = s3_destroy,
+	.kind = "s3",
+	.prefill_parallel = 24,
+	/* S3_MAX_CONNECTIONS less prefill's 24: readers never wait for one */
+	.prefill_yield_readers = S3_MAX_CONNECTIONS - 24,
+	.wants_readahead = true,
+	.build_ns = s3_build_ns,
+	.start = s3_start,
+	.open = s3_open,
+	.close = s3_close,
+	.read = s3_read,
+	.etag = s3_etag,
+	.get_stats = s3_get_stats,
+	.http_pool = s3_http_pool,
+	.destroy = s3_destroy,
 };
 
 static int dup_opt(const char *in, char **out)

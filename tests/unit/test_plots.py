@@ -72,6 +72,13 @@ with tempfile.TemporaryDirectory() as out:
 			 ('prepared', plots.plot_prepared)):
 		p = fn(results, os.path.join(out, kind + '.png'))
 		check(f'recorded results still draw {kind}.png', p is not None and is_png(p), p)
+	s3 = ('| tool | mount s | epoch 1 s (from mount) | epoch 2 s | epoch 1 GETs / MiB | epoch 2 GETs / MiB |\n'
+	      '| --- | --- | --- | --- | --- | --- |\n'
+	      '| coordfs | 0.5 | 10.0 | 4.0 | 100 / 10.0 | 50 / 5.0 |\n'
+	      '| rclone | failed: no rclone |  |  |  |  |\n')
+	p = plots.plot_s3(s3, os.path.join(out, 's3.png'))
+	check('s3 plot from a table with a failed row', p is not None and is_png(p), p)
+	check('no s3 table, no plot', plots.plot_s3(STORAGE, os.path.join(out, 'x.png')) is None)
 	# What benchlib.save does after a run.
 	got = plots.plot_markdown('cache_efficiency', STORAGE, out, 'ce-1')
 	check('plot_markdown names its plot after the run',

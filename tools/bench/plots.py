@@ -14,7 +14,9 @@ writes, for the first table of each kind found in the files:
   page cache vs coordfs vs the MinIO optimum (cache_efficiency);
 - warm-read.png: warm-read files/s per configuration (warm_read);
 - prepared.png: images/s and CPU per image, PIL + torchvision vs the
-  prepared view, one job and three concurrent jobs (prepared).
+  prepared view, one job and three concurrent jobs (prepared);
+- s3-epochs.png: epoch seconds and MiB fetched from the bucket per epoch,
+  coordfs vs rclone vs s3fs over S3 (s3).
 
 Prints the path of every plot written; exits non-zero if none could be.
 """
@@ -178,7 +180,42 @@ def plot_prepared(text, path, note=""):
     return save(fig, path)
 
 
+def plot_s3(text, path, note=""):
+    """S3 benchmark: seconds and GET MiB per epoch for each tool."""
+    t = find_table(text, "tool", "mount s", "epoch 1 s (from mount)")
+    if not t:
+        return None
+    header, rows = t
+    rows = [r for r in rows if number(r[2]) is not None]
+    if not rows:
+        return None
+    secs = [i for i, h in enumerate(header) if re.match(r"^epoch \d+ s", h)]
+    gets = [i for i, h in enumerate(header) if re.match(r"^epoch \d+ GETs / MiB", h)]
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    width = 0.8 / len(rows)
+    palette = ["#4c72b0", "#64b5cd", "#c44e52", "#dd8452", "#55a868", "#8172b2"]
+    for k, r in enumerate(rows):
+        xs = [e + (k - (len(rows) - 1) / 2) * width for e in range(len(secs))]
+        axes[0].bar(xs, [number(r[i]) for i in secs], width, label=r[0], color=palette[k % 6])
+        xs = [e + (k - (len(rows) - 1) / 2) * width for e in range(len(gets))]
+        axes[1].bar(xs, [number(r[i].split("/")[-1]) for i in gets], width, label=r[0],
+                    color=palette[k % 6])
+    for ax, cols, label in ((axes[0], secs, "seconds (epoch 1 from the mount)"),
+                            (axes[1], gets, "MiB fetched from the bucket (GET bodies)")):
+        ax.set_xticks(range(len(cols)))
+        ax.set_xticklabels([str(e + 1) for e in range(len(cols))])
+        ax.set_xlabel("epoch")
+        ax.set_ylabel(label)
+        ax.grid(axis="y", alpha=0.3)
+    axes[0].legend(fontsize=7)
+    m = re.search(r"\((\d+) ms per request\)", text)
+    fig.suptitle("S3 through a %s proxy: DataLoader(num_workers=8) raw reads at equal cache" %
+                 ("%s ms" % m.group(1) if m else "latency") + note, fontsize=10)
+    return save(fig, path)
+
+
 PLOTTERS = {"cache_efficiency": [("storage-per-epoch", plot_storage)],
+            "s3": [("s3-epochs", plot_s3)],
             "warm_read": [("warm-read", plot_warm)],
             "prepared": [("prepared", plot_prepared)]}
 
@@ -204,7 +241,7 @@ def main():
             text = f.read()
         note = "\n(from %s)" % os.path.relpath(src)
         for name, fn in (("storage-per-epoch", plot_storage), ("warm-read", plot_warm),
-                         ("prepared", plot_prepared)):
+                         ("prepared", plot_prepared), ("s3-epochs", plot_s3)):
             if name not in done:
                 p = fn(text, os.path.join(outdir, name + ".png"), note)
                 if p:

@@ -12,20 +12,22 @@ signatures made for the proxy's address still verify upstream -- while it
   * goes "down": every connection is closed without an answer (or, with
     refuse, the listening socket is closed so connects are refused) until
     it comes back up on the same port,
-  * logs every request: method, bucket, key, Range, status, so tests can
-    count the GETs of each object.
+  * logs every request: method, bucket, key, Range, status, body bytes
+    relayed, so tests and benchmarks count the GETs and bytes of each object.
 
 Python API (see tests/integration/s3_fixture.py, which re-exports it):
 
     with S3Proxy("http://127.0.0.1:7480", delay_ms=0) as p:
         p.endpoint                  # "http://127.0.0.1:PORT", give it to the client
         p.set_delay(20)             # ms added to each request
+        p.set_delay(5000, key="k")  # ... or only to the requests for key k
         p.fail_next(3, status=503, method="GET", key="a/b.jpg")
         p.down(refuse=False); p.up()
         p.count(method="GET", key="a/b.jpg")   # requests seen (failed ones too)
         p.connections               # TCP connections accepted so far
         p.entries()                 # list of dicts: method, bucket, key, query,
-                                    #   range, status, injected
+                                    #   range, status, injected, bytes (the
+                                    #   response body relayed upstream->client)
         p.clear_log()
 
 Standalone:
@@ -35,7 +37,7 @@ Standalone:
 
 prints "listening http://127.0.0.1:PORT" and serves until killed. It is
 controlled over HTTP on its own port (no S3 bucket can be named __proxy):
-GET /__proxy/delay?ms=N, /__proxy/fail?n=N&status=503&method=GET&key=K,
+GET /__proxy/delay?ms=N[&key=K], /__proxy/fail?n=N&status=503&method=GET&key=K,
 /__proxy/down[?refuse=1], /__proxy/up, /__proxy/log (JSON lines),
 /__proxy/clear. Control requests work while the proxy is down (unless it
 refuses connections: then only the Python API can bring it back).
@@ -113,7 +115,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         q = dict(urllib.parse.parse_qsl(url.query))
         what = url.path[len("/__proxy/"):]
         if what == "delay":
-            proxy.set_delay(int(q.get("ms", "0")))
+            proxy.set_delay(int(q.get("ms", "0")), q.get("key"))
         elif what == "fail":
             proxy.fail_next(int(q.get("n", "1")), int(q.get("status", "503")),
                             q.get("method"), q.get("key"))
@@ -158,7 +160,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             proxy.record(self.command, bucket, key, url.query,
                          self.headers.get("Range"), 0, True)
             return
-        delay = proxy.delay_ms()
+        delay = proxy.delay_ms(key)
         if delay:
             time.sleep(delay / 1000.0)
         body = self._read_body()
@@ -170,9 +172,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             return
         # Logged before the answer goes out: a client that has its answer
         # always finds the request in the log.
-        self._forward(body, lambda status: proxy.record(
+        self._forward(body, lambda status, nbytes: proxy.record(
             self.command, bucket, key, url.query, self.headers.get("Range"),
-            status, False))
+            status, False, nbytes))
 
     def _upstream(self):
         conn = getattr(self, "_up", None)
@@ -201,10 +203,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 conn.close()
                 self._up = None
                 if attempt:
-                    record(502)
+                    record(502, 0)
                     self._send_simple(502, _slowdown_body(502))
-                    return 502
-        record(resp.status)
+                    return 502, 0
+        record(resp.status, len(data))
         self.send_response(resp.status, resp.reason)
         for k, v in resp.getheaders():
             if k.lower() in _HOP_BY_HOP or k.lower() == "content-length":
@@ -217,18 +219,20 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         if data:
             self.wfile.write(data)
-        return resp.status
+        return resp.status, len(data)
 
 
 class _Server(http.server.ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    # clients that open many connections at once (a prefill) must not meet
+    # the default backlog of 5: dropped SYNs cost a 1 s retransmit each
+    request_queue_size = 256
 
     def handle_error(self, request, client_address):
-        # a client that gave up (timeout) and closed is not the proxy's error
-        if isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
-            return
-        super().handle_error(request, client_address)
+        # a client that hangs up mid-request is not news: keep stderr quiet
+        if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            super().handle_error(request, client_address)
 
 
 class S3Proxy:
@@ -242,6 +246,7 @@ class S3Proxy:
         self.host_name = host
         self._lock = threading.Lock()
         self._delay = delay_ms
+        self._key_delay = {}  # key -> ms, instead of _delay for that key
         self._failures = []  # [remaining, status, method, key]
         self._down = False
         self._log = []
@@ -272,13 +277,17 @@ class S3Proxy:
             self._thread.join(5)
 
     # ---- controls
-    def set_delay(self, ms):
+    def set_delay(self, ms, key=None):
+        """ms added to every request, or (key given) to that key's only."""
         with self._lock:
-            self._delay = ms
+            if key is None:
+                self._delay = ms
+            else:
+                self._key_delay[key] = ms
 
-    def delay_ms(self):
+    def delay_ms(self, key=None):
         with self._lock:
-            return self._delay
+            return self._key_delay.get(key, self._delay)
 
     def fail_next(self, n, status=503, method=None, key=None):
         """Answer the next n requests matching method/key with status."""
@@ -322,9 +331,10 @@ class S3Proxy:
             return self._connections
 
     # ---- log
-    def record(self, method, bucket, key, query, rng, status, injected):
+    def record(self, method, bucket, key, query, rng, status, injected, nbytes=0):
         e = {"time": time.time(), "method": method, "bucket": bucket, "key": key,
-             "query": query, "range": rng, "status": status, "injected": injected}
+             "query": query, "range": rng, "status": status, "injected": injected,
+             "bytes": nbytes}
         with self._lock:
             self._log.append(e)
 
