@@ -5,6 +5,7 @@
  * must wait for room.
  */
 #include "common/budget.h"
+#include "common/deadline.h"
 
 #include <errno.h>
 #include <malloc.h>
@@ -67,14 +68,7 @@ int budget_reserve(struct budget *b, uint64_t n, unsigned wait_ms)
 		return -ENOMEM;
 	}
 	atomic_fetch_add_explicit(&b->waits, 1, memory_order_relaxed);
-	struct timespec until;
-	clock_gettime(CLOCK_MONOTONIC, &until);
-	until.tv_sec += wait_ms / 1000;
-	until.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
-	if (until.tv_nsec >= 1000000000L) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000L;
-	}
+	struct timespec until = deadline_after_ms(wait_ms);
 	int rc = 0;
 	pthread_mutex_lock(&b->lock);
 	atomic_fetch_add_explicit(&b->waiters, 1, memory_order_seq_cst);

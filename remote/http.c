@@ -9,6 +9,8 @@
  */
 #include "remote/http.h"
 
+#include "common/deadline.h"
+
 #include <curl/curl.h>
 #include <errno.h>
 #include <pthread.h>
@@ -179,15 +181,8 @@ CURL *remote_http_get(struct remote_http *h)
 
 CURL *remote_http_get_wait(struct remote_http *h, unsigned wait_ms, int *err)
 {
-	struct timespec until;
+	struct timespec until = deadline_after_ms(wait_ms);
 
-	clock_gettime(CLOCK_MONOTONIC, &until);
-	until.tv_sec += wait_ms / 1000;
-	until.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
-	if (until.tv_nsec >= 1000000000L) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000L;
-	}
 	return checkout(h, &until, err);
 }
 

@@ -34,19 +34,6 @@
 
 #define STAT_ADD(s, field, v) atomic_fetch_add_explicit(&(s)->field, (v), memory_order_relaxed)
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !errlen)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
-
 static const char *env(const char *name)
 {
 	const char *v = getenv(name);
@@ -114,15 +101,15 @@ int remote_s3_create(const struct remote_s3_config *cfg, struct remote_http *poo
 	int r;
 
 	if (!cfg || !cfg->bucket || !pool || !out) {
-		set_err(err, errlen, "s3: bad arguments");
+		remote__s3_set_err(err, errlen, "s3: bad arguments");
 		return -EINVAL;
 	}
 	if (!bucket_ok(cfg->bucket)) {
-		set_err(err, errlen, "s3://%.64s: not a valid bucket name", cfg->bucket);
+		remote__s3_set_err(err, errlen, "s3://%.64s: not a valid bucket name", cfg->bucket);
 		return -EINVAL;
 	}
 	if (cfg->prefix && (cfg->prefix[0] == '/' || strlen(cfg->prefix) >= REMOTE_S3_MAX_KEY)) {
-		set_err(err, errlen, "s3://%s: bad prefix", cfg->bucket);
+		remote__s3_set_err(err, errlen, "s3://%s: bad prefix", cfg->bucket);
 		return -EINVAL;
 	}
 	s = calloc(1, sizeof(*s));
@@ -162,7 +149,7 @@ int remote_s3_create(const struct remote_s3_config *cfg, struct remote_http *poo
 			  : region[0]		      ? region
 						      : "us-east-1";
 	if (!region_ok(reg)) {
-		set_err(err, errlen, "s3://%s: bad region '%.64s'", cfg->bucket, reg);
+		remote__s3_set_err(err, errlen, "s3://%s: bad region '%.64s'", cfg->bucket, reg);
 		r = -EINVAL;
 		goto fail;
 	}
@@ -177,7 +164,7 @@ int remote_s3_create(const struct remote_s3_config *cfg, struct remote_http *poo
 
 	if (cfg->endpoint && *cfg->endpoint) {
 		if (parse_endpoint(cfg->endpoint, scheme, sizeof(scheme), host, sizeof(host))) {
-			set_err(
+			remote__s3_set_err(
 			    err, errlen,
 			    "--endpoint=%.200s: expected http://HOST[:PORT] or https://HOST[:PORT]",
 			    cfg->endpoint);

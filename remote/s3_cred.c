@@ -58,19 +58,6 @@ static int64_t now_s(void)
 	return ts.tv_sec;
 }
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !errlen)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
-
 /* ---- files ------------------------------------------------------------ */
 
 /* Read a whole small file into a NUL-terminated buffer. -ENOENT when it
@@ -138,7 +125,7 @@ static int load_ini(const char *path, const char *section, struct s3_profile *p,
 	if (r == -ENOENT)
 		return 0;
 	if (r) {
-		set_err(err, errlen, "%s: cannot read: %s", path, strerror(-r));
+		remote__s3_set_err(err, errlen, "%s: cannot read: %s", path, strerror(-r));
 		return -EINVAL;
 	}
 	r = remote__s3_ini_parse(text, len, section, p);
@@ -146,7 +133,7 @@ static int load_ini(const char *path, const char *section, struct s3_profile *p,
 	explicit_bzero(text, len);
 	free(text);
 	if (r)
-		set_err(err, errlen, "%s: malformed (a line or value is too long)", path);
+		remote__s3_set_err(err, errlen, "%s: malformed (a line or value is too long)", path);
 	return r;
 }
 
@@ -192,11 +179,11 @@ static int cred_http(struct remote_http *pool, const char *method, const char *u
 	curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
 	curl_easy_cleanup(e);
 	if (rc != CURLE_OK) {
-		set_err(err, errlen, "%s: %s", url, ebuf[0] ? ebuf : curl_easy_strerror(rc));
+		remote__s3_set_err(err, errlen, "%s: %s", url, ebuf[0] ? ebuf : curl_easy_strerror(rc));
 		return -EIO;
 	}
 	if (status < 200 || status > 299) {
-		set_err(err, errlen, "%s: HTTP %ld", url, status);
+		remote__s3_set_err(err, errlen, "%s: HTTP %ld", url, status);
 		return -EIO;
 	}
 	return 0;
@@ -216,7 +203,7 @@ static int fetch_container(struct s3_cred *c, struct s3_creds *out, char *err, s
 
 		r = read_small_file(c->auth_file, &text, &len);
 		if (r) {
-			set_err(err, errlen, "%s: cannot read the authorization token",
+			remote__s3_set_err(err, errlen, "%s: cannot read the authorization token",
 				c->auth_file);
 			r = -EACCES;
 			goto out;
@@ -239,7 +226,7 @@ static int fetch_container(struct s3_cred *c, struct s3_creds *out, char *err, s
 		goto out;
 	atomic_fetch_add(&c->fetches, 1);
 	if (remote__s3_cred_json(body.buf, body.len, out)) {
-		set_err(err, errlen, "%s: not a credentials document", c->url);
+		remote__s3_set_err(err, errlen, "%s: not a credentials document", c->url);
 		r = -EIO;
 	}
 out:
@@ -275,7 +262,7 @@ static int fetch_imds(struct s3_cred *c, struct s3_creds *out, char *err, size_t
 		goto out;
 	if (body.len == 0 || body.len > S3_MAX_IMDS_TOKEN || memchr(body.buf, '\n', body.len) ||
 	    memchr(body.buf, '\r', body.len)) {
-		set_err(err, errlen, "%s: bad IMDSv2 token", url.buf);
+		remote__s3_set_err(err, errlen, "%s: bad IMDSv2 token", url.buf);
 		r = -EIO;
 		goto out;
 	}
@@ -297,7 +284,7 @@ static int fetch_imds(struct s3_cred *c, struct s3_creds *out, char *err, size_t
 	while (n < body.len && body.buf[n] != '\n' && body.buf[n] != '\r')
 		n++;
 	if (n == 0 || n > 128) {
-		set_err(err, errlen, "%s: no instance role", url.buf);
+		remote__s3_set_err(err, errlen, "%s: no instance role", url.buf);
 		r = -EIO;
 		goto out;
 	}
@@ -307,7 +294,7 @@ static int fetch_imds(struct s3_cred *c, struct s3_creds *out, char *err, size_t
 		goto out;
 	atomic_fetch_add(&c->fetches, 1);
 	if (remote__s3_cred_json(body.buf, body.len, out)) {
-		set_err(err, errlen, "%s: not a credentials document", url.buf);
+		remote__s3_set_err(err, errlen, "%s: not a credentials document", url.buf);
 		r = -EIO;
 	}
 out:
@@ -381,7 +368,7 @@ static int from_profile(const struct remote_s3_config *cfg, struct s3_profile *p
 	if (cred_path[0] && (r = load_ini(cred_path, name, p, err, errlen)))
 		return r;
 	if (explicit_name && !p->found) {
-		set_err(err, errlen, "profile %s: not found in %s or %s", name,
+		remote__s3_set_err(err, errlen, "profile %s: not found in %s or %s", name,
 			cred_path[0] ? cred_path : "~/.aws/credentials",
 			conf_path[0] ? conf_path : "~/.aws/config");
 		return -EINVAL;
@@ -431,7 +418,7 @@ int remote__s3_cred_create(const struct remote_s3_config *cfg, struct remote_htt
 	}
 	if (ak || sk) {
 		if (!ak || !sk) {
-			set_err(err, errlen, "%s is set but %s is not",
+			remote__s3_set_err(err, errlen, "%s is set but %s is not",
 				ak ? "AWS_ACCESS_KEY_ID" : "AWS_SECRET_ACCESS_KEY",
 				ak ? "AWS_SECRET_ACCESS_KEY" : "AWS_ACCESS_KEY_ID");
 			r = -EINVAL;
@@ -441,7 +428,7 @@ int remote__s3_cred_create(const struct remote_s3_config *cfg, struct remote_htt
 		    copy_str(c->cur.secret_key, sizeof(c->cur.secret_key), sk) ||
 		    ((v = env("AWS_SESSION_TOKEN")) &&
 		     copy_str(c->cur.token, sizeof(c->cur.token), v))) {
-			set_err(err, errlen,
+			remote__s3_set_err(err, errlen,
 				"AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY/"
 				"AWS_SESSION_TOKEN: too long");
 			r = -EINVAL;
@@ -480,7 +467,7 @@ int remote__s3_cred_create(const struct remote_s3_config *cfg, struct remote_htt
 		}
 		r = fetch(c, &first, ferr, sizeof(ferr));
 		if (r) {
-			set_err(err, errlen, "container credentials: %s", ferr);
+			remote__s3_set_err(err, errlen, "container credentials: %s", ferr);
 			r = -EACCES;
 			goto fail;
 		}
@@ -509,7 +496,7 @@ int remote__s3_cred_create(const struct remote_s3_config *cfg, struct remote_htt
 		}
 		log_debug("s3: no instance-role credentials: %s", ferr);
 	}
-	set_err(err, errlen,
+	remote__s3_set_err(err, errlen,
 		"no S3 credentials found (environment, shared files, container, instance "
 		"role%s): set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or a profile, or use "
 		"--no-sign-request for a public bucket",

@@ -40,6 +40,10 @@ struct curl_slist;
 /* Percent-encode s (RFC 3986 unreserved kept; '/' kept when keep_slash). */
 void remote__s3_pct(struct strbuf *out, const char *s, size_t len, bool keep_slash);
 
+/* One line of error text into err (errlen bytes; NULL or 0: nothing). */
+void remote__s3_set_err(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
 /* The ListObjectsV2 query (no '?'), parameters in alphabetical order and
  * values percent-encoded, as curl 7.88's SigV4 signs the query as written.
  * token, delimiter and start_after may be NULL; max_keys 0 leaves it out. */

@@ -11,6 +11,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <expat.h>
 #include <inttypes.h>
 #include <jansson.h>
@@ -22,6 +23,17 @@
 #include "common/strbuf.h"
 
 /* ---- query and URL ---------------------------------------------------- */
+
+void remote__s3_set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err || !errlen)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
 
 void remote__s3_pct(struct strbuf *out, const char *s, size_t len, bool keep_slash)
 {

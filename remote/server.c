@@ -40,6 +40,7 @@
 #include <unistd.h>
 
 #include "common/hash.h"
+#include "common/deadline.h"
 #include "common/log.h"
 #include "common/strbuf.h"
 
@@ -581,14 +582,8 @@ static void *reaper_main(void *arg)
 
 	pthread_mutex_lock(&s->conn_lock);
 	while (!s->stopping) {
-		struct timespec until;
+		struct timespec until = deadline_after_ms(REAPER_PERIOD_MS);
 
-		clock_gettime(CLOCK_MONOTONIC, &until);
-		until.tv_nsec += REAPER_PERIOD_MS * 1000000L;
-		if (until.tv_nsec >= 1000000000L) {
-			until.tv_sec++;
-			until.tv_nsec -= 1000000000L;
-		}
 		pthread_cond_timedwait(&s->reaper_wake, &s->conn_lock, &until);
 		int64_t now = now_ms();
 

@@ -1,0 +1,25 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Deadlines for pthread_cond_timedwait on CLOCK_MONOTONIC condition
+ * variables (pthread_condattr_setclock): "now plus ms" as a timespec.
+ */
+#ifndef COORDFS_COMMON_DEADLINE_H
+#define COORDFS_COMMON_DEADLINE_H
+
+#include <time.h>
+
+static inline struct timespec deadline_after_ms(unsigned ms)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	t.tv_sec += ms / 1000;
+	t.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (t.tv_nsec >= 1000000000L) {
+		t.tv_sec++;
+		t.tv_nsec -= 1000000000L;
+	}
+	return t;
+}
+
+#endif
