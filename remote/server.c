@@ -557,9 +557,10 @@ static void unlist(struct remote_server *s, struct conn *c)
 static void drop(struct remote_server *s, struct conn *c)
 {
 	unlist(s, c);
+	/* Counted first: whoever sees the socket end may read the count. */
+	atomic_fetch_add_explicit(&s->dropped, 1, memory_order_relaxed);
 	if (c->fd >= 0)
 		shutdown(c->fd, SHUT_RDWR);
-	atomic_fetch_add_explicit(&s->dropped, 1, memory_order_relaxed);
 }
 
 /* The connection sent a complete request that passed authentication. */
