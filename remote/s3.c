@@ -361,11 +361,8 @@ static size_t get_header_cb(char *line, size_t size, size_t n, void *arg)
 	struct get_xfer *x = arg;
 	size_t len = size * n;
 
-	if (len >= 5 && !strncmp(line, "HTTP/", 5)) {
+	if (remote__s3_status_line(line, len, &x->status)) {
 		/* a new response (after a 100 Continue, say): forget the last one */
-		const char *sp = memchr(line, ' ', len);
-
-		x->status = sp ? strtol(sp + 1, NULL, 10) : 0;
 		x->etag[0] = x->content_range[0] = '\0';
 	} else if (len > 5 && !strncasecmp(line, "ETag:", 5)) {
 		header_value(line, len, 5, x->etag, sizeof(x->etag));

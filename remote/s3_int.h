@@ -220,4 +220,8 @@ void remote__s3_backoff(struct remote_s3 *s, unsigned attempt);
 /* Text for an S3 error code in a user-facing line. */
 int remote__s3_status_errno(long status, const char *code);
 
+/* A header line of len bytes that starts a response ("HTTP/1.1 206 ..."):
+ * true and *status (0 when unreadable); false for any other line. */
+bool remote__s3_status_line(const char *line, size_t len, long *status);
+
 #endif

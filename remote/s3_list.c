@@ -81,11 +81,7 @@ static size_t page_header_cb(char *line, size_t size, size_t n, void *arg)
 	struct page_xfer *x = arg;
 	size_t len = size * n;
 
-	if (len >= 5 && !strncmp(line, "HTTP/", 5)) {
-		const char *sp = memchr(line, ' ', len);
-
-		x->status = sp ? strtol(sp + 1, NULL, 10) : 0;
-	}
+	remote__s3_status_line(line, len, &x->status);
 	return len;
 }
 

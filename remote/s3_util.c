@@ -24,6 +24,16 @@
 
 /* ---- query and URL ---------------------------------------------------- */
 
+bool remote__s3_status_line(const char *line, size_t len, long *status)
+{
+	if (len < 5 || strncmp(line, "HTTP/", 5))
+		return false;
+	const char *sp = memchr(line, ' ', len);
+
+	*status = sp ? strtol(sp + 1, NULL, 10) : 0;
+	return true;
+}
+
 void remote__s3_set_err(char *err, size_t errlen, const char *fmt, ...)
 {
 	va_list ap;
