@@ -30,8 +30,9 @@ if [ "${#missing[@]}" -gt 0 ]; then
 		exit 1
 	fi
 	export DEBIAN_FRONTEND=noninteractive
-	apt-get update -q
-	apt-get install -y -q --no-install-recommends "${missing[@]}"
+	# Another install (a second checkout, a CI step) may hold the lock: wait for it.
+	apt-get -o DPkg::Lock::Timeout=900 update -q
+	apt-get -o DPkg::Lock::Timeout=900 install -y -q --no-install-recommends "${missing[@]}"
 fi
 # /dev/fuse must exist for the mount tests.
 [ -e /dev/fuse ] || modprobe fuse 2>/dev/null || true
