@@ -1,11 +1,23 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # The whole test suite, from a fresh Debian machine (as root): installs what
-# is needed, builds twice (warnings as errors; ASan+UBSan) and runs every
-# unit and integration test in both builds. Prints one closing line
-# "N passed, N failed" and exits non-zero on any failure.
+# is needed, builds with gcc (warnings as errors) and runs every unit and
+# integration test, the compute unit tests again under valgrind, the fuzz
+# targets' saved inputs (clang, libFuzzer), then everything again built with
+# ASan+UBSan -- except, by default, the integration tests of suite 'long'
+# (the slowest ones; they ran in the first build): `tools/test.sh --long`
+# (or TEST_LONG=1) runs those under the sanitizers too. Prints one closing
+# line "N passed, N failed" and exits non-zero on any failure.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+
+for arg in "$@"; do
+	case $arg in
+	--long) TEST_LONG=1 ;;
+	*) echo "usage: tools/test.sh [--long]" >&2; exit 2 ;;
+	esac
+done
+t_start=$(date +%s)
 
 bash tools/install-deps.sh || { echo "test.sh: installing dependencies failed" >&2; exit 1; }
 
@@ -22,7 +34,7 @@ run_build() { # name, meson options...
 		meson configure "$dir" "$@" >/dev/null || return 1
 	fi
 	ninja -C "$dir" || return 1
-	meson test -C "$dir" --print-errorlogs --num-processes 1 ${TEST_ARGS:-}
+	meson test -C "$dir" --print-errorlogs --num-processes 1 ${TEST_ARGS:-} ${SUITE_ARGS:-}
 }
 
 count_results() { # meson's JSON test log
@@ -86,6 +98,12 @@ if [ "${SKIP_SANITIZERS:-0}" != 1 ]; then
 	san_logs=$PWD/build-asan-logs
 	rm -rf "$san_logs"
 	mkdir -p "$san_logs"
+	san_suites=
+	if [ "${TEST_LONG:-0}" != 1 ]; then
+		san_suites="--no-suite long"
+		echo "(suite 'long' ran in the gcc build; under the sanitizers only with --long)"
+	fi
+	SUITE_ARGS=$san_suites \
 	ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:log_path=$san_logs/asan} \
 	UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:log_path=$san_logs/ubsan} \
 		run_build build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug || status=1
@@ -98,6 +116,6 @@ if [ "${SKIP_SANITIZERS:-0}" != 1 ]; then
 fi
 
 [ "$total_fail" -gt 0 ] && status=1
-echo "test.sh: ${total_pass} passed, ${total_fail} failed"
+echo "test.sh: ${total_pass} passed, ${total_fail} failed in $(($(date +%s) - t_start)) s"
 echo "${total_pass} passed, ${total_fail} failed"
 exit $status

@@ -38,7 +38,7 @@
 RadosGW runs tools/s3/rgw-up.sh with a fresh directory and free ports, and
 rgw-down.sh on exit (also when the body raises). It raises RuntimeError when
 radosgw cannot start (a missing package is a failure, never a skip: the
-project's scripts/install-deps.sh installs it). free_port() picks a port.
+project's tools/install-deps.sh installs it). free_port() picks a port.
 
 S3Proxy is tools/s3/s3proxy.py's class (documented there), re-exported.
 """

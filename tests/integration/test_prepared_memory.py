@@ -3,7 +3,7 @@
 not by the number of open files.
 
 With --prep-mem=64M --cache-size=64M, six processes (six jobs) each open
-prepared/rrc1024/... 260 times (1,560 opens, 3 MiB per sample, every open a
+prepared/rrc1024/... 60 times (360 opens asking for 1 GiB of 3 MiB samples, every open a
 new version and so a new decode) and hold every open file. Checks:
   - the daemon's peak RSS (VmHWM) stays <= cache + prep-mem + 96 MiB;
   - every open is either served, with the right bytes, or refused cleanly
@@ -26,7 +26,7 @@ MIB = 1 << 20
 CACHE = 64 * MIB
 PREP_MEM = 64 * MIB
 PROCS = 6
-OPENS = 260
+OPENS = 60
 RECIPE = 'rrc1024'
 
 HOLDER = r'''

@@ -12,7 +12,7 @@ a container endpoint; injected 503s retried (counted in the proxy's log);
 an endpoint that goes down fails after the retries and works again when it
 comes back.
 
-radosgw must be installed (scripts/install-deps.sh does it): without it
+radosgw must be installed (tools/install-deps.sh does it): without it
 this test fails, it does not skip.
 """
 

@@ -431,12 +431,12 @@ START_TEST(listing_empty)
 }
 END_TEST
 
-/* 150,000 objects in 1,000 directories of two levels, listed in a random
+/* 30,000 objects in 300 directories of two levels, listed in a random
  * order: every key resolves to its own size and ETag, and the namespace
  * stays within its per-object memory budget. */
 START_TEST(listing_many_keys)
 {
-	enum { DIRS = 1000, PER = 150 };
+	enum { DIRS = 300, PER = 100 };
 	struct ns_listing *l;
 	struct ns ns;
 	char err[256] = "", key[128], etag[64], got[64];

@@ -44,7 +44,7 @@ fail() {
 }
 
 for b in ceph-mon ceph-osd radosgw radosgw-admin monmaptool ceph; do
-	command -v "$b" >/dev/null || { echo "rgw-up: $b not found (run scripts/install-deps.sh)" >&2; exit 1; }
+	command -v "$b" >/dev/null || { echo "rgw-up: $b not found (run tools/install-deps.sh)" >&2; exit 1; }
 done
 # A given RGW_DIR must be new or empty: we delete it at the end.
 if [ -e "$D/ceph.conf" ]; then
