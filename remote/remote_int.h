@@ -37,4 +37,8 @@ int remote__range_parse(const char *value, uint64_t size, uint64_t *start, uint6
 /* Current back-off period of node (0 when up). */
 unsigned remote__node_backoff_ms(const struct remote_client *c, unsigned node);
 
+/* Set the server's header deadline (REMOTE_SERVER_HEADER_DEADLINE_MS by
+ * default), so that the tests of it need not wait the full 5 s. */
+void remote__server_set_header_deadline_ms(struct remote_server *s, unsigned ms);
+
 #endif

@@ -79,6 +79,7 @@ struct remote_server {
 	_Atomic uint64_t busy;
 	_Atomic uint64_t unavailable;
 	_Atomic uint64_t mismatched;
+	_Atomic unsigned header_deadline_ms; /* REMOTE_SERVER_HEADER_DEADLINE_MS */
 };
 
 /* Per request, in MHD's con_cls. */
@@ -589,7 +590,7 @@ static void *reaper_main(void *arg)
 		int64_t now = now_ms();
 
 		while (s->unauth_head &&
-		       now - s->unauth_head->started_ms >= REMOTE_SERVER_HEADER_DEADLINE_MS)
+		       now - s->unauth_head->started_ms >= (int64_t)atomic_load(&s->header_deadline_ms))
 			drop(s, s->unauth_head);
 	}
 	pthread_mutex_unlock(&s->conn_lock);
@@ -758,6 +759,7 @@ struct remote_server *remote_server_start(int listen_fd, const char *secret,
 		goto nomem;
 	s->ops = ops;
 	s->arg = arg;
+	atomic_init(&s->header_deadline_ms, REMOTE_SERVER_HEADER_DEADLINE_MS);
 	pthread_mutex_init(&s->conn_lock, NULL);
 	pthread_condattr_t ca;
 
@@ -853,4 +855,9 @@ void remote_server_get_stats(const struct remote_server *s, struct remote_server
 	out->busy = atomic_load_explicit(&s->busy, memory_order_relaxed);
 	out->unavailable = atomic_load_explicit(&s->unavailable, memory_order_relaxed);
 	out->mismatched = atomic_load_explicit(&s->mismatched, memory_order_relaxed);
+}
+
+void remote__server_set_header_deadline_ms(struct remote_server *s, unsigned ms)
+{
+	atomic_store(&s->header_deadline_ms, ms);
 }

@@ -996,10 +996,15 @@ static int keepalive_get(int fd, const char *auth)
 	return atoi(buf + 9);
 }
 
+/* The header deadline the three tests of it give their servers. */
+#define TEST_HEADER_DEADLINE_MS 1000
+
 START_TEST(caps_headers_and_connections)
 {
 	unsigned port;
 	struct remote_server *s = start_server(NULL, &port);
+
+	remote__server_set_header_deadline_ms(s, TEST_HEADER_DEADLINE_MS);
 	struct strbuf r, hdr;
 	int fds[REMOTE_SERVER_MAX_UNAUTH + 1];
 
@@ -1020,7 +1025,7 @@ START_TEST(caps_headers_and_connections)
 		fds[i] = connect_port(port);
 		sleep_ms(2); /* accepted in this order */
 	}
-	ck_assert_msg(closed_within(fds[0], REMOTE_SERVER_HEADER_DEADLINE_MS / 2),
+	ck_assert_msg(closed_within(fds[0], TEST_HEADER_DEADLINE_MS / 2),
 		      "the oldest silent connection was kept over the cap");
 	ck_assert_int_eq(keepalive_get(fds[REMOTE_SERVER_MAX_UNAUTH], NULL), 200);
 	for (int i = 0; i <= REMOTE_SERVER_MAX_UNAUTH; i++)
@@ -1041,6 +1046,8 @@ START_TEST(header_deadline_closes_trickle)
 {
 	unsigned port;
 	struct remote_server *s = start_server("s3cret", &port);
+
+	remote__server_set_header_deadline_ms(s, TEST_HEADER_DEADLINE_MS);
 	int fd = connect_port(port);
 	static const char head[] = "GET /v1/files/a.txt HTTP/1.1\r\nHost: x\r\nX-Slow: ";
 	int64_t t0 = mono_ms();
@@ -1048,7 +1055,7 @@ START_TEST(header_deadline_closes_trickle)
 
 	ck_assert_int_eq(send(fd, head, sizeof(head) - 1, MSG_NOSIGNAL), (ssize_t)sizeof(head) - 1);
 	/* Bounded: the deadline plus a generous margin, then give up. */
-	while (!closed && mono_ms() - t0 < REMOTE_SERVER_HEADER_DEADLINE_MS + 8000) {
+	while (!closed && mono_ms() - t0 < TEST_HEADER_DEADLINE_MS + 8000) {
 		if (send(fd, "a", 1, MSG_NOSIGNAL) != 1 || closed_within(fd, 400))
 			closed = true;
 	}
@@ -1107,6 +1114,8 @@ START_TEST(authenticated_through_flood)
 	struct remote_peers *p = peers_for_port(port);
 	struct remote_client *c = NULL;
 	struct flooder f = {.port = port};
+
+	remote__server_set_header_deadline_ms(s, TEST_HEADER_DEADLINE_MS);
 	pthread_t t;
 	unsigned char *buf = malloc(1u << 16);
 	int ka = connect_port(port);
@@ -1128,7 +1137,7 @@ START_TEST(authenticated_through_flood)
 		sleep_ms(10);
 	int64_t t0 = mono_ms();
 
-	while (mono_ms() - t0 < REMOTE_SERVER_HEADER_DEADLINE_MS + 1000)
+	while (mono_ms() - t0 < TEST_HEADER_DEADLINE_MS + 1000)
 		sleep_ms(100);
 	ck_assert_int_eq(keepalive_get(ka, "Authorization: Bearer s3cret\r\n"), 200);
 	atomic_store(&f.stop, true);
