@@ -198,7 +198,7 @@ int remote_s3_create(const struct remote_s3_config *cfg, struct remote_http *poo
 	log_info("s3://%s/%s: %s, region %s, %s credentials", s->bucket, s->prefix, s->bucket_url,
 		 s->region,
 		 (const char *[]){"no (anonymous)", "environment", "profile", "container",
-				  "instance-role"}[remote__s3_cred_source(s->cred)]);
+				  "instance-role", "credential_process"}[remote__s3_cred_source(s->cred)]);
 	*out = s;
 	return 0;
 fail:

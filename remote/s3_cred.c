@@ -2,10 +2,17 @@
 /*
  * The AWS credential chain of the S3 client, in the order the AWS tools
  * use: the environment, the shared credentials and config files for the
- * profile, container credentials (ECS/EKS), then the instance role through
- * IMDSv2. Temporary credentials (the last two) are refreshed before they
- * expire: one caller fetches new ones while the others go on with the old
- * ones as long as those are still valid.
+ * profile (static keys, else its credential_process), container
+ * credentials (ECS/EKS), then the instance role through IMDSv2. Temporary
+ * credentials (the last three, when they name an expiration) are
+ * refreshed before they expire: one caller fetches new ones while the
+ * others go on with the old ones as long as those are still valid.
+ *
+ * credential_process runs the profile's command line, split into words as
+ * a shell would (wordexp(3) without command substitution), without a
+ * shell, with no descriptor of ours but stdin, stdout and stderr; its
+ * standard output (at most 64 KiB, within 60 s) is the JSON document the
+ * AWS tools define (Version 1). stderr is passed through.
  *
  * Lock order: refresh_lock (held across the fetch) before lock (held only
  * to copy the current credentials). Secrets never reach a log line or an
@@ -16,19 +23,27 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <pwd.h>
+#include <signal.h>
+#include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
+#include <wordexp.h>
 
+#include "common/deadline.h"
 #include "common/log.h"
 #include "common/strbuf.h"
 #include "remote/http.h"
+
+extern char **environ;
 
 #define IMDS_DEFAULT "http://169.254.169.254"
 #define CONTAINER_HOST "http://169.254.170.2"
@@ -36,6 +51,8 @@
 #define CRED_TIMEOUT_MS 3000
 #define CRED_RETRY_S 10 /* after a failed refresh, while the old ones last */
 #define S3_MAX_IMDS_TOKEN 1024
+#define PROCESS_TIMEOUT_MS 60000
+#define PROCESS_MAX_OUTPUT (64 * 1024)
 
 struct s3_cred {
 	enum s3_cred_source source;
@@ -43,6 +60,7 @@ struct s3_cred {
 	char *url;	 /* container URI, or the IMDS base */
 	char *auth;	 /* container Authorization value (a secret) */
 	char *auth_file; /* ... or the file that holds it */
+	char *process;	 /* credential_process command line */
 	pthread_mutex_t refresh_lock;
 	pthread_mutex_t lock; /* protects cur and refresh_at_s */
 	struct s3_creds cur;
@@ -309,8 +327,124 @@ out:
 	return r;
 }
 
+/* Read fd to EOF into body (at most PROCESS_MAX_OUTPUT bytes) until
+ * deadline_ms (CLOCK_MONOTONIC). 0, -EFBIG, -ETIMEDOUT or -errno. */
+static int read_output(int fd, struct strbuf *body, int64_t deadline_ms)
+{
+	char buf[4096];
+
+	for (;;) {
+		int64_t left = deadline_ms - deadline_now_ms();
+		struct pollfd pfd = {.fd = fd, .events = POLLIN};
+
+		if (left <= 0)
+			return -ETIMEDOUT;
+		int n = poll(&pfd, 1, (int)(left > 1000 ? 1000 : left));
+
+		if (n < 0 && errno != EINTR)
+			return -errno;
+		if (n <= 0)
+			continue;
+		ssize_t got = read(fd, buf, sizeof(buf));
+
+		if (got < 0) {
+			if (errno == EINTR || errno == EAGAIN)
+				continue;
+			return -errno;
+		}
+		if (got == 0)
+			return 0;
+		if (body->len + (size_t)got > PROCESS_MAX_OUTPUT)
+			return -EFBIG;
+		strbuf_append(body, buf, (size_t)got);
+	}
+}
+
+static int fetch_process(struct s3_cred *c, struct s3_creds *out, char *err, size_t errlen)
+{
+	posix_spawn_file_actions_t fa;
+	wordexp_t we;
+	struct strbuf body;
+	int pipefd[2] = {-1, -1}, r, status = 0, wr;
+	pid_t pid = -1;
+
+	wr = wordexp(c->process, &we, WRDE_NOCMD);
+	if (wr) {
+		if (wr == WRDE_NOSPACE)
+			wordfree(&we);
+		remote__s3_set_err(err, errlen, "credential_process: cannot split the command "
+			"line (%s)", wr == WRDE_CMDSUB ? "command substitution is not allowed" :
+			wr == WRDE_BADCHAR ? "unquoted | & ; < > ( ) { } or newline" :
+			wr == WRDE_SYNTAX ? "unbalanced quotes" : "out of memory");
+		return -EINVAL;
+	}
+	if (we.we_wordc == 0) {
+		wordfree(&we);
+		remote__s3_set_err(err, errlen, "credential_process: empty command");
+		return -EINVAL;
+	}
+	strbuf_init(&body);
+	if (pipe2(pipefd, O_CLOEXEC)) {
+		r = -errno;
+		remote__s3_set_err(err, errlen, "credential_process: pipe: %s", strerror(-r));
+		goto out;
+	}
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, pipefd[1], STDOUT_FILENO);
+	/* none of the daemon's descriptors (FUSE, sockets, SOURCE) */
+	posix_spawn_file_actions_addclosefrom_np(&fa, STDERR_FILENO + 1);
+	r = -posix_spawnp(&pid, we.we_wordv[0], &fa, NULL, we.we_wordv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	close(pipefd[1]);
+	pipefd[1] = -1;
+	if (r) {
+		pid = -1;
+		remote__s3_set_err(err, errlen, "credential_process: cannot run %s: %s",
+			we.we_wordv[0], strerror(-r));
+		goto out;
+	}
+	r = read_output(pipefd[0], &body, deadline_now_ms() + PROCESS_TIMEOUT_MS);
+	if (r == -ETIMEDOUT)
+		kill(pid, SIGKILL);
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	if (r) {
+		remote__s3_set_err(err, errlen, "credential_process %s: %s", we.we_wordv[0],
+			r == -ETIMEDOUT ? "no answer within 60 s (killed)" :
+			r == -EFBIG ? "more than 64 KiB of output" : strerror(-r));
+		r = r == -ETIMEDOUT ? -ETIMEDOUT : -EIO;
+		goto out;
+	}
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+		remote__s3_set_err(err, errlen, "credential_process %s: %s %d", we.we_wordv[0],
+			WIFEXITED(status) ? "exited with status" : "killed by signal",
+			WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+		r = -EIO;
+		goto out;
+	}
+	atomic_fetch_add(&c->fetches, 1);
+	if (remote__s3_cred_json(body.buf ? body.buf : "", body.len, out)) {
+		remote__s3_set_err(err, errlen, "credential_process %s: its output is not a "
+			"credentials document (JSON with Version 1, AccessKeyId, SecretAccessKey)",
+			we.we_wordv[0]);
+		r = -EIO;
+	}
+out:
+	if (pipefd[0] >= 0)
+		close(pipefd[0]);
+	if (pipefd[1] >= 0)
+		close(pipefd[1]);
+	if (body.buf)
+		explicit_bzero(body.buf, body.len);
+	strbuf_fini(&body);
+	wordfree(&we);
+	return r;
+}
+
 static int fetch(struct s3_cred *c, struct s3_creds *out, char *err, size_t errlen)
 {
+	if (c->source == S3_CRED_PROCESS)
+		return fetch_process(c, out, err, errlen);
 	if (c->source == S3_CRED_CONTAINER)
 		return fetch_container(c, out, err, errlen);
 	return fetch_imds(c, out, err, errlen);
@@ -328,6 +462,22 @@ static void install(struct s3_cred *c, const struct s3_creds *fresh)
 }
 
 /* ---- the chain -------------------------------------------------------- */
+
+/* The first fetch from c's source, installed: 0, or -EACCES with one line
+ * (what, then the cause) in err. */
+static int first_fetch(struct s3_cred *c, const char *what, char *err, size_t errlen)
+{
+	struct s3_creds first;
+	char ferr[512] = "";
+
+	if (fetch(c, &first, ferr, sizeof(ferr))) {
+		remote__s3_set_err(err, errlen, "%s%s", what, ferr);
+		return -EACCES;
+	}
+	install(c, &first);
+	explicit_bzero(&first, sizeof(first));
+	return 0;
+}
 
 static const char *env(const char *name)
 {
@@ -448,6 +598,18 @@ int remote__s3_cred_create(const struct remote_s3_config *cfg, struct remote_htt
 	struct s3_creds first;
 	char ferr[512] = "";
 
+	if (prof->process[0]) {
+		c->source = S3_CRED_PROCESS;
+		c->process = strdup(prof->process);
+		if (!c->process) {
+			r = -ENOMEM;
+			goto fail;
+		}
+		if ((r = first_fetch(c, "", err, errlen)))
+			goto fail;
+		goto done;
+	}
+
 	if ((v = env("AWS_CONTAINER_CREDENTIALS_FULL_URI")) ||
 	    env("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI")) {
 		c->source = S3_CRED_CONTAINER;
@@ -465,14 +627,8 @@ int remote__s3_cred_create(const struct remote_s3_config *cfg, struct remote_htt
 			r = -ENOMEM;
 			goto fail;
 		}
-		r = fetch(c, &first, ferr, sizeof(ferr));
-		if (r) {
-			remote__s3_set_err(err, errlen, "container credentials: %s", ferr);
-			r = -EACCES;
+		if ((r = first_fetch(c, "container credentials: ", err, errlen)))
 			goto fail;
-		}
-		install(c, &first);
-		explicit_bzero(&first, sizeof(first));
 		goto done;
 	}
 	v = env("AWS_EC2_METADATA_DISABLED");
@@ -526,6 +682,7 @@ void remote__s3_cred_destroy(struct s3_cred *c)
 		free(c->auth);
 	}
 	free(c->auth_file);
+	free(c->process);
 	free(c->url);
 	pthread_mutex_destroy(&c->lock);
 	pthread_mutex_destroy(&c->refresh_lock);

@@ -128,6 +128,7 @@ struct s3_profile {
 	char secret_key[S3_MAX_SECRET];
 	char token[S3_MAX_TOKEN];
 	char region[S3_MAX_REGION];
+	char process[S3_MAX_INI_LINE]; /* credential_process: a command line */
 	bool found; /* the section exists */
 };
 
@@ -145,8 +146,9 @@ struct s3_creds {
 };
 
 /* A container / IMDS credential document (AccessKeyId, SecretAccessKey,
- * Token, Expiration). 0 or -EINVAL (bad JSON, missing or oversized field,
- * Code other than Success). */
+ * Token, Expiration), or a credential_process one (Version 1,
+ * SessionToken instead of Token). 0 or -EINVAL (bad JSON, missing or
+ * oversized field, Code other than Success, Version other than 1). */
 int remote__s3_cred_json(const char *json, size_t len, struct s3_creds *out);
 
 /* ---- credential provider (s3_cred.c) ---------------------------------- */
@@ -159,6 +161,7 @@ enum s3_cred_source {
 	S3_CRED_PROFILE,
 	S3_CRED_CONTAINER,
 	S3_CRED_IMDS,
+	S3_CRED_PROCESS, /* the profile's credential_process */
 };
 
 /* Walk the chain (see remote/README.md) and fetch the first credentials.

@@ -729,6 +729,8 @@ int remote__s3_ini_parse(const char *text, size_t len, const char *section, stru
 			r = set_field(p->token, sizeof(p->token), v);
 		else if (!strcasecmp(k, "region"))
 			r = set_field(p->region, sizeof(p->region), v);
+		else if (!strcasecmp(k, "credential_process"))
+			r = set_field(p->process, sizeof(p->process), v);
 		if (r)
 			return r;
 	}
@@ -759,6 +761,7 @@ int remote__s3_cred_json(const char *json, size_t len, struct s3_creds *out)
 	json_error_t jerr;
 	json_t *root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &jerr);
 	char expiration[64], code[64];
+	json_t *version;
 	int r = -EINVAL;
 
 	memset(out, 0, sizeof(*out));
@@ -767,9 +770,14 @@ int remote__s3_cred_json(const char *json, size_t len, struct s3_creds *out)
 	if (json_field(root, "Code", code, sizeof(code), false) ||
 	    (code[0] && strcmp(code, "Success")))
 		goto out;
+	version = json_object_get(root, "Version");
+	if (version && !(json_is_integer(version) && json_integer_value(version) == 1))
+		goto out;
 	if (json_field(root, "AccessKeyId", out->access_key, sizeof(out->access_key), true) ||
 	    json_field(root, "SecretAccessKey", out->secret_key, sizeof(out->secret_key), true) ||
 	    json_field(root, "Token", out->token, sizeof(out->token), false) ||
+	    (!out->token[0] &&
+	     json_field(root, "SessionToken", out->token, sizeof(out->token), false)) ||
 	    json_field(root, "Expiration", expiration, sizeof(expiration), false))
 		goto out;
 	if (!out->access_key[0] || !out->secret_key[0])

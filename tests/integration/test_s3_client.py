@@ -362,6 +362,77 @@ def test_profiles(rgw, etags):
 			check('~/.aws/credentials is read by default', got is not None, head)
 
 
+CRED_PROCESS = r'''
+import datetime, json, sys
+args = dict(zip(sys.argv[1::2], sys.argv[2::2]))
+with open(args['--count'], 'a') as f:
+    f.write('x')
+print('credential helper ran', file=sys.stderr)
+doc = {'Version': 1, 'AccessKeyId': args['--ak'], 'SecretAccessKey': args['--sk'],
+       'SessionToken': ''}
+if args.get('--ttl'):
+    t = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(
+        seconds=int(args['--ttl']))
+    doc['Expiration'] = t.strftime('%Y-%m-%dT%H:%M:%SZ')
+print(json.dumps(doc))
+'''
+
+
+def test_process(rgw, objs, etags):
+	"""credential_process in a profile: run without a shell, quoted
+	words kept, its stderr passed through, refreshed before expiry, and
+	every way it can fail named in one line."""
+	key = 'top.txt'
+	with tempfile.TemporaryDirectory(prefix='coordfs-s3proc-') as d:
+		script = os.path.join(d, 'cred helper.py')	# a space: quoting works
+		count = os.path.join(d, 'count')
+		with open(script, 'w') as f:
+			f.write(CRED_PROCESS)
+		conf = os.path.join(d, 'config')
+
+		def profile(cmd):
+			with open(conf, 'w') as f:
+				f.write(f'[profile proc]\ncredential_process = {cmd}\n')
+
+		env = rgw.env(AWS_CONFIG_FILE=conf, HOME=d, AWS_PROFILE='proc',
+			      AWS_SHARED_CREDENTIALS_FILE=os.path.join(d, 'none'))
+		del env['AWS_ACCESS_KEY_ID'], env['AWS_SECRET_ACCESS_KEY']
+		base = (f'{sys.executable} "{script}" --count {count} '
+			f"--ak '{rgw.access_key}' --sk \"{rgw.secret_key}\"")
+		profile(base)
+		with Cli('data', env, f'--endpoint={rgw.endpoint}') as c:
+			eq('credential_process: client ready', c.ready, 'ok ready')
+			eq('  a GET with its credentials',
+			   c.get(key, etags[key], len(objs[key]), 0, len(objs[key])), objs[key])
+			eq('  run once', open(count).read(), 'x')
+			log = c.close()
+			check('  its stderr is passed through', 'credential helper ran' in log, log)
+		# expiring credentials are refreshed by running it again
+		open(count, 'w').close()
+		profile(base + ' --ttl 4')
+		with Cli('data', env, f'--endpoint={rgw.endpoint}') as c:
+			eq('  expiring: client ready', c.ready, 'ok ready')
+			time.sleep(2.2)	# past the refresh time (half of 4 s)
+			eq('  a GET after the refresh time',
+			   c.get(key, etags[key], len(objs[key]), 0, 3), objs[key][:3])
+			eq('  it ran again', open(count).read(), 'xx')
+			eq('  the client counts both', c.stats()['fetches'], 2)
+		failing = {
+			f'{sys.executable} -c "import sys; sys.exit(3)"': 'exited with status 3',
+			f'{sys.executable} -c "print(42)"': 'not a credentials document',
+			f'{sys.executable} -c "print(1)" $(id)': 'command substitution',
+			'/nonexistent/helper': 'cannot run /nonexistent/helper',
+			f"{sys.executable} -c 'unbalanced": 'unbalanced quotes',
+		}
+		for cmd, want in failing.items():
+			profile(cmd)
+			c = Cli('data', env, f'--endpoint={rgw.endpoint}')
+			check(f'  credential_process failing ({want}): -EACCES naming it',
+			      c.ready.startswith(f'err -{EACCES} ') and want in c.ready and
+			      'credential_process' in c.ready, c.ready)
+			c.close()
+
+
 def test_temporary(rgw, objs, etags):
 	base = rgw.env()
 	del base['AWS_ACCESS_KEY_ID'], base['AWS_SECRET_ACCESS_KEY']
@@ -621,6 +692,7 @@ def main():
 			for fn, args in ((test_listing, (rgw, objs, etags)),
 					 (test_auth, (rgw, objs, etags)),
 					 (test_profiles, (rgw, etags)),
+					 (test_process, (rgw, objs, etags)),
 					 (test_temporary, (rgw, objs, etags)),
 					 (test_get, (rgw, objs, etags, rng)),
 					 (test_proxy_cli, (rgw, objs, etags)),

@@ -465,6 +465,7 @@ START_TEST(test_ini_profiles)
 			   "  addressing_style = path\n"
 			   "[profile other]\n"
 			   "region = ap-south-1\n"
+			   "credential_process = /opt/get-creds --role 'a b'\n"
 			   "[last]\n"
 			   "aws_access_key_id = LAST"; /* no final newline */
 	struct s3_profile p;
@@ -488,6 +489,7 @@ START_TEST(test_ini_profiles)
 	ck_assert(p.found);
 	ck_assert_str_eq(p.region, "ap-south-1");
 	ck_assert_str_eq(p.access_key, "");
+	ck_assert_str_eq(p.process, "/opt/get-creds --role 'a b'");
 
 	memset(&p, 0, sizeof(p));
 	ck_assert_int_eq(remote__s3_ini_parse(text, strlen(text), "last", &p), 0);
@@ -554,6 +556,14 @@ START_TEST(test_cred_json)
 	ck_assert_str_eq(c.token, "");
 	ck_assert_int_eq(c.expires_s, 0);
 
+	/* credential_process: Version 1, SessionToken */
+	const char *process = "{\"Version\":1,\"AccessKeyId\":\"A\",\"SecretAccessKey\":\"S\","
+			      "\"SessionToken\":\"st\",\"Expiration\":\"1970-01-01T00:01:00Z\"}";
+
+	ck_assert_int_eq(remote__s3_cred_json(process, strlen(process), &c), 0);
+	ck_assert_str_eq(c.token, "st");
+	ck_assert_int_eq(c.expires_s, 60);
+
 	const char *bad[] = {
 	    "",
 	    "[]",
@@ -565,6 +575,9 @@ START_TEST(test_cred_json)
 	    "{\"AccessKeyId\":\"A\",\"SecretAccessKey\":\"S\"",
 	    "{\"AccessKeyId\":\"A\",\"AccessKeyId\":\"B\",\"SecretAccessKey\":\"S\"}",
 	    "{\"AccessKeyId\":\"A\\u0000B\",\"SecretAccessKey\":\"S\"}",
+	    "{\"Version\":2,\"AccessKeyId\":\"A\",\"SecretAccessKey\":\"S\"}",
+	    "{\"Version\":\"1\",\"AccessKeyId\":\"A\",\"SecretAccessKey\":\"S\"}",
+	    "{\"Version\":1,\"AccessKeyId\":\"A\",\"SecretAccessKey\":\"S\",\"SessionToken\":7}",
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		ck_assert_msg(remote__s3_cred_json(bad[i], strlen(bad[i]), &c) == -EINVAL, "%s",
