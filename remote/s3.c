@@ -247,6 +247,10 @@ int remote__s3_easy(struct remote_s3 *s, struct curl_slist **hdrs, void **easy)
 	curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)s->timeout_ms);
 	if (s->ca_bundle)
 		curl_easy_setopt(e, CURLOPT_CAINFO, s->ca_bundle);
+	/* The pool's handles use no proxy (peers, credential endpoints); the
+	 * bucket honours http_proxy, https_proxy, all_proxy and no_proxy, as
+	 * the AWS tools do. */
+	curl_easy_setopt(e, CURLOPT_PROXY, NULL);
 	*easy = e;
 	if (!sign)
 		return 0;

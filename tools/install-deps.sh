@@ -14,7 +14,7 @@ pkgs=(
 	python3-torch python3-torchvision python3-pil python3-numpy python3-matplotlib
 	e2fsprogs util-linux attr curl passwd
 	nginx
-	radosgw ceph-mon ceph-osd python3-boto3 rclone s3fs
+	radosgw ceph-mon ceph-osd python3-boto3 rclone s3fs tinyproxy-bin
 )
 
 missing=()

@@ -51,6 +51,7 @@ import json
 import os
 import secrets
 import shlex
+import shutil
 import socket
 import subprocess
 import sys
@@ -67,7 +68,7 @@ TOOLS = os.path.join(REPO, 'tools', 's3')
 sys.path.insert(0, TOOLS)
 from s3proxy import S3Proxy  # noqa: E402  (re-exported)
 
-__all__ = ['RadosGW', 'S3Proxy', 'FakeCredServer', 'FakeS3', 'free_port']
+__all__ = ['RadosGW', 'S3Proxy', 'FakeCredServer', 'FakeS3', 'Tinyproxy', 'free_port']
 
 
 def free_port():
@@ -244,6 +245,61 @@ class _CredHandler(http.server.BaseHTTPRequestHandler):
 				return self._send(403, 'bad authorization')
 			return self._send(200, cs.document(code=False), 'application/json')
 		self._send(404, 'not found')
+
+
+class Tinyproxy:
+	"""A real forward HTTP proxy (Debian's tinyproxy) on loopback, in the
+	foreground, with its log in a temporary directory. requests() lists the
+	request lines it forwarded."""
+
+	def __init__(self):
+		exe = shutil.which('tinyproxy')
+		if not exe:
+			raise RuntimeError('tinyproxy not found (tools/install-deps.sh installs it)')
+		self.dir = tempfile.mkdtemp(prefix='coordfs-tinyproxy-')
+		self.log = os.path.join(self.dir, 'tinyproxy.log')
+		self.port = free_port()
+		conf = os.path.join(self.dir, 'tinyproxy.conf')
+		with open(conf, 'w') as f:
+			f.write(f'Port {self.port}\nListen 127.0.0.1\nTimeout 60\n'
+				f'LogFile "{self.log}"\nLogLevel Connect\nMaxClients 200\n'
+				'Allow 127.0.0.1\nDisableViaHeader Yes\n')
+		self.url = f'http://127.0.0.1:{self.port}'
+		self.p = subprocess.Popen([exe, '-d', '-c', conf], stdout=subprocess.DEVNULL,
+					  stderr=subprocess.DEVNULL)
+		deadline = time.monotonic() + 10
+		while time.monotonic() < deadline:
+			try:
+				socket.create_connection(('127.0.0.1', self.port), 0.2).close()
+				return
+			except OSError:
+				time.sleep(0.05)
+		self.close()
+		raise RuntimeError('tinyproxy did not start')
+
+	def requests(self):
+		try:
+			with open(self.log, errors='replace') as f:
+				return [ln.split(': ', 1)[1].strip() for ln in f
+					if 'Request (file descriptor' in ln]
+		except FileNotFoundError:
+			return []
+
+	def close(self):
+		if self.p.poll() is None:
+			self.p.terminate()
+			try:
+				self.p.wait(10)
+			except subprocess.TimeoutExpired:
+				self.p.kill()
+				self.p.wait()
+		shutil.rmtree(self.dir, ignore_errors=True)
+
+	def __enter__(self):
+		return self
+
+	def __exit__(self, *exc):
+		self.close()
 
 
 class FakeCredServer:

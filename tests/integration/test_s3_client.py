@@ -433,6 +433,38 @@ def test_process(rgw, objs, etags):
 			c.close()
 
 
+def test_proxy_env(rgw, objs, etags):
+	"""The bucket honours http_proxy / no_proxy (a real forward proxy,
+	tinyproxy); the credential endpoints never use it."""
+	key = 'top.txt'
+	with s3f.Tinyproxy() as tp:
+		env = rgw.env(http_proxy=tp.url)
+		with Cli('data', env, f'--endpoint={rgw.endpoint}') as c:
+			head, got = c.list(2)
+			check('http_proxy: listing through the proxy', got is not None, head)
+			eq('  a GET through it',
+			   c.get(key, etags[key], len(objs[key]), 0, len(objs[key])), objs[key])
+		reqs = tp.requests()
+		check('  the proxy forwarded the listing and the GET (signed requests pass)',
+		      any('list-type=2' in r for r in reqs) and
+		      any(f'/data/{key}' in r for r in reqs), reqs[-5:])
+		n = len(reqs)
+		env = rgw.env(http_proxy=tp.url, no_proxy='127.0.0.1,localhost')
+		with Cli('data', env, f'--endpoint={rgw.endpoint}') as c:
+			eq('no_proxy naming the endpoint: a GET works',
+			   c.get(key, etags[key], len(objs[key]), 0, 3), objs[key][:3])
+		eq('  and bypassed the proxy', len(tp.requests()), n)
+		base = rgw.env(http_proxy=tp.url, AWS_EC2_METADATA_DISABLED='false')
+		del base['AWS_ACCESS_KEY_ID'], base['AWS_SECRET_ACCESS_KEY']
+		with s3f.FakeCredServer(rgw.access_key, rgw.secret_key) as cs:
+			env = dict(base, AWS_EC2_METADATA_SERVICE_ENDPOINT=cs.imds_endpoint)
+			with Cli('data', env, f'--endpoint={rgw.endpoint}') as c:
+				eq('  instance-role credentials with http_proxy set: ready',
+				   c.ready, 'ok ready')
+			check('  the credential endpoint was not asked through the proxy',
+			      not any(str(cs.port) in r for r in tp.requests()), tp.requests()[-3:])
+
+
 def test_temporary(rgw, objs, etags):
 	base = rgw.env()
 	del base['AWS_ACCESS_KEY_ID'], base['AWS_SECRET_ACCESS_KEY']
@@ -693,6 +725,7 @@ def main():
 					 (test_auth, (rgw, objs, etags)),
 					 (test_profiles, (rgw, etags)),
 					 (test_process, (rgw, objs, etags)),
+					 (test_proxy_env, (rgw, objs, etags)),
 					 (test_temporary, (rgw, objs, etags)),
 					 (test_get, (rgw, objs, etags, rng)),
 					 (test_proxy_cli, (rgw, objs, etags)),
