@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * fs/'s side of the partitioned cache: which node owns a unit, fetching a
- * unit's bytes from its owner, and the peer server's callbacks. With no
- * --peers every unit is this node's.
+ * fs/'s client side of the partitioned cache: the --peers configuration,
+ * which node owns a unit, fetching a unit's bytes from its owner, and the
+ * peers' counters. With no --peers every unit is this node's. The server
+ * side is peer_server.h.
  */
 #ifndef COORDFS_FS_PEER_H
 #define COORDFS_FS_PEER_H
@@ -12,6 +13,11 @@
 #include <stdint.h>
 
 struct fs_ctx;
+struct strbuf;
+
+/* Before daemonizing: parse --peers, bind the listener, read the secret.
+ * 0, or -errno with err set to one line naming the problem. */
+int fs_peer_configure(struct fs_ctx *fs, char *err, size_t errlen);
 
 /* Whether this node owns unit k of file node (always true without peers). */
 bool fs_peer_owns(struct fs_ctx *fs, uint32_t node, uint32_t k);
@@ -23,11 +29,16 @@ bool fs_peer_owns(struct fs_ctx *fs, uint32_t node, uint32_t k);
 int fs_peer_fetch(struct fs_ctx *fs, uint32_t node, uint32_t k, uint64_t uoff, size_t len,
 		  void *buf);
 
-/* Start/stop the peer server and client (after daemonizing). 0 or -errno. */
-/* Before daemonizing: parse --peers, bind the listener, read the secret.
- * 0, or -errno with err set to one line naming the problem. */
-int fs_peer_configure(struct fs_ctx *fs, char *err, size_t errlen);
-int fs_peer_start(struct fs_ctx *fs);
-void fs_peer_stop(struct fs_ctx *fs);
+/* The client's and the server's counters; zeros without peers. */
+struct fs_peer_stats {
+	uint64_t fetches, bytes, errors, mismatches, unavailable;
+	uint64_t fallbacks; /* reads of another node's unit served from SOURCE */
+	uint64_t served, served_bytes;
+};
+void fs_peer_get_stats(struct fs_ctx *fs, struct fs_peer_stats *s);
+/* The peers and their state, a JSON array, into sb ("[]" without peers). */
+void fs_peer_nodes_json(struct fs_ctx *fs, struct strbuf *sb);
+/* The peers' Prometheus lines into sb. */
+void fs_peer_metrics(struct fs_ctx *fs, struct strbuf *sb);
 
 #endif

@@ -33,13 +33,14 @@
 
 #include "common/hash.h"
 #include "common/log.h"
+#include "fs/attr.h"
 #include "fs/fs.h"
+#include "fs/io.h"
 #include "fs/prepview.h"
-#include "fs/stats.h"
 #include "prep/prep.h"
 
 #define PREP_INO_BASE (1ULL << 62)
-#define TIMEOUT 86400.0
+#define TIMEOUT FS_ATTR_TIMEOUT
 
 /* Recipe <-> the 30-bit code in an inode; code 0 is NAME itself. */
 static uint64_t recipe_code(const struct prep_recipe *r)
@@ -600,17 +601,11 @@ void fs_prep_stop(struct fs_ctx *fs)
 	fs->prep = NULL;
 }
 
-void fs_prep_collect(struct fs_ctx *fs, struct fs_stats *s)
+void fs_prep_get_stats(struct fs_ctx *fs, struct prep_stats *out)
 {
-	struct prep_stats ps;
-
-	if (!fs->prep)
+	if (!fs->prep) {
+		memset(out, 0, sizeof(*out));
 		return;
-	prep_view_stats(fs->prep, &ps);
-	s->prep_decodes = ps.decodes;
-	s->prep_shared = ps.shared;
-	s->prep_errors = ps.errors;
-	s->prep_staged_bytes = ps.staged_bytes;
-	s->prep_refused = ps.refused;
-	s->prep_jobs = ps.jobs;
+	}
+	prep_view_stats(fs->prep, out);
 }

@@ -14,9 +14,12 @@
 #include "common/strbuf.h"
 #include "common/utf8.h"
 #include "fs/fs.h"
+#include "fs/peer.h"
 #include "fs/prefill.h"
+#include "fs/prepview.h"
 #include "fs/source.h"
 #include "fs/stats.h"
+#include "prep/prep.h"
 #include "remote/remote.h"
 
 static uint64_t ld(_Atomic uint64_t *c)
@@ -40,6 +43,36 @@ static void fs_source_collect(struct fs_ctx *fs, struct fs_stats *s)
 	s->prefill_target_bytes = ps.target_bytes;
 	s->prefill_done_bytes = ps.done_bytes;
 	s->prefill_running = ps.running;
+}
+
+/* The peers' counters (peer.h). */
+static void fs_peer_collect(struct fs_ctx *fs, struct fs_stats *s)
+{
+	struct fs_peer_stats ps;
+
+	fs_peer_get_stats(fs, &ps);
+	s->peer_fetches = ps.fetches;
+	s->peer_bytes = ps.bytes;
+	s->peer_errors = ps.errors;
+	s->peer_mismatches = ps.mismatches;
+	s->peer_unavailable = ps.unavailable;
+	s->peer_fallbacks = ps.fallbacks;
+	s->peer_served = ps.served;
+	s->peer_served_bytes = ps.served_bytes;
+}
+
+/* The prepared view's counters (prepview.h). */
+static void fs_prep_collect(struct fs_ctx *fs, struct fs_stats *s)
+{
+	struct prep_stats ps;
+
+	fs_prep_get_stats(fs, &ps);
+	s->prep_decodes = ps.decodes;
+	s->prep_shared = ps.shared;
+	s->prep_errors = ps.errors;
+	s->prep_staged_bytes = ps.staged_bytes;
+	s->prep_refused = ps.refused;
+	s->prep_jobs = ps.jobs;
 }
 
 void fs_stats_collect(struct fs_ctx *fs, struct fs_stats *s)

@@ -28,13 +28,11 @@ struct fs_stats {
 };
 
 void fs_stats_collect(struct fs_ctx *fs, struct fs_stats *s);
+/* The statistics JSON (coordfs(1), STATISTICS) into sb. */
+void fs_stats_json(struct fs_ctx *fs, struct strbuf *sb);
+/* The same counters as Prometheus text. */
+void fs_stats_metrics(struct fs_ctx *fs, struct strbuf *sb);
 /* The §4 JSON as peers get it (GET /v1/stats): the same counters, without
  * the SOURCE path or the daemon's pid, which are for local users only. */
 void fs_stats_json_peer(struct fs_ctx *fs, struct strbuf *sb);
-/* Filled by the peer and prepared-view glue. */
-void fs_peer_collect(struct fs_ctx *fs, struct fs_stats *s);
-void fs_peer_nodes_json(struct fs_ctx *fs, struct strbuf *sb);
-void fs_peer_metrics(struct fs_ctx *fs, struct strbuf *sb);
-void fs_prep_collect(struct fs_ctx *fs, struct fs_stats *s);
-
 #endif
