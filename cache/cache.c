@@ -215,7 +215,9 @@ static void arena_unalloc(struct cache *c, uint64_t off, size_t len)
 	pthread_mutex_unlock(&c->holes_lock);
 }
 
-bool cache_fill_error_is_transient(int err)
+/* Whether a fill error is a passing shortage after which a later call
+ * retries (cache_fill_fn in cache.h). */
+static bool cache_fill_error_is_transient(int err)
 {
 	switch (err) {
 	case -EMFILE:
@@ -361,14 +363,4 @@ void cache_get_stats(const struct cache *c, struct cache_stats *out)
 	out->refused = atomic_load_explicit(&m->refused, memory_order_relaxed);
 	out->fill_errors = atomic_load_explicit(&m->fill_errors, memory_order_relaxed);
 	out->failed_units = atomic_load_explicit(&m->failed_units, memory_order_relaxed);
-}
-
-int cache_fd(const struct cache *c)
-{
-	return c->memfd;
-}
-
-uint64_t cache_offset_of(const struct cache *c, const void *p)
-{
-	return (uint64_t)((const unsigned char *)p - c->arena);
 }

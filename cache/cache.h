@@ -7,7 +7,7 @@
  *
  * Because nothing is ever freed, storage is a bump allocator over one
  * memfd mapped once. A pointer returned by cache_get() stays valid until
- * cache_destroy(); the memfd (cache_fd()) may feed splice()/sendfile().
+ * cache_destroy().
  *
  * Units are dense ids 0..nunits-1 chosen by the caller (fs/ numbers the
  * units of each file consecutively). Per unit the cache keeps one 8-byte
@@ -28,10 +28,11 @@ struct cache;
 
 /*
  * Fill dst with exactly len bytes of unit. Returns 0 or -errno. Called
- * without any cache lock held; may block on I/O. An error for which
- * cache_fill_error_is_transient() is false means the unit cannot be read as
- * snapshotted (changed, shrunk, unreadable): the unit is marked failed for
- * the cache's lifetime.
+ * without any cache lock held; may block on I/O. A passing shortage
+ * (-EMFILE, -ENFILE, -ENOMEM, -ENOBUFS, -EAGAIN, -EINTR) leaves the unit
+ * to be filled by a later call; any other error means the unit cannot be
+ * read as snapshotted (changed, shrunk, unreadable): the unit is marked
+ * failed for the cache's lifetime.
  */
 typedef int (*cache_fill_fn)(void *arg, uint64_t unit, void *dst, size_t len);
 
@@ -41,10 +42,6 @@ struct cache_stats {
 	uint64_t admitted, refused, fill_errors;
 	uint64_t failed_units; /* units marked failed (fill_errors counts every failure) */
 };
-
-/* Whether a fill error is a passing shortage (-EMFILE, -ENFILE, -ENOMEM,
- * -ENOBUFS, -EAGAIN, -EINTR) after which a later call retries. */
-bool cache_fill_error_is_transient(int err);
 
 /*
  * Create a cache of capacity bytes for nunits units. capacity 0 is a valid
@@ -88,9 +85,5 @@ bool cache_holds(const struct cache *c, uint64_t unit);
 
 
 void cache_get_stats(const struct cache *c, struct cache_stats *out);
-
-/* The memfd behind the arena, and the offset of a pointer into it. */
-int cache_fd(const struct cache *c);
-uint64_t cache_offset_of(const struct cache *c, const void *p);
 
 #endif

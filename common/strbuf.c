@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "common/strbuf.h"
 
+#include <jansson.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,18 +80,15 @@ void strbuf_printf(struct strbuf *sb, const char *fmt, ...)
 	sb->len += (size_t)n;
 }
 
-void strbuf_json_string(struct strbuf *sb, const char *s)
+static int append_chunk(const char *buf, size_t size, void *data)
 {
-	strbuf_append(sb, "\"", 1);
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		if (*p == '"' || *p == '\\') {
-			char esc[2] = { '\\', (char)*p };
-			strbuf_append(sb, esc, 2);
-		} else if (*p < 0x20) {
-			strbuf_printf(sb, "\\u%04x", *p);
-		} else {
-			strbuf_append(sb, (const char *)p, 1);
-		}
-	}
-	strbuf_append(sb, "\"", 1);
+	strbuf_append(data, buf, size);
+	return 0;
+}
+
+void strbuf_append_json(struct strbuf *sb, json_t *v, size_t flags)
+{
+	if (!v || json_dump_callback(v, append_chunk, sb, flags) < 0)
+		sb->failed = true;
+	json_decref(v);
 }

@@ -19,7 +19,10 @@ void strbuf_reset(struct strbuf *sb);
 void strbuf_append(struct strbuf *sb, const char *data, size_t len);
 void strbuf_puts(struct strbuf *sb, const char *s);
 void strbuf_printf(struct strbuf *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Append s as a JSON string literal, quotes included. */
-void strbuf_json_string(struct strbuf *sb, const char *s);
+/* Append the JSON text of v as jansson's json_dumps(v, flags) would give
+ * it, and release v (a new reference is taken over). A NULL v (a failed
+ * allocation upstream) or a failed dump sets failed. */
+struct json_t;
+void strbuf_append_json(struct strbuf *sb, struct json_t *v, size_t flags);
 
 #endif

@@ -137,33 +137,9 @@ int fs_peer_fetch(struct fs_ctx *fs, uint32_t node, uint32_t k, uint64_t uoff, s
 	return n < 0 ? (int)n : -EPROTO;
 }
 
-void fs_peer_get_stats(struct fs_ctx *fs, struct fs_peer_stats *s)
+uint64_t fs_peer_fallbacks(struct fs_ctx *fs)
 {
-	memset(s, 0, sizeof(*s));
-	if (fs->client) {
-		struct remote_client_stats cs;
-		remote_client_get_stats(fs->client, &cs);
-		s->fetches = cs.fetches;
-		s->bytes = cs.bytes;
-		s->errors = cs.errors;
-		s->mismatches = cs.mismatches;
-		s->unavailable = cs.unavailable;
-		s->fallbacks = atomic_load_explicit(&fs->ctr.peer_fallbacks, memory_order_relaxed);
-	}
-	if (fs->server) {
-		struct remote_server_stats ss;
-		remote_server_get_stats(fs->server, &ss);
-		s->served = ss.served;
-		s->served_bytes = ss.served_bytes;
-	}
-}
-
-void fs_peer_nodes_json(struct fs_ctx *fs, struct strbuf *sb)
-{
-	if (fs->client)
-		remote_peers_json(fs->client, sb);
-	else
-		strbuf_puts(sb, "[]");
+	return atomic_load_explicit(&fs->ctr.peer_fallbacks, memory_order_relaxed);
 }
 
 void fs_peer_metrics(struct fs_ctx *fs, struct strbuf *sb)

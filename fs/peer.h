@@ -29,15 +29,9 @@ bool fs_peer_owns(struct fs_ctx *fs, uint32_t node, uint32_t k);
 int fs_peer_fetch(struct fs_ctx *fs, uint32_t node, uint32_t k, uint64_t uoff, size_t len,
 		  void *buf);
 
-/* The client's and the server's counters; zeros without peers. */
-struct fs_peer_stats {
-	uint64_t fetches, bytes, errors, mismatches, unavailable;
-	uint64_t fallbacks; /* reads of another node's unit served from SOURCE */
-	uint64_t served, served_bytes;
-};
-void fs_peer_get_stats(struct fs_ctx *fs, struct fs_peer_stats *s);
-/* The peers and their state, a JSON array, into sb ("[]" without peers). */
-void fs_peer_nodes_json(struct fs_ctx *fs, struct strbuf *sb);
+/* Reads of another node's unit that went to SOURCE instead (the owner was
+ * down, busy, failed, or holds another version). remote/ counts the rest. */
+uint64_t fs_peer_fallbacks(struct fs_ctx *fs);
 /* The peers' Prometheus lines into sb. */
 void fs_peer_metrics(struct fs_ctx *fs, struct strbuf *sb);
 

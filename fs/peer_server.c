@@ -144,8 +144,10 @@ int fs_peer_start(struct fs_ctx *fs)
 	struct remote_client_config cfg = {
 		.pool = fs->src->ops->http_pool ? fs->src->ops->http_pool(fs->src) : NULL,
 	};
-	if ((rc = remote_client_create(fs->peers, fs->secret, &cfg, &fs->client)) < 0)
+	if ((rc = remote_client_create(fs->peers, fs->secret, &cfg, &fs->client)) < 0) {
+		remote_global_cleanup();
 		return rc;
+	}
 	fs->server = remote_server_start(fs->listen_fd, fs->secret, &server_ops, fs, err,
 					 sizeof(err));
 	fs->listen_fd = -1; /* the server owns it now, even on failure */
@@ -162,8 +164,11 @@ void fs_peer_stop(struct fs_ctx *fs)
 {
 	remote_server_stop(fs->server);
 	fs->server = NULL;
-	remote_client_destroy(fs->client);
-	fs->client = NULL;
+	if (fs->client) {
+		remote_client_destroy(fs->client);
+		fs->client = NULL;
+		remote_global_cleanup(); /* pairs fs_peer_start's remote_global_init */
+	}
 	if (fs->listen_fd >= 0)
 		close(fs->listen_fd);
 	fs->listen_fd = -1;

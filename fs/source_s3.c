@@ -34,6 +34,7 @@ struct s3_source {
 	uint32_t uid, gid;
 	struct remote_http *pool;
 	struct remote_s3 *s3;
+	bool curl_ready; /* remote_global_init called, cleanup due */
 	uint64_t skipped;
 };
 
@@ -48,6 +49,9 @@ static void s3_disconnect(struct s3_source *ss)
 	ss->s3 = NULL;
 	remote_http_destroy(ss->pool);
 	ss->pool = NULL;
+	if (ss->curl_ready)
+		remote_global_cleanup();
+	ss->curl_ready = false;
 }
 
 static int s3_connect(struct s3_source *ss, char *err, size_t errlen)
@@ -58,6 +62,7 @@ static int s3_connect(struct s3_source *ss, char *err, size_t errlen)
 		snprintf(err, errlen, "cannot initialize libcurl");
 		return rc;
 	}
+	ss->curl_ready = true;
 	if ((rc = remote_http_create(S3_MAX_CONNECTIONS, &ss->pool)) < 0) {
 		snprintf(err, errlen, "cannot create the HTTP connection pool: %s", strerror(-rc));
 		return rc;

@@ -7,6 +7,9 @@
 #include <jansson.h>
 #include <math.h>
 #include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -21,6 +24,20 @@
 #include "fs/stats.h"
 #include "prep/prep.h"
 #include "remote/remote.h"
+
+/* One snapshot of every counter, gathered from the modules. */
+struct fs_stats {
+	double uptime_s;
+	struct cache_stats cache;
+	uint64_t source_reads, source_bytes, source_errors;
+	uint64_t source_requests, source_retries, source_skipped_keys;
+	double source_latency_p50_ms, source_latency_p99_ms;
+	uint64_t prefill_target_bytes, prefill_done_bytes;
+	bool prefill_running;
+	uint64_t peer_fallbacks; /* reads of another node's unit served from SOURCE */
+	uint64_t prep_decodes, prep_shared, prep_errors, prep_staged_bytes, prep_refused, prep_jobs;
+	uint64_t opens, reads, read_bytes;
+};
 
 static uint64_t ld(_Atomic uint64_t *c)
 {
@@ -45,22 +62,6 @@ static void fs_source_collect(struct fs_ctx *fs, struct fs_stats *s)
 	s->prefill_running = ps.running;
 }
 
-/* The peers' counters (peer.h). */
-static void fs_peer_collect(struct fs_ctx *fs, struct fs_stats *s)
-{
-	struct fs_peer_stats ps;
-
-	fs_peer_get_stats(fs, &ps);
-	s->peer_fetches = ps.fetches;
-	s->peer_bytes = ps.bytes;
-	s->peer_errors = ps.errors;
-	s->peer_mismatches = ps.mismatches;
-	s->peer_unavailable = ps.unavailable;
-	s->peer_fallbacks = ps.fallbacks;
-	s->peer_served = ps.served;
-	s->peer_served_bytes = ps.served_bytes;
-}
-
 /* The prepared view's counters (prepview.h). */
 static void fs_prep_collect(struct fs_ctx *fs, struct fs_stats *s)
 {
@@ -75,7 +76,7 @@ static void fs_prep_collect(struct fs_ctx *fs, struct fs_stats *s)
 	s->prep_jobs = ps.jobs;
 }
 
-void fs_stats_collect(struct fs_ctx *fs, struct fs_stats *s)
+static void fs_stats_collect(struct fs_ctx *fs, struct fs_stats *s)
 {
 	struct timespec now;
 
@@ -91,7 +92,7 @@ void fs_stats_collect(struct fs_ctx *fs, struct fs_stats *s)
 	s->opens = ld(&fs->ctr.opens);
 	s->reads = ld(&fs->ctr.reads);
 	s->read_bytes = ld(&fs->ctr.read_bytes);
-	fs_peer_collect(fs, s);
+	s->peer_fallbacks = fs_peer_fallbacks(fs);
 	fs_prep_collect(fs, s);
 }
 
@@ -111,7 +112,9 @@ static json_t *stats_tree(struct fs_ctx *fs, bool local)
 {
 	struct fs_stats s;
 	json_t *root = json_object(), *cache = json_object(), *source = json_object();
-	json_t *peers = json_object(), *prep = json_object(), *fuse = json_object();
+	/* remote/'s counters of the client and the server (zeros without peers) */
+	json_t *peers = remote_stats_json_value(fs->client, fs->server);
+	json_t *prep = json_object(), *fuse = json_object();
 	json_t *names = json_object(), *prefill = json_object(), *latency = json_object();
 	const struct ns *ns = &fs->ns;
 	bool ok;
@@ -149,15 +152,8 @@ static json_t *stats_tree(struct fs_ctx *fs, bool local)
 	ok = ok && put(prefill, "target_bytes", num(s.prefill_target_bytes)) &&
 	     put(prefill, "done_bytes", num(s.prefill_done_bytes)) &&
 	     put(prefill, "running", json_boolean(s.prefill_running));
-	ok = ok && put(peers, "fetches", num(s.peer_fetches)) &&
-	     put(peers, "bytes", num(s.peer_bytes)) && put(peers, "errors", num(s.peer_errors)) &&
-	     put(peers, "served", num(s.peer_served)) &&
-	     put(peers, "served_bytes", num(s.peer_served_bytes)) &&
-	     put(peers, "mismatches", num(s.peer_mismatches)) &&
-	     put(peers, "unavailable", num(s.peer_unavailable)) &&
-	     put(peers, "fallbacks", num(s.peer_fallbacks)) &&
-	     put(peers, "node", json_integer(fs->peers ? (json_int_t)fs->node : -1)) &&
-	     put(peers, "nodes", fs->client ? remote_peers_json_value(fs->client) : json_array());
+	ok = ok && put(peers, "fallbacks", num(s.peer_fallbacks)) &&
+	     put(peers, "node", json_integer(fs->peers ? (json_int_t)fs->node : -1));
 	ok = ok && put(prep, "decodes", num(s.prep_decodes)) &&
 	     put(prep, "shared", num(s.prep_shared)) && put(prep, "errors", num(s.prep_errors)) &&
 	     put(prep, "staged_bytes", num(s.prep_staged_bytes)) &&
@@ -195,21 +191,10 @@ static json_t *stats_tree(struct fs_ctx *fs, bool local)
 	return root;
 }
 
-static int append_chunk(const char *buf, size_t size, void *data)
-{
-	strbuf_append(data, buf, size);
-	return 0;
-}
-
 static void stats_json(struct fs_ctx *fs, struct strbuf *sb, bool local)
 {
-	json_t *root = stats_tree(fs, local);
-
 	/* Compact, keys in insertion order (jansson keeps it), reals to 1 ms. */
-	if (!root ||
-	    json_dump_callback(root, append_chunk, sb, JSON_COMPACT | JSON_REAL_PRECISION(15)) < 0)
-		sb->failed = true;
-	json_decref(root);
+	strbuf_append_json(sb, stats_tree(fs, local), JSON_COMPACT | JSON_REAL_PRECISION(15));
 }
 
 void fs_stats_json(struct fs_ctx *fs, struct strbuf *sb)

@@ -92,19 +92,15 @@ int remote_secret_read(const char *path, char **secret, char *err, size_t errlen
 
 /* ---- server -------------------------------------------------------------- */
 
-/* A piece of file data handed to the server by the read callback.
- * Either memory (data, len) or a file (fd >= 0, fd_off, len; the server
- * dup()s the fd, so the callback keeps its own). release(ctx), when set,
- * is called exactly once when the server no longer needs the slice; a
- * memory slice without release must stay valid for the server's lifetime
- * (e.g. it points into the never-evicting cache arena) and is sent
- * without a copy. The server sets fd = -1 and everything else to zero
+/* A piece of file data handed to the server by the read callback: len
+ * bytes at data. release(ctx), when set, is called exactly once when the
+ * server no longer needs the slice; a slice without release must stay
+ * valid for the server's lifetime (e.g. it points into the never-evicting
+ * cache arena) and is sent without a copy. The server zeroes the slice
  * before each call. */
 struct remote_slice {
 	const void *data;
 	size_t len;
-	int fd;
-	uint64_t fd_off;
 	void (*release)(void *ctx);
 	void *ctx;
 };
@@ -129,7 +125,7 @@ struct remote_server_ops {
 	 * than len bytes) into buf; 0 or -errno. When set, every file
 	 * response carries it and an If-Match naming another gets 412. */
 	int (*etag)(void *arg, uint32_t file_id, char *buf, size_t len);
-	/* Append the §4 JSON object to out. */
+	/* Append the statistics JSON object (coordfs(1), STATISTICS) to out. */
 	void (*stats_json)(void *arg, struct strbuf *out);
 	/* Append Prometheus text (format 0.0.4) to out. */
 	void (*metrics)(void *arg, struct strbuf *out);
@@ -243,19 +239,17 @@ void remote_client_get_stats(const struct remote_client *c, struct remote_client
 
 /* ---- statistics output ----------------------------------------------------- */
 
-/* The same two values as jansson trees (new references; NULL when out of
- * memory), for callers composing a larger document. Strings are made valid
- * UTF-8 (U+FFFD for ill-formed bytes). */
+/* The "peers" object of the statistics (coordfs(1), STATISTICS):
+ * {"fetches": .., "bytes": .., "errors": .., "skipped": .., "mismatches": ..,
+ * "unavailable": .., "served": .., "served_bytes": .., "rejected": ..,
+ * "dropped": .., "nodes": [{"url": "...", "up": true}, ...]}, as a jansson
+ * tree (a new reference; NULL when out of memory) for callers composing a
+ * larger document. c or s may be NULL (counters 0, nodes []). Strings are
+ * made valid UTF-8 (U+FFFD for ill-formed bytes). */
 struct json_t;
-struct json_t *remote_peers_json_value(const struct remote_client *c);
 struct json_t *remote_stats_json_value(const struct remote_client *c,
 				       const struct remote_server *s);
-
-/* Append the §4 "nodes" array value: [{"url": "...", "up": true}, ...]. */
-void remote_peers_json(const struct remote_client *c, struct strbuf *out);
-/* Append the §4 "peers" object value: {"fetches": .., "bytes": ..,
- * "errors": .., "served": .., "served_bytes": .., "nodes": [..]}.
- * c or s may be NULL (counters 0, nodes []). */
+/* The same object appended to out as text. */
 void remote_stats_json(const struct remote_client *c, const struct remote_server *s,
 		       struct strbuf *out);
 /* Append Prometheus lines (coordfs_peer_*) for the same counters and a

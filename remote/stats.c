@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The peer layer's part of the statistics: the §4 "peers" JSON object
+ * The peer layer's part of the statistics: the "peers" JSON object
  * (built with jansson, so always valid UTF-8 JSON) and its Prometheus
  * rendering. fs/ composes these into the full answer.
  */
@@ -13,21 +13,8 @@
 #include "common/strbuf.h"
 #include "common/utf8.h"
 
-/* Dump v into out in jansson's default layout (", " and ": "); takes v. */
-static int append_chunk(const char *buf, size_t size, void *data)
-{
-	strbuf_append(data, buf, size);
-	return 0;
-}
-
-static void append_value(struct strbuf *out, json_t *v)
-{
-	if (!v || json_dump_callback(v, append_chunk, out, JSON_ENCODE_ANY) < 0)
-		out->failed = true;
-	json_decref(v);
-}
-
-json_t *remote_peers_json_value(const struct remote_client *c)
+/* The "nodes" array: [{"url": "...", "up": true}, ...]; [] for a NULL c. */
+static json_t *peers_json_value(const struct remote_client *c)
 {
 	json_t *arr = json_array();
 
@@ -57,22 +44,17 @@ json_t *remote_stats_json_value(const struct remote_client *c, const struct remo
 			(json_int_t)cs.mismatches, "unavailable", (json_int_t)cs.unavailable,
 			"served", (json_int_t)ss.served, "served_bytes", (json_int_t)ss.served_bytes,
 			"rejected", (json_int_t)ss.rejected, "dropped", (json_int_t)ss.dropped);
-	if (obj && json_object_set_new(obj, "nodes", remote_peers_json_value(c)) < 0) {
+	if (obj && json_object_set_new(obj, "nodes", peers_json_value(c)) < 0) {
 		json_decref(obj);
 		obj = NULL;
 	}
 	return obj;
 }
 
-void remote_peers_json(const struct remote_client *c, struct strbuf *out)
-{
-	append_value(out, remote_peers_json_value(c));
-}
-
 void remote_stats_json(const struct remote_client *c, const struct remote_server *s,
 		       struct strbuf *out)
 {
-	append_value(out, remote_stats_json_value(c, s));
+	strbuf_append_json(out, remote_stats_json_value(c, s), JSON_ENCODE_ANY);
 }
 
 static void metric(struct strbuf *out, const char *name, const char *type, const char *help,

@@ -186,12 +186,18 @@ def read_pass(c, m, files, label):
 
 STATS_KEYS = {
 	'cache': ['capacity_bytes', 'used_bytes', 'items', 'hits', 'misses',
-		  'hit_bytes', 'miss_bytes', 'admitted', 'refused'],
-	'source': ['reads', 'bytes', 'errors'],
-	'peers': ['fetches', 'bytes', 'errors', 'served', 'served_bytes',
-		  'nodes'],
-	'prep': ['decodes', 'shared', 'errors', 'staged_bytes'],
-	'fuse': ['opens', 'reads', 'read_bytes'],
+		  'hit_bytes', 'miss_bytes', 'admitted', 'refused', 'fill_errors',
+		  'failed_units', 'chunk_bytes'],
+	'source': ['reads', 'bytes', 'errors', 'requests', 'retries', 'latency_ms',
+		   'skipped_keys', 'kind'],
+	'prefill': ['target_bytes', 'done_bytes', 'running'],
+	'peers': ['fetches', 'bytes', 'errors', 'served', 'served_bytes', 'node',
+		  'mismatches', 'unavailable', 'fallbacks', 'skipped', 'rejected',
+		  'dropped', 'nodes'],
+	'prep': ['decodes', 'shared', 'errors', 'staged_bytes', 'refused', 'jobs'],
+	'fuse': ['opens', 'reads', 'read_bytes', 'kernel_cache'],
+	'namespace': ['files', 'dirs', 'skipped', 'skipped_special',
+		      'skipped_long_paths', 'skipped_unreadable'],
 }
 
 

@@ -2,6 +2,7 @@
 /* Unit tests for common/: size parsing, hashing, strbuf. */
 #include <check.h>
 #include <errno.h>
+#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -123,8 +124,12 @@ START_TEST(strbuf_json_escapes)
 	struct strbuf sb;
 
 	strbuf_init(&sb);
-	strbuf_json_string(&sb, "a\"b\\c\n");
-	ck_assert_str_eq(sb.buf, "\"a\\\"b\\\\c\\u000a\"");
+	strbuf_append_json(&sb, json_string("a\"b\\c\n"), JSON_ENCODE_ANY);
+	ck_assert_str_eq(sb.buf, "\"a\\\"b\\\\c\\n\"");
+	ck_assert(!sb.failed);
+	strbuf_append_json(&sb, NULL, 0); /* an allocation failed upstream */
+	ck_assert(sb.failed);
+	sb.failed = false;
 	strbuf_reset(&sb);
 	for (int i = 0; i < 1000; i++)
 		strbuf_printf(&sb, "%d,", i);

@@ -31,6 +31,7 @@ struct remote_s3 {
 
 static struct {
 	int live_clients, live_pools;
+	int curl_inits; /* remote_global_init less remote_global_cleanup */
 	char bucket[64], prefix[64], endpoint[64], region[64], profile[64];
 	bool no_sign;
 	enum remote_s3_addressing addressing;
@@ -53,7 +54,13 @@ static const struct remote_s3_object listing[] = {
 
 int remote_global_init(void)
 {
+	fake.curl_inits++;
 	return 0;
+}
+
+void remote_global_cleanup(void)
+{
+	fake.curl_inits--;
 }
 
 int remote_http_create(unsigned max_connections, struct remote_http **out)
@@ -229,9 +236,11 @@ START_TEST(listing_becomes_namespace)
 	uint32_t n;
 
 	ck_assert_int_eq(src->ops->build_ns(src, &ns, 4 << 20, err, sizeof(err)), 0);
-	/* The listing's client is gone before the daemon would fork. */
+	/* The listing's client is gone before the daemon would fork, and
+	 * libcurl's global state with it. */
 	ck_assert_int_eq(fake.live_clients, 0);
 	ck_assert_int_eq(fake.live_pools, 0);
+	ck_assert_int_eq(fake.curl_inits, 0);
 	ck_assert_uint_eq(ns.nfiles, 3);
 	ck_assert_int_eq(ns_resolve(&ns, "train/cat/1.jpg", &n), 0);
 	ck_assert_uint_eq(ns.nodes[n].uid, 1000);
@@ -279,6 +288,7 @@ START_TEST(reads_are_checked_gets)
 	ck_assert_int_eq(src->ops->build_ns(src, &ns, 4 << 20, err, sizeof(err)), 0);
 	ck_assert_int_eq(src->ops->start(src), 0);
 	ck_assert_int_eq(fake.live_clients, 1);
+	ck_assert_int_eq(fake.curl_inits, 1); /* held while the source serves */
 	ck_assert_int_eq(ns_resolve(&ns, "top.bin", &n), 0);
 	ck_assert_int_eq(src->ops->open(src, &ns, n, &fh), 0);
 	ck_assert_int_eq(fh, -1);
@@ -325,6 +335,7 @@ START_TEST(reads_are_checked_gets)
 	fs_source_destroy(src);
 	ck_assert_int_eq(fake.live_clients, 0);
 	ck_assert_int_eq(fake.live_pools, 0);
+	ck_assert_int_eq(fake.curl_inits, 0);
 }
 END_TEST
 
