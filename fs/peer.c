@@ -8,14 +8,10 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
-#include "cache/cache.h"
 #include "common/log.h"
-#include "common/strbuf.h"
 #include "fs/fs.h"
 #include "fs/peer.h"
 #include "fs/snapshot.h"
