@@ -12,7 +12,7 @@
 
 #include "common/strbuf.h"
 
-static int hexval(char c)
+int remote__hex_value(char c)
 {
 	if (c >= '0' && c <= '9')
 		return c - '0';
@@ -33,8 +33,8 @@ int remote__pct_decode(const char *in, char *out, size_t outcap)
 		unsigned char c = (unsigned char)in[i];
 
 		if (c == '%') {
-			int hi = hexval(in[i + 1]);
-			int lo = hi < 0 ? -1 : hexval(in[i + 2]);
+			int hi = remote__hex_value(in[i + 1]);
+			int lo = hi < 0 ? -1 : remote__hex_value(in[i + 2]);
 
 			if (hi < 0 || lo < 0)
 				return -EINVAL;
