@@ -19,6 +19,7 @@
 
 #include "common/budget.h"
 #include "fs/ns.h"
+#include "fs/options.h"
 
 struct cache;
 struct remote_peers;
@@ -28,38 +29,6 @@ struct prep_view;
 struct fs_source;
 struct fs_prefill;
 
-/* Options from the command line / -o (coordfs(1), OPTIONS). */
-struct fs_options {
-	char *source;
-	char *mountpoint;
-	bool foreground;
-	bool debug;
-	char *cache_size;
-	char *chunk_size;
-	char *peers;
-	char *node;
-	char *listen;
-	char *secret_file;
-	bool prepared;
-	char *prepared_name;
-	char *prep_threads_arg;
-	int prep_threads;
-	char *prep_mem;
-	char *seed;
-	char *log_file;
-	bool no_kernel_cache; /* --no-kernel-cache: every read reaches the daemon */
-	bool prefill;
-	/* object-store SOURCE (s3://BUCKET[/PREFIX]) */
-	char *endpoint;
-	char *region;
-	char *profile;
-	bool no_sign_request;
-	char *s3_addressing;
-	bool show_help;
-	bool show_version;
-	int npos;          /* positional arguments seen while parsing */
-	char *parse_error; /* first problem found while parsing */
-};
 
 struct fs_counters {
 	_Atomic uint64_t source_reads, source_bytes, source_errors;
@@ -72,8 +41,6 @@ struct fs_ctx {
 	struct ns ns;
 	struct fs_source *src; /* SOURCE: a directory or a bucket (fs/source.h) */
 	struct cache *cache;
-	uint64_t cache_bytes;
-	uint64_t chunk_bytes;
 	/* Transient memory outside the cache arena (prepared samples, decodes,
 	 * peer buffers, server responses): --prep-mem when the prepared view
 	 * is on, plus FS_IO_MEM for I/O buffers. */
@@ -96,8 +63,6 @@ struct fs_ctx {
 	unsigned node;
 	/* prepared view (NULL when off) */
 	struct prep_view *prep;
-	uint64_t prep_mem;
-	uint64_t seed;
 };
 
 /* The budget's allowance for I/O buffers (peer units, server responses). */

@@ -577,8 +577,8 @@ int fs_prep_start(struct fs_ctx *fs)
 	if (!fs->opt.prepared)
 		return 0;
 	struct prep_config cfg = {
-		.seed = fs->seed,
-		.mem_budget = fs->prep_mem,
+		.seed = fs->opt.seed_value,
+		.mem_budget = fs->opt.prep_mem_bytes,
 		.threads = (unsigned)fs->opt.prep_threads,
 		.nfiles = fs->ns.nnodes,
 		.job_idle_s = 30,
