@@ -125,7 +125,7 @@ struct remote_server_ops {
 	 * than len bytes) into buf; 0 or -errno. When set, every file
 	 * response carries it and an If-Match naming another gets 412. */
 	int (*etag)(void *arg, uint32_t file_id, char *buf, size_t len);
-	/* Append the §4 JSON object to out. */
+	/* Append the statistics JSON object (coordfs(1), STATISTICS) to out. */
 	void (*stats_json)(void *arg, struct strbuf *out);
 	/* Append Prometheus text (format 0.0.4) to out. */
 	void (*metrics)(void *arg, struct strbuf *out);
@@ -249,9 +249,9 @@ struct json_t *remote_peers_json_value(const struct remote_client *c);
 struct json_t *remote_stats_json_value(const struct remote_client *c,
 				       const struct remote_server *s);
 
-/* Append the §4 "nodes" array value: [{"url": "...", "up": true}, ...]. */
+/* Append the statistics' "nodes" array value: [{"url": "...", "up": true}, ...]. */
 void remote_peers_json(const struct remote_client *c, struct strbuf *out);
-/* Append the §4 "peers" object value: {"fetches": .., "bytes": ..,
+/* Append the statistics' "peers" object value: {"fetches": .., "bytes": ..,
  * "errors": .., "served": .., "served_bytes": .., "nodes": [..]}.
  * c or s may be NULL (counters 0, nodes []). */
 void remote_stats_json(const struct remote_client *c, const struct remote_server *s,

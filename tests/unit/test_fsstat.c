@@ -21,7 +21,7 @@
 #include "tools/fsstat.h"
 #include "tests/unit/check_run.h"
 
-/* A full §4 document plus fields fsstat does not know, which it must ignore. */
+/* A full statistics document (coordfs(1), STATISTICS) plus fields fsstat does not know, which it must ignore. */
 static const char known_stats[] =
 	"{ \"version\": 1, \"uptime_s\": 3723.5,\n"
 	"  \"cache\": { \"capacity_bytes\": 2899102925, \"used_bytes\": 1310720000, \"items\": 12000,\n"
