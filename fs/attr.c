@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Attributes, entries and directory listings of namespace nodes, shared by
- * the real tree (ops.c) and the prepared view's mirrors of it (prepview.c).
+ * the dataset's tree (ops.c) and the prepared view's mirrors (prepview.c).
  */
 #include <errno.h>
+#include <fuse_lowlevel.h>
 #include <stdlib.h>
 #include <string.h>
 

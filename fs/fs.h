@@ -29,9 +29,12 @@ struct prep_view;
 struct fs_source;
 struct fs_prefill;
 
+
 struct fs_counters {
 	_Atomic uint64_t source_reads, source_bytes, source_errors;
 	_Atomic uint64_t opens, reads, read_bytes;
+	/* dataset bytes consumed: raw file reads, and the files decodes read */
+	_Atomic uint64_t dataset_read_bytes;
 	_Atomic uint64_t peer_fallbacks;
 };
 
@@ -62,8 +65,6 @@ struct fs_ctx {
 	unsigned node;
 	/* prepared view (NULL when off) */
 	struct prep_view *prep;
-	uint64_t prep_mem;
-	uint64_t seed;
 };
 
 /* The budget's allowance for I/O buffers (peer units, server responses). */

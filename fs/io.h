@@ -1,9 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/*
- * Reading the files of the namespace: through the cache, the owning peer
- * (peer.h) or SOURCE (source.h), for FUSE reads, the peer server and
- * prefill.
- */
+/* The read path below FUSE (io.c): cache, owning peer or SOURCE. */
 #ifndef COORDFS_FS_IO_H
 #define COORDFS_FS_IO_H
 

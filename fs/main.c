@@ -1,9 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * coordfs: with the command line parsed and checked (options.c), check
- * everything else that can be checked while the caller is still attached
- * (SOURCE's listing, the peers, the cache), mount, then daemonize and
- * serve. Every failure before the mount prints one line and exits 1 with
+ * coordfs: with the command line parsed and checked (options.c), build the
+ * namespace and the cache while the caller is still attached, mount, then
+ * daemonize and serve. Every failure before the mount prints one line and exits 1 with
  * nothing mounted.
  */
 #include <errno.h>
@@ -26,7 +25,6 @@
 #include "fs/fs.h"
 #include "fs/ops.h"
 #include "fs/options.h"
-#include "fs/peer.h"
 #include "fs/peer_server.h"
 #include "fs/prefill.h"
 #include "fs/prepview.h"
@@ -237,30 +235,21 @@ int main(int argc, char *argv[])
 	int ret = 1, log_fd = -1;
 	struct fuse_lowlevel_ops ops;
 	bool mounted = false;
+	int rc;
 
 	if (!fs)
 		return fs_fail("out of memory");
 	raise_nofile_limit();
 	fs->listen_fd = -1;
 	fs->report_fd = -1;
-	if (fs_options_parse(&args, &fs->opt))
-		goto out;
-	if (fs->opt.show_help) {
-		fputs(fs_usage, stdout);
-		ret = 0;
-		goto out;
-	}
-	if (fs->opt.show_version) {
-		printf("coordfs %s (libfuse %d)\n", COORDFS_VERSION, fuse_version());
-		ret = 0;
+	if ((rc = fs_options_parse(&args, &fs->opt)) != 0) {
+		ret = rc < 0;
 		goto out;
 	}
 	log_set_level(fs->opt.debug ? LOG_DEBUG : LOG_NOTICE);
 	fuse_set_log_func(fuse_log_to_ours);
-	if (fs_options_check(&fs->opt))
+	if (fs_options_check(&fs->opt) < 0)
 		goto out;
-	fs->prep_mem = fs->opt.prep_mem_bytes;
-	fs->seed = fs->opt.seed_value;
 
 	/* The daemon changes to "/" when it detaches: keep absolute paths. */
 	char *abs = fs_source_is_s3(fs->opt.source) ? NULL : realpath(fs->opt.source, NULL);
@@ -282,7 +271,6 @@ int main(int argc, char *argv[])
 			goto out;
 		}
 	}
-	int rc;
 	if (fs_source_is_s3(fs->opt.source)) {
 		struct fs_source_s3_options so = {
 			.url = fs->opt.source,
@@ -336,7 +324,7 @@ int main(int argc, char *argv[])
 			   (unsigned long long)fs->opt.cache_bytes, strerror(-rc));
 		goto out;
 	}
-	budget_init(&fs->mem, (fs->opt.prepared ? fs->prep_mem : 0) + FS_IO_MEM);
+	budget_init(&fs->mem, (fs->opt.prepared ? fs->opt.prep_mem_bytes : 0) + FS_IO_MEM);
 	fs->mem_ready = true;
 
 	char *mount_opts = mount_options(fs->opt.source);
@@ -366,7 +354,7 @@ int main(int argc, char *argv[])
 	log_info("mounted %s at %s: %u files, %s, cache %s, seed %llu", fs->opt.source,
 		 fs->opt.mountpoint, fs->ns.nfiles,
 		 size_format(fs->ns.total_bytes, human, sizeof(human)), fs->opt.cache_size,
-		 (unsigned long long)fs->seed);
+		 (unsigned long long)fs->opt.seed_value);
 
 	if ((rc = detach(se, fs->opt.foreground, log_fd, &fs->report_fd)) < 0) {
 		ret = fs_fail("cannot detach from the terminal: %s", strerror(-rc));
@@ -376,7 +364,7 @@ int main(int argc, char *argv[])
 		log_use_syslog(true);
 	clock_gettime(CLOCK_MONOTONIC, &fs->started);
 	log_msg(LOG_NOTICE, "serving %s at %s (%u files, seed %llu)", fs->opt.source,
-		fs->opt.mountpoint, fs->ns.nfiles, (unsigned long long)fs->seed);
+		fs->opt.mountpoint, fs->ns.nfiles, (unsigned long long)fs->opt.seed_value);
 
 	if (fs->src->ops->start && (rc = fs->src->ops->start(fs->src)) < 0) {
 		snprintf(why, sizeof(why), "cannot start reading source %s: %s", fs->opt.source,

@@ -24,7 +24,6 @@
 #include "fs/readahead.h"
 #include "fs/stats.h"
 
-#define TIMEOUT FS_ATTR_TIMEOUT
 #define STATS_XATTR "user.coordfs.stats"
 #define CACHED_XATTR "user.coordfs.cached"
 /* Extra room promised on a size probe of the stats xattr: counters may grow. */
@@ -106,7 +105,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		if (rc < 0)
 			fuse_reply_err(req, -rc);
 		else
-			fuse_reply_attr(req, &st, TIMEOUT);
+			fuse_reply_attr(req, &st, FS_ATTR_TIMEOUT);
 		return;
 	}
 	if (!node_of(fs, ino, &node)) {
@@ -114,7 +113,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		return;
 	}
 	fs_fill_attr(fs, node, &st);
-	fuse_reply_attr(req, &st, TIMEOUT);
+	fuse_reply_attr(req, &st, FS_ATTR_TIMEOUT);
 }
 
 static void op_readlink(fuse_req_t req, fuse_ino_t ino)
@@ -287,6 +286,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, (int)-n);
 	} else {
 		fs_count(&fs->ctr.read_bytes, (uint64_t)n);
+		fs_count(&fs->ctr.dataset_read_bytes, (uint64_t)n);
 		fuse_reply_buf(req, direct ? direct : buf, (size_t)n);
 	}
 	free(buf);

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The command line (coordfs(1), OPTIONS): -o options and their --long
- * forms parsed into struct fs_options, the defaults, and every check that
- * needs nothing but the options and the file system (sizes, combinations,
- * SOURCE and MOUNTPOINT), each failure one line on stderr.
+ * The command line (coordfs(1), OPTIONS): the options and -o keys parsed
+ * with libfuse's fuse_opt into struct fs_options, defaults filled in, then
+ * every value and SOURCE and MOUNTPOINT checked while the caller is still
+ * attached. Each problem is one line on stderr.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -67,7 +67,7 @@ static const struct fuse_opt fs_opt_spec[] = {
 	FUSE_OPT_END,
 };
 
-const char fs_usage[] =
+static const char fs_options_usage[] =
 	"usage: coordfs [OPTIONS] SOURCE MOUNTPOINT\n"
 	"Mount SOURCE read-only at MOUNTPOINT through a MinIO memory cache.\n"
 	"SOURCE is a directory or an S3 bucket, s3://BUCKET[/PREFIX].\n\n"
@@ -205,23 +205,23 @@ static int check_paths(struct fs_options *o)
 	struct stat st;
 
 	if (!o->source || !o->mountpoint)
-		return fs_fail("need SOURCE and MOUNTPOINT (see --help)");
+		return -fs_fail("need SOURCE and MOUNTPOINT (see --help)");
 	/* An s3:// SOURCE is checked by listing it, still before the mount. */
 	if (!fs_source_is_s3(o->source)) {
 		if (stat(o->source, &st) < 0)
-			return fs_fail("source '%s': %s", o->source, strerror(errno));
+			return -fs_fail("source '%s': %s", o->source, strerror(errno));
 		if (!S_ISDIR(st.st_mode))
-			return fs_fail("source '%s' is not a directory", o->source);
+			return -fs_fail("source '%s' is not a directory", o->source);
 	}
 	if (stat(o->mountpoint, &st) < 0)
-		return fs_fail("mount point '%s': %s", o->mountpoint, strerror(errno));
+		return -fs_fail("mount point '%s': %s", o->mountpoint, strerror(errno));
 	if (!S_ISDIR(st.st_mode))
-		return fs_fail("mount point '%s' is not a directory", o->mountpoint);
+		return -fs_fail("mount point '%s' is not a directory", o->mountpoint);
 	if (is_mounted(o->mountpoint))
-		return fs_fail("mount point '%s' is already mounted", o->mountpoint);
+		return -fs_fail("mount point '%s' is already mounted", o->mountpoint);
 	DIR *d = opendir(o->mountpoint);
 	if (!d)
-		return fs_fail("mount point '%s': %s", o->mountpoint, strerror(errno));
+		return -fs_fail("mount point '%s': %s", o->mountpoint, strerror(errno));
 	struct dirent *de;
 	bool empty = true;
 	while ((de = readdir(d)) != NULL)
@@ -229,7 +229,7 @@ static int check_paths(struct fs_options *o)
 			empty = false;
 	closedir(d);
 	if (!empty)
-		return fs_fail("mount point '%s' is not empty", o->mountpoint);
+		return -fs_fail("mount point '%s' is not empty", o->mountpoint);
 	return 0;
 }
 
@@ -238,13 +238,13 @@ static int parse_sizes(struct fs_options *o)
 	uint64_t phys = size_phys_mem();
 
 	if (size_parse(o->cache_size, phys, &o->cache_bytes) < 0)
-		return fs_fail("bad --cache-size '%s': want bytes, K/M/G/T, or N%% (0 < N <= 100)",
+		return -fs_fail("bad --cache-size '%s': want bytes, K/M/G/T, or N%% (0 < N <= 100)",
 			    o->cache_size);
 	/* The cache never evicts: a budget over the machine's memory would end
 	 * in the OOM killer, not in a full cache. */
 	if (phys && o->cache_bytes > phys) {
 		char want[32], have[32];
-		return fs_fail("--cache-size '%s' (%s) is larger than this machine's memory (%s)",
+		return -fs_fail("--cache-size '%s' (%s) is larger than this machine's memory (%s)",
 			    o->cache_size, size_format(o->cache_bytes, want, sizeof(want)),
 			    size_format(phys, have, sizeof(have)));
 	}
@@ -255,15 +255,15 @@ static int parse_sizes(struct fs_options *o)
 			o->peers ? " or a peer" : "");
 	if (size_parse(o->chunk_size, phys, &o->chunk_bytes) < 0 || o->chunk_bytes < 4096 ||
 	    o->chunk_bytes > (1ULL << 30) || strchr(o->chunk_size, '%'))
-		return fs_fail("bad --chunk-size '%s': want 4K to 1G", o->chunk_size);
+		return -fs_fail("bad --chunk-size '%s': want 4K to 1G", o->chunk_size);
 	if (size_parse(o->prep_mem, phys, &o->prep_mem_bytes) < 0)
-		return fs_fail("bad --prep-mem '%s': want bytes, K/M/G/T, or N%%", o->prep_mem);
+		return -fs_fail("bad --prep-mem '%s': want bytes, K/M/G/T, or N%%", o->prep_mem);
 	if (o->prep_threads_arg) {
 		char *end;
 		errno = 0;
 		long n = strtol(o->prep_threads_arg, &end, 10);
 		if (errno || *end || end == o->prep_threads_arg || n < 1 || n > 256)
-			return fs_fail("bad --prep-threads '%s': want 1 to 256", o->prep_threads_arg);
+			return -fs_fail("bad --prep-threads '%s': want 1 to 256", o->prep_threads_arg);
 		o->prep_threads = (int)n;
 	}
 	if (o->seed) {
@@ -271,20 +271,20 @@ static int parse_sizes(struct fs_options *o)
 		errno = 0;
 		o->seed_value = strtoull(o->seed, &end, 0);
 		if (errno || *end || !*o->seed || o->seed[0] == '-')
-			return fs_fail("bad --seed '%s': want an unsigned integer", o->seed);
+			return -fs_fail("bad --seed '%s': want an unsigned integer", o->seed);
 	} else if (getrandom(&o->seed_value, sizeof(o->seed_value), 0) != sizeof(o->seed_value)) {
 		o->seed_value = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
 	}
 	if (o->peers && !o->node)
-		return fs_fail("--peers needs --node=K (this node's index in the list)");
+		return -fs_fail("--peers needs --node=K (this node's index in the list)");
 	if (!o->peers && o->node)
-		return fs_fail("--node needs --peers");
+		return -fs_fail("--node needs --peers");
 	if (!o->peers && o->secret_file)
-		return fs_fail("--secret-file needs --peers (it authenticates peer requests)");
+		return -fs_fail("--secret-file needs --peers (it authenticates peer requests)");
 	if (!o->peers && o->listen)
-		return fs_fail("--listen needs --peers");
+		return -fs_fail("--listen needs --peers");
 	if (o->s3_addressing && strcmp(o->s3_addressing, "path") && strcmp(o->s3_addressing, "virtual"))
-		return fs_fail("bad --s3-addressing '%s': want path or virtual", o->s3_addressing);
+		return -fs_fail("bad --s3-addressing '%s': want path or virtual", o->s3_addressing);
 	if (!fs_source_is_s3(o->source)) {
 		const char *s3_only = o->endpoint	    ? "--endpoint"
 				      : o->region	    ? "--region"
@@ -293,25 +293,28 @@ static int parse_sizes(struct fs_options *o)
 				      : o->s3_addressing   ? "--s3-addressing"
 							    : NULL;
 		if (s3_only)
-			return fs_fail("%s applies only to an s3://BUCKET[/PREFIX] SOURCE", s3_only);
+			return -fs_fail("%s applies only to an s3://BUCKET[/PREFIX] SOURCE", s3_only);
 	}
 	if (o->prepared_name && (!*o->prepared_name || strchr(o->prepared_name, '/') ||
 				 !strcmp(o->prepared_name, ".") || !strcmp(o->prepared_name, "..")))
-		return fs_fail("bad --prepared-name '%s': want a plain file name", o->prepared_name);
+		return -fs_fail("bad --prepared-name '%s': want a plain file name", o->prepared_name);
 	return 0;
 }
 
 int fs_options_parse(struct fuse_args *args, struct fs_options *o)
 {
 	if (fuse_opt_parse(args, o, fs_opt_spec, opt_proc) < 0)
-		return fs_fail("cannot parse the command line (see --help)");
+		return -fs_fail("cannot parse the command line (see --help)");
 	if (o->parse_error)
-		return fs_fail("%s", o->parse_error);
-	return 0;
-}
-
-int fs_options_check(struct fs_options *o)
-{
+		return -fs_fail("%s", o->parse_error);
+	if (o->show_help) {
+		fputs(fs_options_usage, stdout);
+		return 1;
+	}
+	if (o->show_version) {
+		printf("coordfs %s (libfuse %d)\n", COORDFS_VERSION, fuse_version());
+		return 1;
+	}
 	if (!o->cache_size)
 		o->cache_size = strdup("25%");
 	if (!o->chunk_size)
@@ -324,14 +327,16 @@ int fs_options_check(struct fs_options *o)
 		o->prep_threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
 	if (o->prep_threads <= 0)
 		o->prep_threads = 1;
-	if (parse_sizes(o) || check_paths(o))
-		return 1;
 	return 0;
+}
+
+int fs_options_check(struct fs_options *o)
+{
+	return parse_sizes(o) || check_paths(o) ? -1 : 0;
 }
 
 void fs_options_free(struct fs_options *o)
 {
-	free(o->parse_error);
 	free(o->source);
 	free(o->mountpoint);
 	free(o->cache_size);
@@ -349,4 +354,5 @@ void fs_options_free(struct fs_options *o)
 	free(o->region);
 	free(o->profile);
 	free(o->s3_addressing);
+	free(o->parse_error);
 }

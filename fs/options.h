@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The command line (coordfs(1), OPTIONS): parsing, defaults and the checks
- * made before anything is mounted. main.c keeps the mount and the daemon.
+ * The command line (coordfs(1), OPTIONS): parsed into struct fs_options and
+ * checked before anything is mounted, each problem told in one line.
  */
 #ifndef COORDFS_FS_OPTIONS_H
 #define COORDFS_FS_OPTIONS_H
@@ -40,28 +40,24 @@ struct fs_options {
 	char *s3_addressing;
 	bool show_help;
 	bool show_version;
-	/* set by fs_options_check */
-	uint64_t cache_bytes, chunk_bytes, prep_mem_bytes, seed_value;
+	/* parsed and checked by fs_options_check */
+	uint64_t cache_bytes;
+	uint64_t chunk_bytes;
+	uint64_t prep_mem_bytes;
+	uint64_t seed_value; /* --seed, else random */
 	int npos;          /* positional arguments seen while parsing */
 	char *parse_error; /* first problem found while parsing */
 };
 
-/* coordfs --help. */
-extern const char fs_usage[];
-
-/* Print "coordfs: LINE" on stderr; returns 1, the exit status. */
-int fs_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-/* Parse args into o (zeroed by the caller); FUSE's own -o options stay in
- * args. 0, or 1 after one line naming the first problem. */
+/* Parse args into o (args keeps the FUSE mount options). 0 to go on, 1
+ * when --help or --version was printed, -1 after one line on stderr. */
 int fs_options_parse(struct fuse_args *args, struct fs_options *o);
-
-/* Fill in the defaults, then check the sizes, the combinations of options,
- * SOURCE and MOUNTPOINT (an existing empty directory not mounted on), and
- * set the parsed numbers. 0, or 1 after one line naming the problem. */
+/* Sizes, the seed, combinations of options, SOURCE and MOUNTPOINT: 0, or
+ * -1 after one line on stderr. */
 int fs_options_check(struct fs_options *o);
-
-/* Free what parsing allocated. */
 void fs_options_free(struct fs_options *o);
+
+/* "coordfs: LINE" on stderr; returns 1 (the exit status of a failure). */
+int fs_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #endif

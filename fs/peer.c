@@ -1,57 +1,25 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * fs/'s client side of the partitioned cache (coordfs(1), PEERS): the
- * --peers configuration, ownership of units by rendezvous hashing, fetches
- * from owners (the caller falls back to SOURCE) and the peers' counters.
- * The server side is peer_server.c.
+ * fs/'s client side of the partitioned cache (coordfs(1), PEERS): ownership
+ * of units by rendezvous hashing, fetches from owners with fallback to
+ * SOURCE, and the peer counters. The server side is peer_server.c.
  */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include "cache/cache.h"
 #include "common/log.h"
+#include "common/strbuf.h"
+#include "fs/counters.h"
 #include "fs/fs.h"
 #include "fs/peer.h"
 #include "fs/snapshot.h"
 #include "remote/remote.h"
-
-int fs_peer_configure(struct fs_ctx *fs, char *err, size_t errlen)
-{
-	struct fs_options *o = &fs->opt;
-	struct stat st;
-	int rc;
-
-	if (!o->peers)
-		return 0;
-	rc = remote_peers_parse(o->peers, &fs->peers, err, errlen);
-	if (rc < 0)
-		return rc;
-	rc = remote_parse_node(o->node, fs->peers, &fs->node, err, errlen);
-	if (rc < 0)
-		return rc;
-	if (o->secret_file) {
-		rc = remote_secret_read(o->secret_file, &fs->secret, err, errlen);
-		if (rc < 0)
-			return rc;
-		if (stat(o->secret_file, &st) == 0 && (st.st_mode & 077))
-			fprintf(stderr,
-				"coordfs: warning: secret file '%s' is readable by group or others "
-				"(chmod 600 it)\n",
-				o->secret_file);
-	}
-	const char *where = o->listen ? o->listen : remote_peers_hostport(fs->peers, fs->node);
-	rc = remote_listen(where, &fs->listen_fd, err, errlen);
-	if (rc < 0)
-		return rc;
-	if (!fs->secret)
-		log_msg(LOG_NOTICE,
-			"peer server on %s has no --secret-file: anyone who can reach it can read "
-			"the dataset",
-			where);
-	return 0;
-}
 
 static int unit_relpath(struct fs_ctx *fs, uint32_t node, char *buf, size_t len)
 {
@@ -133,9 +101,9 @@ int fs_peer_fetch(struct fs_ctx *fs, uint32_t node, uint32_t k, uint64_t uoff, s
 	return n < 0 ? (int)n : -EPROTO;
 }
 
-uint64_t fs_peer_fallbacks(struct fs_ctx *fs)
+void fs_peer_collect(struct fs_ctx *fs, struct fs_stats *s)
 {
-	return atomic_load_explicit(&fs->ctr.peer_fallbacks, memory_order_relaxed);
+	s->peer_fallbacks = atomic_load_explicit(&fs->ctr.peer_fallbacks, memory_order_relaxed);
 }
 
 void fs_peer_metrics(struct fs_ctx *fs, struct strbuf *sb)

@@ -1,9 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * fs/'s client side of the partitioned cache: the --peers configuration,
- * which node owns a unit, fetching a unit's bytes from its owner, and the
- * peers' counters. With no --peers every unit is this node's. The server
- * side is peer_server.h.
+ * fs/'s client side of the partitioned cache: which node owns a unit,
+ * fetching a unit's bytes from its owner, and the peer counters. With no
+ * --peers every unit is this node's. The server side is peer_server.h.
  */
 #ifndef COORDFS_FS_PEER_H
 #define COORDFS_FS_PEER_H
@@ -13,11 +12,8 @@
 #include <stdint.h>
 
 struct fs_ctx;
+struct fs_stats;
 struct strbuf;
-
-/* Before daemonizing: parse --peers, bind the listener, read the secret.
- * 0, or -errno with err set to one line naming the problem. */
-int fs_peer_configure(struct fs_ctx *fs, char *err, size_t errlen);
 
 /* Whether this node owns unit k of file node (always true without peers). */
 bool fs_peer_owns(struct fs_ctx *fs, uint32_t node, uint32_t k);
@@ -29,10 +25,9 @@ bool fs_peer_owns(struct fs_ctx *fs, uint32_t node, uint32_t k);
 int fs_peer_fetch(struct fs_ctx *fs, uint32_t node, uint32_t k, uint64_t uoff, size_t len,
 		  void *buf);
 
-/* Reads of another node's unit that went to SOURCE instead (the owner was
- * down, busy, failed, or holds another version). remote/ counts the rest. */
-uint64_t fs_peer_fallbacks(struct fs_ctx *fs);
-/* The peers' Prometheus lines into sb. */
+/* The peer counters into s (left as they are without peers). */
+void fs_peer_collect(struct fs_ctx *fs, struct fs_stats *s);
+/* The client's and server's Prometheus lines into sb. */
 void fs_peer_metrics(struct fs_ctx *fs, struct strbuf *sb);
 
 #endif

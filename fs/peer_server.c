@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The peer server's side of the partitioned cache (coordfs(1), PEERS): the
- * callbacks through which remote/'s server reads the namespace, the cache
- * (io.h) and the statistics, and the start and stop of the server and of
- * the client peer.c fetches with.
+ * The peer node's lifecycle (coordfs(1), PEERS): the peer client and server
+ * started and stopped, and the callbacks through which the server reads the
+ * namespace, the cache and the statistics. The client side is peer.c.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cache/cache.h"
@@ -18,6 +19,42 @@
 #include "fs/source.h"
 #include "fs/stats.h"
 #include "remote/remote.h"
+
+int fs_peer_configure(struct fs_ctx *fs, char *err, size_t errlen)
+{
+	struct fs_options *o = &fs->opt;
+	struct stat st;
+	int rc;
+
+	if (!o->peers)
+		return 0;
+	rc = remote_peers_parse(o->peers, &fs->peers, err, errlen);
+	if (rc < 0)
+		return rc;
+	rc = remote_parse_node(o->node, fs->peers, &fs->node, err, errlen);
+	if (rc < 0)
+		return rc;
+	if (o->secret_file) {
+		rc = remote_secret_read(o->secret_file, &fs->secret, err, errlen);
+		if (rc < 0)
+			return rc;
+		if (stat(o->secret_file, &st) == 0 && (st.st_mode & 077))
+			fprintf(stderr,
+				"coordfs: warning: secret file '%s' is readable by group or others "
+				"(chmod 600 it)\n",
+				o->secret_file);
+	}
+	const char *where = o->listen ? o->listen : remote_peers_hostport(fs->peers, fs->node);
+	rc = remote_listen(where, &fs->listen_fd, err, errlen);
+	if (rc < 0)
+		return rc;
+	if (!fs->secret)
+		log_msg(LOG_NOTICE,
+			"peer server on %s has no --secret-file: anyone who can reach it can read "
+			"the dataset",
+			where);
+	return 0;
+}
 
 static int srv_resolve(void *arg, const char *relpath, uint32_t *file_id, uint64_t *size)
 {
@@ -166,9 +203,9 @@ void fs_peer_stop(struct fs_ctx *fs)
 	fs->server = NULL;
 	if (fs->client) {
 		remote_client_destroy(fs->client);
-		fs->client = NULL;
-		remote_global_cleanup(); /* pairs fs_peer_start's remote_global_init */
+		remote_global_cleanup(); /* fs_peer_start's init */
 	}
+	fs->client = NULL;
 	if (fs->listen_fd >= 0)
 		close(fs->listen_fd);
 	fs->listen_fd = -1;
@@ -177,3 +214,4 @@ void fs_peer_stop(struct fs_ctx *fs)
 	free(fs->secret);
 	fs->secret = NULL;
 }
+

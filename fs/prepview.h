@@ -14,7 +14,7 @@
 #include <stdbool.h>
 
 struct fs_ctx;
-struct prep_stats;
+struct fs_stats;
 
 /* Start/stop the view's engine (after daemonizing). 0 or -errno. */
 int fs_prep_start(struct fs_ctx *fs);
@@ -33,7 +33,7 @@ void fs_prep_read(fuse_req_t req, struct fs_ctx *fs, struct fuse_file_info *fi, 
 		  off_t off);
 void fs_prep_release(struct fs_ctx *fs, struct fuse_file_info *fi);
 
-/* The view's counters (prep/prep.h); zeros when the view is off. */
-void fs_prep_get_stats(struct fs_ctx *fs, struct prep_stats *out);
+/* The view's counters into s (zero when it is off). */
+void fs_prep_collect(struct fs_ctx *fs, struct fs_stats *s);
 
 #endif

@@ -34,7 +34,6 @@ struct s3_source {
 	uint32_t uid, gid;
 	struct remote_http *pool;
 	struct remote_s3 *s3;
-	bool curl_ready; /* remote_global_init called, cleanup due */
 	uint64_t skipped;
 };
 
@@ -45,13 +44,13 @@ static struct s3_source *s3_of(struct fs_source *src)
 
 static void s3_disconnect(struct s3_source *ss)
 {
+	if (!ss->pool)
+		return;
 	remote_s3_destroy(ss->s3);
 	ss->s3 = NULL;
 	remote_http_destroy(ss->pool);
 	ss->pool = NULL;
-	if (ss->curl_ready)
-		remote_global_cleanup();
-	ss->curl_ready = false;
+	remote_global_cleanup(); /* s3_connect's init */
 }
 
 static int s3_connect(struct s3_source *ss, char *err, size_t errlen)
@@ -62,8 +61,8 @@ static int s3_connect(struct s3_source *ss, char *err, size_t errlen)
 		snprintf(err, errlen, "cannot initialize libcurl");
 		return rc;
 	}
-	ss->curl_ready = true;
 	if ((rc = remote_http_create(S3_MAX_CONNECTIONS, &ss->pool)) < 0) {
+		remote_global_cleanup();
 		snprintf(err, errlen, "cannot create the HTTP connection pool: %s", strerror(-rc));
 		return rc;
 	}

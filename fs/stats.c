@@ -7,8 +7,6 @@
 #include <jansson.h>
 #include <math.h>
 #include <stdatomic.h>
-#include <stdbool.h>
-#include <stdint.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -16,28 +14,14 @@
 #include "cache/cache.h"
 #include "common/strbuf.h"
 #include "common/utf8.h"
+#include "fs/counters.h"
 #include "fs/fs.h"
 #include "fs/peer.h"
 #include "fs/prefill.h"
 #include "fs/prepview.h"
 #include "fs/source.h"
 #include "fs/stats.h"
-#include "prep/prep.h"
 #include "remote/remote.h"
-
-/* One snapshot of every counter, gathered from the modules. */
-struct fs_stats {
-	double uptime_s;
-	struct cache_stats cache;
-	uint64_t source_reads, source_bytes, source_errors;
-	uint64_t source_requests, source_retries, source_skipped_keys;
-	double source_latency_p50_ms, source_latency_p99_ms;
-	uint64_t prefill_target_bytes, prefill_done_bytes;
-	bool prefill_running;
-	uint64_t peer_fallbacks; /* reads of another node's unit served from SOURCE */
-	uint64_t prep_decodes, prep_shared, prep_errors, prep_staged_bytes, prep_refused, prep_jobs;
-	uint64_t opens, reads, read_bytes;
-};
 
 static uint64_t ld(_Atomic uint64_t *c)
 {
@@ -62,20 +46,6 @@ static void fs_source_collect(struct fs_ctx *fs, struct fs_stats *s)
 	s->prefill_running = ps.running;
 }
 
-/* The prepared view's counters (prepview.h). */
-static void fs_prep_collect(struct fs_ctx *fs, struct fs_stats *s)
-{
-	struct prep_stats ps;
-
-	fs_prep_get_stats(fs, &ps);
-	s->prep_decodes = ps.decodes;
-	s->prep_shared = ps.shared;
-	s->prep_errors = ps.errors;
-	s->prep_staged_bytes = ps.staged_bytes;
-	s->prep_refused = ps.refused;
-	s->prep_jobs = ps.jobs;
-}
-
 static void fs_stats_collect(struct fs_ctx *fs, struct fs_stats *s)
 {
 	struct timespec now;
@@ -92,7 +62,8 @@ static void fs_stats_collect(struct fs_ctx *fs, struct fs_stats *s)
 	s->opens = ld(&fs->ctr.opens);
 	s->reads = ld(&fs->ctr.reads);
 	s->read_bytes = ld(&fs->ctr.read_bytes);
-	s->peer_fallbacks = fs_peer_fallbacks(fs);
+	s->dataset_read_bytes = ld(&fs->ctr.dataset_read_bytes);
+	fs_peer_collect(fs, s);
 	fs_prep_collect(fs, s);
 }
 
@@ -127,7 +98,8 @@ static json_t *stats_tree(struct fs_ctx *fs, bool local)
 	     (!local || (put(root, "pid", json_integer((json_int_t)getpid())) &&
 			 put(root, "source_dir", utf8_json_string(fs->opt.source)))) &&
 	     put(root, "files", num(fs->ns.nfiles)) &&
-	     put(root, "dataset_bytes", num(fs->ns.total_bytes));
+	     put(root, "dataset_bytes", num(fs->ns.total_bytes)) &&
+	     put(root, "dataset_read_bytes", num(s.dataset_read_bytes));
 	ok = ok && put(cache, "capacity_bytes", num(s.cache.capacity_bytes)) &&
 	     put(cache, "used_bytes", num(s.cache.used_bytes)) &&
 	     put(cache, "items", num(s.cache.items)) && put(cache, "hits", num(s.cache.hits)) &&

@@ -1,17 +1,17 @@
 /* SPDX-License-Identifier: MIT */
-/* The statistics (coordfs(1), STATISTICS): every module's counters as JSON
- * and as Prometheus text. */
+/* The statistics (stats.c): every counter gathered from the modules, written out. */
 #ifndef COORDFS_FS_STATS_H
 #define COORDFS_FS_STATS_H
 
 struct fs_ctx;
 struct strbuf;
 
-/* The statistics JSON (coordfs(1), STATISTICS) into sb. */
+/* The statistics JSON (coordfs(1), STATISTICS) into sb, and the same
+ * counters as Prometheus text. */
 void fs_stats_json(struct fs_ctx *fs, struct strbuf *sb);
-/* The same counters as Prometheus text. */
 void fs_stats_metrics(struct fs_ctx *fs, struct strbuf *sb);
-/* The JSON as peers get it (GET /v1/stats): the same counters, without
+
+/* The statistics JSON as peers get it (GET /v1/stats): the same counters, without
  * the SOURCE path or the daemon's pid, which are for local users only. */
 void fs_stats_json_peer(struct fs_ctx *fs, struct strbuf *sb);
 

@@ -92,11 +92,11 @@ int remote_secret_read(const char *path, char **secret, char *err, size_t errlen
 
 /* ---- server -------------------------------------------------------------- */
 
-/* A piece of file data handed to the server by the read callback: len
- * bytes at data. release(ctx), when set, is called exactly once when the
- * server no longer needs the slice; a slice without release must stay
- * valid for the server's lifetime (e.g. it points into the never-evicting
- * cache arena) and is sent without a copy. The server zeroes the slice
+/* A piece of file data (data, len) handed to the server by the read
+ * callback. release(ctx), when set, is called exactly once when the server
+ * no longer needs the slice; a slice without release must stay valid for
+ * the server's lifetime (e.g. it points into the never-evicting cache
+ * arena) and is sent without a copy. The server sets every field to zero
  * before each call. */
 struct remote_slice {
 	const void *data;
@@ -114,7 +114,7 @@ struct remote_server_ops {
 	int (*resolve)(void *arg, const char *relpath, uint32_t *file_id, uint64_t *size);
 	/* Read-through: give bytes [off, off+len) of the file, or a prefix
 	 * of them (at least 1 byte); the server asks again for the rest.
-	 * An fd slice's fd must stay open until release. 0, or -errno with
+	 * 0, or -errno with
 	 * nothing left to release: -ENOENT answers 404; -ENOMEM, -EAGAIN
 	 * or -EBUSY (no memory for it now) 503; anything else is a failure
 	 * of this one file (e.g. it changed since mount): 409. A failure
@@ -191,7 +191,9 @@ struct remote_client_stats {
 	uint64_t unavailable; /* 409/503 answers and pool waits that timed out */
 };
 
-/* Call once, before any thread starts (wraps curl_global_init). 0/-EIO. */
+/* libcurl's global state (curl_global_init/cleanup, counted: every
+ * successful init is paired with one cleanup, after its user is gone).
+ * init: 0/-EIO. */
 int remote_global_init(void);
 void remote_global_cleanup(void);
 
@@ -249,6 +251,7 @@ void remote_client_get_stats(const struct remote_client *c, struct remote_client
 struct json_t;
 struct json_t *remote_stats_json_value(const struct remote_client *c,
 				       const struct remote_server *s);
+
 /* The same object appended to out as text. */
 void remote_stats_json(const struct remote_client *c, const struct remote_server *s,
 		       struct strbuf *out);

@@ -321,7 +321,7 @@ static struct MHD_Response *body_response(struct remote_server *s, uint32_t file
 {
 	struct MHD_Response *r = NULL;
 
-	if (sl->len >= len && sl->data) {
+	if (sl->len >= len) {
 		if (!sl->release)
 			return MHD_create_response_from_buffer((size_t)len, (void *)sl->data,
 							       MHD_RESPMEM_PERSISTENT);

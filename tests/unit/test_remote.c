@@ -191,11 +191,11 @@ static void stub_etag_of(uint32_t file_id, char *buf, size_t len)
 		 (unsigned long long)stub.files[file_id].size, stub.version);
 }
 
-/* The stub's file_id of path. */
+/* The stub's id of path (its place in stub.files). */
 static uint32_t stub_id(const char *path)
 {
 	for (unsigned i = 0; i < stub.nfiles; i++)
-		if (strcmp(stub.files[i].path, path) == 0)
+		if (!strcmp(stub.files[i].path, path))
 			return i;
 	ck_abort_msg("no stub file %s", path);
 	return 0;
