@@ -84,7 +84,7 @@ int remote_http_create(unsigned max_handles, struct remote_http **out)
 	return 0;
 
 fail:
-	remote_http_destroy(h); /* no handles yet; a NULL share is ignored */
+	remote_http_destroy(h); /* no handle yet; curl_share_cleanup(NULL) does nothing */
 	return -EIO;
 }
 

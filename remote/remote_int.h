@@ -14,9 +14,6 @@
 
 struct strbuf;
 
-/* The value of hexadecimal digit c (either case), or -1. */
-int remote__hex_value(char c);
-
 /* Decode a percent-encoded path into out (outcap bytes, NUL included).
  * Refuses malformed escapes, %00, and raw or decoded control characters
  * (-EINVAL) and output that does not fit (-ENAMETOOLONG). '+' stays '+'. */

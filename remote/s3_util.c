@@ -8,7 +8,6 @@
  * shared credentials/config files and the credential JSON (jansson).
  */
 #include "remote/s3_int.h"
-#include "remote/remote_int.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -21,6 +20,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "common/hex.h"
 #include "common/strbuf.h"
 
 /* ---- query and URL ---------------------------------------------------- */
@@ -562,7 +562,7 @@ static int url_decode(char *s, size_t *len)
 
 	for (size_t i = 0; s[i]; i++) {
 		if (s[i] == '%') {
-			int hi = remote__hex_value(s[i + 1]), lo = hi < 0 ? -1 : remote__hex_value(s[i + 2]);
+			int hi = hex_value(s[i + 1]), lo = hi < 0 ? -1 : hex_value(s[i + 2]);
 
 			if (hi < 0 || lo < 0)
 				return -EINVAL;
