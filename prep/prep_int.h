@@ -114,6 +114,17 @@ int prep__simd(void);
 int prep__simd_set(int level);
 const char *prep__simd_name(int level);
 
+/*
+ * Work buffers reused across decodes (prep__render_geom's row and region
+ * buffers): get returns at least n bytes (*cap: how many), put hands them
+ * back (kept while at most 16 buffers of <= 1 MiB are, else freed), drop
+ * frees every kept one; kept: their bytes. Thread-safe.
+ */
+void *prep__scratch_get(size_t n, size_t *cap);
+void prep__scratch_put(void *p, size_t cap);
+void prep__scratch_drop(void);
+size_t prep__scratch_kept(void);
+
 /* ---- decoding ---------------------------------------------------------- */
 
 enum prep__format { PREP__UNKNOWN, PREP__JPEG, PREP__PNG, PREP__PNM, PREP__BMP, PREP__WEBP, PREP__TIFF };

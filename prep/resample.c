@@ -8,6 +8,7 @@
  * same input pixels the result is bit-identical to PIL's resize().
  */
 #include <errno.h>
+#include <pthread.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -270,8 +271,8 @@ __attribute__((target("sse4.1"))) static void vertical_row_sse41(const uint8_t *
  * 32 bytes of a row in four registers, accumulated over the taps without
  * touching memory. Same integer arithmetic as the scalar code (sums of
  * non-negative products that cannot overflow, so the order of additions
- * does not matter): identical bytes. Reads one byte past the last pixel
- * of a row, as the SSE4.1 kernels do.
+ * does not matter): identical bytes. Reads up to 4 bytes past the last
+ * pixel of a row (the SSE4.1 kernels 1), within PREP__PAD.
  */
 __attribute__((target("avx2"))) static inline __m256i load_pair_avx2(const uint8_t *p)
 {
@@ -288,12 +289,30 @@ __attribute__((target("avx2"))) static inline __m128i fold_avx2(__m256i a, __m12
 			     tail);
 }
 
+__attribute__((target("avx2"))) static inline __m256i madd4_avx2(__m256i acc, const uint8_t *p,
+								  __m256i k01, __m256i k23,
+								  __m256i sh01, __m256i sh23)
+{
+	__m256i b = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p));
+
+	acc = _mm256_add_epi32(acc, _mm256_mullo_epi32(_mm256_shuffle_epi8(b, sh01), k01));
+	return _mm256_add_epi32(acc, _mm256_mullo_epi32(_mm256_shuffle_epi8(b, sh23), k23));
+}
+
 __attribute__((target("avx2"))) static void pass_horizontal4_avx2(const uint8_t *const row[4],
 								   unsigned x_base,
 								   const struct prep__coeffs *cx,
 								   uint8_t *const out[4])
 {
 	const __m256i spread = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
+	const __m256i spread23 = _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3);
+	/* bytes of pixels x | x+1 (then x+2 | x+3) into lanes R,G,B,0 */
+	const __m256i sh01 = _mm256_setr_epi8(0, -1, -1, -1, 1, -1, -1, -1, 2, -1, -1, -1, -1, -1,
+					      -1, -1, 3, -1, -1, -1, 4, -1, -1, -1, 5, -1, -1, -1,
+					      -1, -1, -1, -1);
+	const __m256i sh23 = _mm256_setr_epi8(6, -1, -1, -1, 7, -1, -1, -1, 8, -1, -1, -1, -1, -1,
+					      -1, -1, 9, -1, -1, -1, 10, -1, -1, -1, 11, -1, -1, -1,
+					      -1, -1, -1, -1);
 	const __m128i half = _mm_set1_epi32(1 << (PRECISION_BITS - 1));
 
 	for (unsigned xx = 0; xx < cx->n; xx++) {
@@ -304,6 +323,18 @@ __attribute__((target("avx2"))) static void pass_horizontal4_avx2(const uint8_t 
 		__m128i t0 = half, t1 = half, t2 = half, t3 = half;
 		int32_t x = 0;
 
+		/* Four taps per 16-byte load of each row: pixels x, x+1 then x+2,
+		 * x+3 spread to 32-bit lanes by byte shuffles (reads 4 bytes past
+		 * pixel x+3, within PREP__PAD). */
+		for (; x + 4 <= n; x += 4, off += 12) {
+			__m256i kq = _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(k + x)));
+			__m256i k01 = _mm256_permutevar8x32_epi32(kq, spread);
+			__m256i k23 = _mm256_permutevar8x32_epi32(kq, spread23);
+			a0 = madd4_avx2(a0, row[0] + off, k01, k23, sh01, sh23);
+			a1 = madd4_avx2(a1, row[1] + off, k01, k23, sh01, sh23);
+			a2 = madd4_avx2(a2, row[2] + off, k01, k23, sh01, sh23);
+			a3 = madd4_avx2(a3, row[3] + off, k01, k23, sh01, sh23);
+		}
 		for (; x + 2 <= n; x += 2, off += 6) {
 			__m256i kv = _mm256_permutevar8x32_epi32(
 			    _mm256_castsi128_si256(_mm_loadl_epi64((const __m128i *)(k + x))), spread);
@@ -575,4 +606,97 @@ int prep__resample_with(const uint8_t *src, size_t src_stride, unsigned src_x0, 
 	rc = prep__vpass(tmp, cx, cy, flip, dst, dst_stride, allow_simd);
 	free(tmp);
 	return rc;
+}
+
+/*
+ * Reusable decode buffers. At most `threads` decodes run at once, each
+ * taking a region buffer and a row buffer; a few slots of up to
+ * SCRATCH_KEEP bytes each keep them between decodes, so a sample mallocs
+ * neither (nor page-faults them in again after glibc returned them to the
+ * kernel). Larger buffers are freed after use. prep__scratch_drop frees
+ * the kept ones (the view calls it when its decode threads are idle).
+ */
+#define SCRATCH_SLOTS 16
+#define SCRATCH_KEEP (1u << 20)
+static pthread_mutex_t scratch_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+	void *p;
+	size_t cap;
+} scratch[SCRATCH_SLOTS];
+static _Atomic size_t scratch_kept;
+
+void *prep__scratch_get(size_t n, size_t *cap)
+{
+	void *p = NULL, *drop = NULL;
+	int best = -1;
+
+	pthread_mutex_lock(&scratch_lock);
+	for (int i = 0; i < SCRATCH_SLOTS; i++)
+		if (scratch[i].p && scratch[i].cap >= n && (best < 0 || scratch[i].cap < scratch[best].cap))
+			best = i;
+	if (best < 0 && n <= SCRATCH_KEEP) /* replace the largest smaller one */
+		for (int i = 0; i < SCRATCH_SLOTS; i++)
+			if (scratch[i].p && (best < 0 || scratch[i].cap > scratch[best].cap))
+				best = i;
+	if (best >= 0) {
+		if (scratch[best].cap >= n) {
+			p = scratch[best].p;
+			*cap = scratch[best].cap;
+		} else {
+			drop = scratch[best].p;
+		}
+		atomic_fetch_sub_explicit(&scratch_kept, scratch[best].cap, memory_order_relaxed);
+		scratch[best].p = NULL;
+		scratch[best].cap = 0;
+	}
+	pthread_mutex_unlock(&scratch_lock);
+	free(drop);
+	if (!p) {
+		/* round up so that slightly larger regions reuse the buffer */
+		size_t want = n <= SCRATCH_KEEP ? (n + 4095) & ~(size_t)4095 : n;
+		if ((p = malloc(want)))
+			*cap = want;
+	}
+	return p;
+}
+
+void prep__scratch_put(void *p, size_t cap)
+{
+	if (!p)
+		return;
+	if (cap <= SCRATCH_KEEP) {
+		pthread_mutex_lock(&scratch_lock);
+		for (int i = 0; i < SCRATCH_SLOTS; i++) {
+			if (!scratch[i].p) {
+				scratch[i].p = p;
+				scratch[i].cap = cap;
+				atomic_fetch_add_explicit(&scratch_kept, cap, memory_order_relaxed);
+				p = NULL;
+				break;
+			}
+		}
+		pthread_mutex_unlock(&scratch_lock);
+	}
+	free(p);
+}
+
+void prep__scratch_drop(void)
+{
+	void *p[SCRATCH_SLOTS];
+
+	pthread_mutex_lock(&scratch_lock);
+	for (int i = 0; i < SCRATCH_SLOTS; i++) {
+		p[i] = scratch[i].p;
+		scratch[i].p = NULL;
+		scratch[i].cap = 0;
+	}
+	atomic_store_explicit(&scratch_kept, 0, memory_order_relaxed);
+	pthread_mutex_unlock(&scratch_lock);
+	for (int i = 0; i < SCRATCH_SLOTS; i++)
+		free(p[i]);
+}
+
+size_t prep__scratch_kept(void)
+{
+	return atomic_load_explicit(&scratch_kept, memory_order_relaxed);
 }

@@ -728,6 +728,47 @@ START_TEST(resampler_simd_matches_scalar)
 }
 END_TEST
 
+/* Decode buffers are reused, kept within 16 x 1 MiB, and dropped on demand. */
+START_TEST(scratch_reused_and_bounded)
+{
+	size_t cap, cap2;
+	void *bufs[20];
+
+	prep__scratch_drop();
+	ck_assert_uint_eq(prep__scratch_kept(), 0);
+	uint8_t *a = prep__scratch_get(1000, &cap);
+	ck_assert_ptr_nonnull(a);
+	ck_assert_uint_ge(cap, 1000);
+	memset(a, 1, cap);
+	prep__scratch_put(a, cap);
+	ck_assert_uint_eq(prep__scratch_kept(), cap);
+	uint8_t *b = prep__scratch_get(500, &cap2);
+	ck_assert_ptr_eq(a, b);
+	ck_assert_uint_eq(cap2, cap);
+	ck_assert_uint_eq(prep__scratch_kept(), 0);
+	prep__scratch_put(b, cap2);
+	/* a larger request replaces the kept buffer instead of adding one */
+	b = prep__scratch_get(cap + 1, &cap2);
+	ck_assert_uint_ge(cap2, cap + 1);
+	ck_assert_uint_eq(prep__scratch_kept(), 0);
+	prep__scratch_put(b, cap2);
+	/* more than 1 MiB is never kept */
+	b = prep__scratch_get((2u << 20) + 1, &cap);
+	ck_assert_ptr_nonnull(b);
+	prep__scratch_put(b, cap);
+	ck_assert_uint_eq(prep__scratch_kept(), cap2);
+	/* at most 16 kept */
+	for (int i = 0; i < 20; i++)
+		ck_assert_ptr_nonnull(bufs[i] = prep__scratch_get(1u << 20, &cap));
+	for (int i = 0; i < 20; i++)
+		prep__scratch_put(bufs[i], 1u << 20);
+	ck_assert_uint_le(prep__scratch_kept(), 16u << 20);
+	ck_assert_uint_ge(prep__scratch_kept(), 15u << 20);
+	prep__scratch_drop();
+	ck_assert_uint_eq(prep__scratch_kept(), 0);
+}
+END_TEST
+
 /*
  * Every kernel level the CPU has (scalar, SSE4.1, AVX2), forced in turn,
  * gives the scalar bytes on random sizes, boxes, clips, windows, strides
@@ -1699,6 +1740,7 @@ int main(void)
 	tcase_add_test(tc, resampler_is_antialiased);
 	tcase_add_test(tc, resampler_simd_matches_scalar);
 	tcase_add_test(tc, resampler_levels_identical);
+	tcase_add_test(tc, scratch_reused_and_bounded);
 	tcase_add_test(tc, rrc_params_distribution);
 	tcase_add_test(tc, rrc_fallback);
 	tcase_add_test(tc, render_is_deterministic);
