@@ -33,13 +33,14 @@
 
 #include "common/hash.h"
 #include "common/log.h"
+#include "fs/attr.h"
+#include "fs/counters.h"
 #include "fs/fs.h"
+#include "fs/io.h"
 #include "fs/prepview.h"
-#include "fs/stats.h"
 #include "prep/prep.h"
 
 #define PREP_INO_BASE (1ULL << 62)
-#define TIMEOUT 86400.0
 
 /* Recipe <-> the 30-bit code in an inode; code 0 is NAME itself. */
 static uint64_t recipe_code(const struct prep_recipe *r)
@@ -243,8 +244,8 @@ static void entry_of(struct fuse_entry_param *e, const struct stat *st)
 	e->ino = st->st_ino;
 	e->generation = 1;
 	e->attr = *st;
-	e->attr_timeout = TIMEOUT;
-	e->entry_timeout = TIMEOUT;
+	e->attr_timeout = FS_ATTR_TIMEOUT;
+	e->entry_timeout = FS_ATTR_TIMEOUT;
 }
 
 bool fs_prep_owns(struct fs_ctx *fs, fuse_ino_t ino)
@@ -583,8 +584,8 @@ int fs_prep_start(struct fs_ctx *fs)
 	if (!fs->opt.prepared)
 		return 0;
 	struct prep_config cfg = {
-		.seed = fs->seed,
-		.mem_budget = fs->prep_mem,
+		.seed = fs->opt.seed_value,
+		.mem_budget = fs->opt.prep_mem_bytes,
 		.threads = (unsigned)fs->opt.prep_threads,
 		.nfiles = fs->ns.nnodes,
 		.job_idle_s = 30,

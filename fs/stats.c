@@ -7,6 +7,7 @@
 #include <jansson.h>
 #include <math.h>
 #include <stdatomic.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -14,7 +15,9 @@
 #include "common/strbuf.h"
 #include "common/utf8.h"
 #include "fs/fs.h"
+#include "fs/peer.h"
 #include "fs/prefill.h"
+#include "fs/prepview.h"
 #include "fs/source.h"
 #include "fs/stats.h"
 #include "remote/remote.h"
