@@ -264,111 +264,16 @@ __attribute__((target("sse4.1"))) static void vertical_row_sse41(const uint8_t *
 }
 
 /*
- * The same passes with AVX2 (compiled for it with a target attribute, run
- * only where the CPU has it). Horizontal: two taps per 256-bit register,
- * pixel x's R,G,B,(next byte) in the low four lanes and pixel x+1's in the
- * high four, four rows at once; the halves are added at the end. Vertical:
- * 32 bytes of a row in four registers, accumulated over the taps without
- * touching memory. Same integer arithmetic as the scalar code (sums of
- * non-negative products that cannot overflow, so the order of additions
- * does not matter): identical bytes. Reads up to 4 bytes past the last
- * pixel of a row (the SSE4.1 kernels 1), within PREP__PAD.
+ * The vertical pass with AVX2 (compiled for it with a target attribute, run
+ * only where the CPU has it): 32 bytes of a row in four registers,
+ * accumulated over the taps without touching memory. Same integer
+ * arithmetic as the scalar code (sums of non-negative products that cannot
+ * overflow, so the order of additions does not matter): identical bytes.
+ * The horizontal pass stays SSE4.1 at this level: two AVX2 versions (two
+ * taps per register, four taps per 16-byte load; two output pixels per
+ * register) gave the same bytes but ran 1.1-1.15x slower than SSE4.1 on
+ * the project's machine (AMD EPYC), rows having few taps (2-5 at rrc224).
  */
-__attribute__((target("avx2"))) static inline __m256i load_pair_avx2(const uint8_t *p)
-{
-	int32_t v0, v1;
-
-	memcpy(&v0, p, 4);
-	memcpy(&v1, p + 3, 4);
-	return _mm256_cvtepu8_epi32(_mm_insert_epi32(_mm_cvtsi32_si128(v0), v1, 1));
-}
-
-__attribute__((target("avx2"))) static inline __m128i fold_avx2(__m256i a, __m128i tail)
-{
-	return _mm_add_epi32(_mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1)),
-			     tail);
-}
-
-__attribute__((target("avx2"))) static inline __m256i madd4_avx2(__m256i acc, const uint8_t *p,
-								  __m256i k01, __m256i k23,
-								  __m256i sh01, __m256i sh23)
-{
-	__m256i b = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p));
-
-	acc = _mm256_add_epi32(acc, _mm256_mullo_epi32(_mm256_shuffle_epi8(b, sh01), k01));
-	return _mm256_add_epi32(acc, _mm256_mullo_epi32(_mm256_shuffle_epi8(b, sh23), k23));
-}
-
-__attribute__((target("avx2"))) static void pass_horizontal4_avx2(const uint8_t *const row[4],
-								   unsigned x_base,
-								   const struct prep__coeffs *cx,
-								   uint8_t *const out[4])
-{
-	const __m256i spread = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
-	const __m256i spread23 = _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3);
-	/* bytes of pixels x | x+1 (then x+2 | x+3) into lanes R,G,B,0 */
-	const __m256i sh01 = _mm256_setr_epi8(0, -1, -1, -1, 1, -1, -1, -1, 2, -1, -1, -1, -1, -1,
-					      -1, -1, 3, -1, -1, -1, 4, -1, -1, -1, 5, -1, -1, -1,
-					      -1, -1, -1, -1);
-	const __m256i sh23 = _mm256_setr_epi8(6, -1, -1, -1, 7, -1, -1, -1, 8, -1, -1, -1, -1, -1,
-					      -1, -1, 9, -1, -1, -1, 10, -1, -1, -1, 11, -1, -1, -1,
-					      -1, -1, -1, -1);
-	const __m128i half = _mm_set1_epi32(1 << (PRECISION_BITS - 1));
-
-	for (unsigned xx = 0; xx < cx->n; xx++) {
-		const int32_t *k = &cx->k[(size_t)xx * cx->ksize];
-		size_t off = (size_t)(cx->bounds[2 * xx] - (int32_t)x_base) * 3;
-		int32_t n = cx->bounds[2 * xx + 1];
-		__m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
-		__m128i t0 = half, t1 = half, t2 = half, t3 = half;
-		int32_t x = 0;
-
-		/* Four taps per 16-byte load of each row: pixels x, x+1 then x+2,
-		 * x+3 spread to 32-bit lanes by byte shuffles (reads 4 bytes past
-		 * pixel x+3, within PREP__PAD). */
-		for (; x + 4 <= n; x += 4, off += 12) {
-			__m256i kq = _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(k + x)));
-			__m256i k01 = _mm256_permutevar8x32_epi32(kq, spread);
-			__m256i k23 = _mm256_permutevar8x32_epi32(kq, spread23);
-			a0 = madd4_avx2(a0, row[0] + off, k01, k23, sh01, sh23);
-			a1 = madd4_avx2(a1, row[1] + off, k01, k23, sh01, sh23);
-			a2 = madd4_avx2(a2, row[2] + off, k01, k23, sh01, sh23);
-			a3 = madd4_avx2(a3, row[3] + off, k01, k23, sh01, sh23);
-		}
-		for (; x + 2 <= n; x += 2, off += 6) {
-			__m256i kv = _mm256_permutevar8x32_epi32(
-			    _mm256_castsi128_si256(_mm_loadl_epi64((const __m128i *)(k + x))), spread);
-			a0 = _mm256_add_epi32(a0, _mm256_mullo_epi32(load_pair_avx2(row[0] + off), kv));
-			a1 = _mm256_add_epi32(a1, _mm256_mullo_epi32(load_pair_avx2(row[1] + off), kv));
-			a2 = _mm256_add_epi32(a2, _mm256_mullo_epi32(load_pair_avx2(row[2] + off), kv));
-			a3 = _mm256_add_epi32(a3, _mm256_mullo_epi32(load_pair_avx2(row[3] + off), kv));
-		}
-		if (x < n) {
-			__m128i kv = _mm_set1_epi32(k[x]);
-			int32_t v0, v1, v2, v3;
-			memcpy(&v0, row[0] + off, 4);
-			memcpy(&v1, row[1] + off, 4);
-			memcpy(&v2, row[2] + off, 4);
-			memcpy(&v3, row[3] + off, 4);
-			t0 = _mm_add_epi32(t0, _mm_mullo_epi32(_mm_cvtepu8_epi32(_mm_cvtsi32_si128(v0)), kv));
-			t1 = _mm_add_epi32(t1, _mm_mullo_epi32(_mm_cvtepu8_epi32(_mm_cvtsi32_si128(v1)), kv));
-			t2 = _mm_add_epi32(t2, _mm_mullo_epi32(_mm_cvtepu8_epi32(_mm_cvtsi32_si128(v2)), kv));
-			t3 = _mm_add_epi32(t3, _mm_mullo_epi32(_mm_cvtepu8_epi32(_mm_cvtsi32_si128(v3)), kv));
-		}
-		__m128i p01 = _mm_packs_epi32(_mm_srai_epi32(fold_avx2(a0, t0), PRECISION_BITS),
-					      _mm_srai_epi32(fold_avx2(a1, t1), PRECISION_BITS));
-		__m128i p23 = _mm_packs_epi32(_mm_srai_epi32(fold_avx2(a2, t2), PRECISION_BITS),
-					      _mm_srai_epi32(fold_avx2(a3, t3), PRECISION_BITS));
-		__m128i p = _mm_packus_epi16(p01, p23); /* 4 pixels x 4 bytes */
-		uint32_t px[4];
-		_mm_storeu_si128((__m128i *)px, p);
-		for (int r = 0; r < 4; r++) {
-			memcpy(out[r] + 3 * xx, &px[r], 2);
-			out[r][3 * xx + 2] = (uint8_t)(px[r] >> 16);
-		}
-	}
-}
-
 __attribute__((target("avx2"))) static inline __m256i load8_avx2(const uint8_t *p)
 {
 	return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p));
@@ -499,9 +404,6 @@ void prep__hpass(const uint8_t *const *rows, unsigned count, unsigned x_base,
 #if HAVE_SSE41_PATH
 	int level = allow_simd ? prep__simd() : PREP__SIMD_SCALAR;
 
-	if (level == PREP__SIMD_AVX2)
-		for (; i + 4 <= count; i += 4)
-			pass_horizontal4_avx2(rows + i, x_base, cx, out + i);
 	if (level >= PREP__SIMD_SSE41) {
 		for (; i + 4 <= count; i += 4)
 			pass_horizontal4_sse41(rows + i, x_base, cx, out + i);
