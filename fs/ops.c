@@ -286,6 +286,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, (int)-n);
 	} else {
 		fs_count(&fs->ctr.read_bytes, (uint64_t)n);
+		fs_count(&fs->ctr.dataset_read_bytes, (uint64_t)n);
 		fuse_reply_buf(req, direct ? direct : buf, (size_t)n);
 	}
 	free(buf);

@@ -555,7 +555,13 @@ static int src_read_prefix(void *arg, uint32_t node, size_t max, uint8_t **data,
 static int src_read_file(void *arg, uint32_t node, uint8_t **data, size_t *len)
 {
 	/* Dataset files are capped by the decoder's limits; 1 GiB bounds the copy. */
-	return src_read_prefix(arg, node, (size_t)1 << 30, data, len);
+	int rc = src_read_prefix(arg, node, (size_t)1 << 30, data, len);
+
+	/* a whole file read for a decode is one file of a pass (a header read
+	 * for a size is not) */
+	if (rc == 0)
+		fs_count(&((struct fs_ctx *)arg)->ctr.dataset_read_bytes, *len);
+	return rc;
 }
 
 static int src_file_name(void *arg, uint32_t node, char *buf, size_t len)

@@ -80,6 +80,16 @@ static struct counter get_counter(const json_t *stats, const char *path)
 	return c;
 }
 
+/* Dataset bytes read so far, what passes are counted in: raw reads plus the
+ * files the prepared view decoded (dataset_read_bytes); a daemon that does
+ * not report it counts raw reads only. */
+static struct counter dataset_read(const json_t *stats)
+{
+	struct counter c = get_counter(stats, "dataset_read_bytes");
+
+	return c.ok ? c : get_counter(stats, "fuse.read_bytes");
+}
+
 static const char *fmt_count(struct counter c, char *buf, size_t len)
 {
 	if (!c.ok)
@@ -193,10 +203,11 @@ static void render_cache(FILE *out, const json_t *s)
 	fsstat_bar(used.ok ? used.v : 0, cap.ok ? cap.v : 0, bar, sizeof(bar));
 	fprintf(out, LABEL "%s %6s  %s / %s\n", "cache", bar, fmt_ratio(used, cap, a, sizeof(a)),
 		fmt_size(used, b, sizeof(b)), fmt_size(cap, c, sizeof(c)));
-	fprintf(out, LABEL "items %s  admitted %s  refused %s\n", "",
+	fprintf(out, LABEL "items %s  admitted %s  refused %s  fill errors %s\n", "",
 		fmt_count(get_counter(s, "cache.items"), a, sizeof(a)),
 		fmt_count(get_counter(s, "cache.admitted"), b, sizeof(b)),
-		fmt_count(get_counter(s, "cache.refused"), c, sizeof(c)));
+		fmt_count(get_counter(s, "cache.refused"), c, sizeof(c)),
+		fmt_count(get_counter(s, "cache.fill_errors"), d, sizeof(d)));
 	fprintf(out, LABEL "hits %s  misses %s  hit ratio %s  by bytes %s\n", "",
 		fmt_count(hits, a, sizeof(a)), fmt_count(misses, b, sizeof(b)),
 		fmt_ratio(hits, sum2(hits, misses), c, sizeof(c)),
@@ -226,12 +237,13 @@ static void render_origin(FILE *out, const json_t *s)
 static void render_peers(FILE *out, const json_t *s)
 {
 	const json_t *nodes = fsstat_field(s, "peers.nodes");
-	char a[32], b[32], c[32], d[32], e[32];
+	char a[32], b[32], c[32], d[32], e[32], f[32];
 
-	fprintf(out, LABEL "fetches %s  bytes %s  errors %s  served %s (%s)\n", "peers",
-		fmt_count(get_counter(s, "peers.fetches"), a, sizeof(a)),
+	fprintf(out, LABEL "fetches %s  bytes %s  errors %s  fallbacks %s  served %s (%s)\n",
+		"peers", fmt_count(get_counter(s, "peers.fetches"), a, sizeof(a)),
 		fmt_size(get_counter(s, "peers.bytes"), b, sizeof(b)),
 		fmt_count(get_counter(s, "peers.errors"), c, sizeof(c)),
+		fmt_count(get_counter(s, "peers.fallbacks"), f, sizeof(f)),
 		fmt_count(get_counter(s, "peers.served"), d, sizeof(d)),
 		fmt_size(get_counter(s, "peers.served_bytes"), e, sizeof(e)));
 	if (!json_is_array(nodes)) {
@@ -273,7 +285,7 @@ static void passes_push(struct fsstat_passes *p, unsigned long long pass, double
 
 void fsstat_passes_update(struct fsstat_passes *p, const json_t *stats)
 {
-	struct counter ds = get_counter(stats, "dataset_bytes"), rd = get_counter(stats, "fuse.read_bytes");
+	struct counter ds = get_counter(stats, "dataset_bytes"), rd = dataset_read(stats);
 	struct counter src = get_counter(stats, "source.bytes"), up = get_counter(stats, "uptime_s");
 	unsigned long long k0, k1, k;
 
@@ -310,7 +322,7 @@ void fsstat_passes_update(struct fsstat_passes *p, const json_t *stats)
 static void render_passes(FILE *out, const json_t *s, const struct fsstat_passes *p)
 {
 	struct counter ds = get_counter(s, "dataset_bytes"), files = get_counter(s, "files");
-	struct counter rd = get_counter(s, "fuse.read_bytes"), src = get_counter(s, "source.bytes");
+	struct counter rd = dataset_read(s), src = get_counter(s, "source.bytes");
 	struct counter cap = get_counter(s, "cache.capacity_bytes");
 	const json_t *nodes = fsstat_field(s, "peers.nodes");
 	bool single = !json_is_array(nodes) || json_array_size(nodes) == 0;
