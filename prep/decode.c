@@ -508,6 +508,7 @@ struct dctx {
 	unsigned nbuf; /* rows waiting in buf */
 	unsigned done; /* region rows through the horizontal pass */
 	uint8_t *tmp;
+	size_t buf_cap, tmp_cap; /* buf and tmp come from prep__scratch_get */
 	unsigned W, H; /* source size */
 };
 
@@ -518,15 +519,13 @@ static int rows_alloc(struct dctx *d, unsigned width, unsigned bpp)
 	size_t nrows = d->full ? d->ry1 - d->ry0 : 4;
 
 	d->stride = (size_t)width * bpp;
-	d->buf = malloc(d->stride * nrows + PREP__PAD);
-	if (!d->buf)
-		return -ENOMEM;
-	if (!d->full) {
-		d->tmp = malloc((size_t)d->cx.n * 3 * (d->ry1 - d->ry0));
-		if (!d->tmp)
-			return -ENOMEM;
+	if (d->full) { /* handed to the caller */
+		d->buf = malloc(d->stride * nrows + PREP__PAD);
+		return d->buf ? 0 : -ENOMEM;
 	}
-	return 0;
+	d->buf = prep__scratch_get(d->stride * nrows + PREP__PAD, &d->buf_cap);
+	d->tmp = prep__scratch_get((size_t)d->cx.n * 3 * (d->ry1 - d->ry0), &d->tmp_cap);
+	return d->buf && d->tmp ? 0 : -ENOMEM;
 }
 
 /* Where the decoder puts the next region row. */
@@ -1300,8 +1299,8 @@ int prep__render_geom(const void *data, size_t len, prep__plan_fn plan, void *ar
 	ppm = NULL;
 out:
 	free(ppm);
-	free(d.buf);
-	free(d.tmp);
+	prep__scratch_put(d.buf, d.buf_cap);
+	prep__scratch_put(d.tmp, d.tmp_cap);
 	prep__coeffs_free(&d.cx);
 	prep__coeffs_free(&d.cy);
 	return rc;

@@ -98,6 +98,30 @@ int prep__resample_with(const uint8_t *src, size_t src_stride, unsigned src_x0, 
 			const struct prep__coeffs *cx, const struct prep__coeffs *cy, bool flip,
 			uint8_t *dst, size_t dst_stride, bool allow_simd);
 
+/*
+ * Which resampling kernels run: PREP__SIMD_AVX2, _SSE41 or _SCALAR (all give
+ * identical bytes). prep__simd: the current level; the first call picks the
+ * best the CPU has, lowered by the environment variable COORDFS_SIMD
+ * (scalar, sse41, avx2; a test and benchmark knob). prep__simd_set(level):
+ * force a level for the whole process (-1: pick again as above); returns
+ * the level or -ENOTSUP when the CPU lacks it. Thread-safe.
+ */
+enum { PREP__SIMD_SCALAR, PREP__SIMD_SSE41, PREP__SIMD_AVX2 };
+int prep__simd(void);
+int prep__simd_set(int level);
+const char *prep__simd_name(int level);
+
+/*
+ * Work buffers reused across decodes (prep__render_geom's row and region
+ * buffers): get returns at least n bytes (*cap: how many), put hands them
+ * back (kept while at most 16 buffers of <= 1 MiB are, else freed), drop
+ * frees every kept one; kept: their bytes. Thread-safe.
+ */
+void *prep__scratch_get(size_t n, size_t *cap);
+void prep__scratch_put(void *p, size_t cap);
+void prep__scratch_drop(void);
+size_t prep__scratch_kept(void);
+
 /* ---- decoding ---------------------------------------------------------- */
 
 enum prep__format { PREP__UNKNOWN, PREP__JPEG, PREP__PNG, PREP__PNM, PREP__BMP, PREP__WEBP, PREP__TIFF };

@@ -466,6 +466,12 @@ static void *worker_main(void *arg)
 		while ((!v->q_head || v->active >= v->cfg.threads) && !v->stop) {
 			if (pthread_cond_timedwait(&v->work, &v->lock, &next_sweep) != ETIMEDOUT)
 				continue;
+			if (v->active == 0 && prep__scratch_kept()) {
+				/* no decode running: free the kept decode buffers */
+				pthread_mutex_unlock(&v->lock);
+				prep__scratch_drop();
+				pthread_mutex_lock(&v->lock);
+			}
 			if (v->fifo_head) {
 				sweep_idle(v);
 				if (v->cfg.mem) { /* malloc_trim may take a while */
@@ -706,6 +712,7 @@ void prep_view_destroy(struct prep_view *v)
 	pthread_mutex_destroy(&v->lock);
 	pthread_mutex_destroy(&v->pid_lock);
 	free(v);
+	prep__scratch_drop();
 }
 
 int prep_view_next_version(struct prep_view *v, uid_t uid, const char *job, uint32_t file_index,

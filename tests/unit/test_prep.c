@@ -728,6 +728,133 @@ START_TEST(resampler_simd_matches_scalar)
 }
 END_TEST
 
+/* Decode buffers are reused, kept within 16 x 1 MiB, and dropped on demand. */
+START_TEST(scratch_reused_and_bounded)
+{
+	size_t cap, cap2;
+	void *bufs[20];
+
+	prep__scratch_drop();
+	ck_assert_uint_eq(prep__scratch_kept(), 0);
+	uint8_t *a = prep__scratch_get(1000, &cap);
+	ck_assert_ptr_nonnull(a);
+	ck_assert_uint_ge(cap, 1000);
+	memset(a, 1, cap);
+	prep__scratch_put(a, cap);
+	ck_assert_uint_eq(prep__scratch_kept(), cap);
+	uint8_t *b = prep__scratch_get(500, &cap2);
+	ck_assert_ptr_eq(a, b);
+	ck_assert_uint_eq(cap2, cap);
+	ck_assert_uint_eq(prep__scratch_kept(), 0);
+	prep__scratch_put(b, cap2);
+	/* a larger request replaces the kept buffer instead of adding one */
+	b = prep__scratch_get(cap + 1, &cap2);
+	ck_assert_uint_ge(cap2, cap + 1);
+	ck_assert_uint_eq(prep__scratch_kept(), 0);
+	prep__scratch_put(b, cap2);
+	/* more than 1 MiB is never kept */
+	b = prep__scratch_get((2u << 20) + 1, &cap);
+	ck_assert_ptr_nonnull(b);
+	prep__scratch_put(b, cap);
+	ck_assert_uint_eq(prep__scratch_kept(), cap2);
+	/* at most 16 kept */
+	for (int i = 0; i < 20; i++)
+		ck_assert_ptr_nonnull(bufs[i] = prep__scratch_get(1u << 20, &cap));
+	for (int i = 0; i < 20; i++)
+		prep__scratch_put(bufs[i], 1u << 20);
+	ck_assert_uint_le(prep__scratch_kept(), 16u << 20);
+	ck_assert_uint_ge(prep__scratch_kept(), 15u << 20);
+	prep__scratch_drop();
+	ck_assert_uint_eq(prep__scratch_kept(), 0);
+}
+END_TEST
+
+/*
+ * Every kernel level the CPU has (scalar, SSE4.1, AVX2), forced in turn,
+ * gives the scalar bytes on random sizes, boxes, clips, windows, strides
+ * and origins; source buffers end PREP__PAD bytes after the last pixel, so
+ * an over-read shows under ASan and valgrind.
+ */
+START_TEST(resampler_levels_identical)
+{
+	uint64_t rng = 0x5eed;
+	int best = prep__simd_set(-1);
+	unsigned ran[3] = {0, 0, 0};
+
+	ck_assert_int_ge(best, PREP__SIMD_SCALAR);
+	if (__builtin_cpu_supports("avx2"))
+		ck_assert_int_eq(best, PREP__SIMD_AVX2);
+	for (int it = 0; it < 400; it++) {
+#define RND(n) ((unsigned)((rng = hash_mix64(rng)) % (n)))
+		unsigned W = 1 + RND(it % 4 ? 120 : 700), H = 1 + RND(90);
+		unsigned pad = RND(2) ? 0 : RND(17);
+		size_t stride = (size_t)W * 3 + pad;
+		unsigned cx0 = RND(W), cx1 = cx0 + 1 + RND(W - cx0);
+		unsigned cy0 = RND(H), cy1 = cy0 + 1 + RND(H - cy0);
+		double bx0 = cx0 + (cx1 - cx0) * RND(1000) / 2000.0;
+		double bx1 = cx1 - (cx1 - bx0) * RND(1000) / 2000.0;
+		double by0 = cy0 + (cy1 - cy0) * RND(1000) / 2000.0;
+		double by1 = cy1 - (cy1 - by0) * RND(1000) / 2000.0;
+		unsigned vw = 1 + RND(it % 3 ? 260 : 40), vh = 1 + RND(it % 3 ? 260 : 40);
+		unsigned ox = RND(vw), oy = RND(vh);
+		unsigned nx = 1 + RND(vw - ox), ny = 1 + RND(vh - oy);
+		struct prep__coeffs cx, cy;
+		bool flip = RND(2);
+
+		if (bx1 <= bx0 || by1 <= by0)
+			continue;
+		ck_assert_int_eq(prep__coeffs_make(bx0, bx1, cx0, cx1, vw, ox, nx, &cx), 0);
+		ck_assert_int_eq(prep__coeffs_make(by0, by1, cy0, cy1, vh, oy, ny, &cy), 0);
+		/* the source buffer starts at an absolute pixel at or before lo */
+		unsigned x0 = cx.lo - RND(cx.lo + 1), y0 = cy.lo - RND(cy.lo + 1);
+		size_t rows = H - y0, len = (rows - 1) * stride + (size_t)(W - x0) * 3 + PREP__PAD;
+		uint8_t *src = malloc(len);
+		size_t out_stride = (size_t)cx.n * 3 + RND(5), n = out_stride * cy.n;
+		uint8_t *ref = malloc(n), *got = malloc(n);
+
+		ck_assert_ptr_nonnull(src);
+		for (size_t i = 0; i < len; i++)
+			src[i] = it % 5 == 0 ? (uint8_t)(RND(2) * 255) : (uint8_t)hash_mix64(rng + i);
+		memset(ref, 0xa5, n);
+		ck_assert_int_eq(prep__simd_set(PREP__SIMD_SCALAR), PREP__SIMD_SCALAR);
+		ck_assert_int_eq(
+		    prep__resample(src, stride, x0, y0, &cx, &cy, flip, ref, out_stride), 0);
+		for (int level = PREP__SIMD_SSE41; level <= best; level++) {
+			ck_assert_int_eq(prep__simd_set(level), level);
+			memset(got, 0xa5, n);
+			ck_assert_int_eq(
+			    prep__resample(src, stride, x0, y0, &cx, &cy, flip, got, out_stride), 0);
+			ck_assert_msg(memcmp(ref, got, n) == 0,
+				      "%s differs from scalar: case %d, %ux%u stride %zu, box "
+				      "%g..%g x %g..%g -> %ux%u window %u+%u x %u+%u",
+				      prep__simd_name(level), it, W, H, stride, bx0, bx1, by0, by1,
+				      vw, vh, ox, nx, oy, ny);
+			ran[level]++;
+		}
+		free(src);
+		free(ref);
+		free(got);
+		prep__coeffs_free(&cx);
+		prep__coeffs_free(&cy);
+#undef RND
+	}
+	for (int level = PREP__SIMD_SSE41; level <= best; level++)
+		ck_assert_uint_gt(ran[level], 300);
+	/* The environment lowers the pick, never raises it. */
+	setenv("COORDFS_SIMD", "scalar", 1);
+	ck_assert_int_eq(prep__simd_set(-1), PREP__SIMD_SCALAR);
+	ck_assert_int_eq(prep__simd(), PREP__SIMD_SCALAR);
+	setenv("COORDFS_SIMD", "sse41", 1);
+	ck_assert_int_eq(prep__simd_set(-1), best < PREP__SIMD_SSE41 ? best : PREP__SIMD_SSE41);
+	unsetenv("COORDFS_SIMD");
+	ck_assert_int_eq(prep__simd_set(-1), best);
+	if (best < PREP__SIMD_AVX2)
+		ck_assert_int_eq(prep__simd_set(PREP__SIMD_AVX2), -ENOTSUP);
+	fprintf(stderr, "resampler_levels_identical: best level %s, compared %u sse41, %u avx2\n",
+		prep__simd_name(best), ran[1], ran[2]);
+}
+END_TEST
+
 /* ---- RandomResizedCrop parameters ---- */
 
 START_TEST(rrc_params_distribution)
@@ -1612,6 +1739,8 @@ int main(void)
 	tcase_add_test(tc, roi_and_scale_match_full_decode);
 	tcase_add_test(tc, resampler_is_antialiased);
 	tcase_add_test(tc, resampler_simd_matches_scalar);
+	tcase_add_test(tc, resampler_levels_identical);
+	tcase_add_test(tc, scratch_reused_and_bounded);
 	tcase_add_test(tc, rrc_params_distribution);
 	tcase_add_test(tc, rrc_fallback);
 	tcase_add_test(tc, render_is_deterministic);

@@ -34,12 +34,16 @@
  * resampler, like prep/'s white-box tests do.
  *
  * Usage: decode_speed [--recipe rrc224] [--rounds N] [--min-time S]
- *                     [--only MODE] [--no-check] FILE...
- * (--only times one mode, e.g. under perf; --no-check skips the pixel checks.)
+ *                     [--only MODE] [--no-check] [--resample] FILE...
+ * (--only times one mode, e.g. under perf; --no-check skips the pixel checks;
+ * --resample times only the resampler, once per kernel level the CPU has
+ * (scalar, SSE4.1, AVX2), on whole frames decoded untimed, and checks that
+ * the levels give identical bytes: {"resample_us": {...}} per sample.)
  * Build: cc -O2 -I REPO tools/bench/decode_speed.c build/prep/libcoordfs_prep.a
  *        build/common/libcoordfs_common.a -lturbojpeg -ljpeg -lpng -lm -lpthread
  */
 #include <errno.h>
+#include <malloc.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdbool.h>
@@ -540,6 +544,80 @@ static void geometry_stats(struct ctx *c, const struct image *ims, size_t n, uin
 	}
 }
 
+/*
+ * Resampling alone, per kernel level: each file is decoded whole (untimed)
+ * at the DCT scale prep picks for the version, then its crop is resampled
+ * by every level the CPU has in turn (levels interleaved per file), CPU
+ * time of this thread. Fills us[level] with mean microseconds per sample
+ * (0 for a level the CPU lacks); the levels' bytes must be identical.
+ */
+static int resample_levels(struct ctx *c, const struct image *ims, size_t n, unsigned rounds,
+			   double us[3])
+{
+	double sum[3] = {0, 0, 0};
+	unsigned long count = 0;
+	int best = prep__simd_set(-1);
+
+	for (unsigned r = 1; r <= rounds; r++) {
+		for (size_t k = 0; k < n; k++) {
+			const struct image *im = &ims[k];
+			struct prep__geom g;
+			struct prep__coeffs cx, cy;
+			unsigned sw, sh, m;
+			uint8_t *out[3] = {NULL, NULL, NULL};
+			int rc;
+
+			if ((rc = prep__plan(&c->recipe, im->w, im->h, SEED, im->key, r, &g)) < 0)
+				return rc;
+			m = prep__pick_scale(&g);
+			if ((rc = tj_decode(c, im, m, &sw, &sh)) < 0)
+				return rc;
+			double s = m / 8.0;
+			unsigned c0x = (unsigned)(g.clip_x0 * s), c1x = (unsigned)ceil(g.clip_x1 * s);
+			unsigned c0y = (unsigned)(g.clip_y0 * s), c1y = (unsigned)ceil(g.clip_y1 * s);
+			c1x = c1x > sw ? sw : c1x;
+			c1y = c1y > sh ? sh : c1y;
+			c0x = c0x >= c1x ? c1x - 1 : c0x;
+			c0y = c0y >= c1y ? c1y - 1 : c0y;
+			if ((rc = prep__coeffs_make(g.box_x0 * s, g.box_x1 * s, c0x, c1x, g.vw, g.ox,
+						    g.ow, &cx)) < 0)
+				return rc;
+			if ((rc = prep__coeffs_make(g.box_y0 * s, g.box_y1 * s, c0y, c1y, g.vh, g.oy,
+						    g.oh, &cy)) < 0) {
+				prep__coeffs_free(&cx);
+				return rc;
+			}
+			size_t bytes = (size_t)g.ow * g.oh * 3;
+			for (int l = 0; l <= best && rc == 0; l++)
+				if (!(out[l] = malloc(bytes)))
+					rc = -ENOMEM;
+				else
+					memset(out[l], 0, bytes); /* page faults outside the timing */
+			for (int l = 0; l <= best && rc == 0; l++) {
+				prep__simd_set(l);
+				double c0 = cpu_s();
+				if (rc == 0)
+					rc = prep__resample(c->full, (size_t)sw * 3, 0, 0, &cx, &cy,
+							    g.flip, out[l], (size_t)g.ow * 3);
+				sum[l] += cpu_s() - c0;
+				if (rc == 0 && l > 0 && memcmp(out[0], out[l], bytes))
+					rc = -EPROTO;
+			}
+			for (int l = 0; l < 3; l++)
+				free(out[l]);
+			prep__coeffs_free(&cx);
+			prep__coeffs_free(&cy);
+			if (rc < 0)
+				return rc;
+			count++;
+		}
+	}
+	prep__simd_set(-1);
+	for (int l = 0; l < 3; l++)
+		us[l] = l <= best && count ? sum[l] / count * 1e6 : 0;
+	return 0;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
@@ -549,14 +627,14 @@ static int cmp_double(const void *a, const void *b)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: decode_speed [--recipe NAME] [--rounds N] [--min-time S] [--only MODE] [--no-check] FILE...\n");
+	fprintf(stderr, "usage: decode_speed [--recipe NAME] [--rounds N] [--min-time S] [--only MODE] [--no-check] [--resample] FILE...\n");
 }
 
 int main(int argc, char **argv)
 {
 	const char *recipe_name = "rrc224";
 	const char *only = NULL;
-	bool check = true;
+	bool check = true, resample_only = false;
 	unsigned rounds = 5;
 	double min_time = 0.0;
 	int i = 1;
@@ -570,6 +648,8 @@ int main(int argc, char **argv)
 			only = argv[++i];
 		else if (!strcmp(argv[i], "--no-check"))
 			check = false;
+		else if (!strcmp(argv[i], "--resample"))
+			resample_only = true;
 		else if (!strcmp(argv[i], "--min-time") && i + 1 < argc)
 			min_time = strtod(argv[++i], NULL);
 		else {
@@ -609,6 +689,24 @@ int main(int argc, char **argv)
 		pixels += (uint64_t)im->w * im->h;
 	}
 
+	if (resample_only) {
+		double us[3];
+		/* as the daemon does (fs/): the resampler's row buffer stays on the heap */
+		mallopt(M_MMAP_THRESHOLD, 256 << 10);
+		mallopt(M_TRIM_THRESHOLD, 64 << 20); /* time the kernels, not brk and page faults */
+		int rc = resample_levels(&c, ims, n, rounds, us);
+		if (rc < 0) {
+			fprintf(stderr, "decode_speed: resampling failed: %s\n",
+				rc == -EPROTO ? "kernel levels differ" : strerror(-rc));
+			return rc == -EPROTO ? 3 : 1;
+		}
+		printf("{\"files\": %zu, \"recipe\": \"%s\", \"rounds\": %u, \"resample_us\": "
+		       "{\"scalar\": %.1f, \"sse41\": %.1f, \"avx2\": %.1f}}\n",
+		       n, recipe_name, rounds, us[0], us[1], us[2]);
+		free(c.full);
+		tjDestroy(c.tj);
+		return 0;
+	}
 	/* Verification (untimed): ROI decoding must not change a pixel, so each
 	 * prep mode equals the whole-frame decode at the same DCT scale. */
 	struct cmp {
