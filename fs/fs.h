@@ -45,6 +45,7 @@ struct fs_options {
 	char *prep_threads_arg;
 	int prep_threads;
 	char *prep_mem;
+	char *prep_decoded_mem;
 	char *seed;
 	char *log_file;
 	bool no_kernel_cache; /* --no-kernel-cache: every read reaches the daemon */
@@ -97,6 +98,7 @@ struct fs_ctx {
 	/* prepared view (NULL when off) */
 	struct prep_view *prep;
 	uint64_t prep_mem;
+	uint64_t prep_decoded_mem; /* of prep_mem, the decoded tier's share */
 	uint64_t seed;
 };
 

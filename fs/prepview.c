@@ -578,6 +578,7 @@ int fs_prep_start(struct fs_ctx *fs)
 	struct prep_config cfg = {
 		.seed = fs->seed,
 		.mem_budget = fs->prep_mem,
+		.decoded_mem = fs->prep_decoded_mem,
 		.threads = (unsigned)fs->opt.prep_threads,
 		.nfiles = fs->ns.nnodes,
 		.job_idle_s = 30,
@@ -613,4 +614,8 @@ void fs_prep_collect(struct fs_ctx *fs, struct fs_stats *s)
 	s->prep_staged_bytes = ps.staged_bytes;
 	s->prep_refused = ps.refused;
 	s->prep_jobs = ps.jobs;
+	s->prep_decoded_bytes = ps.decoded_bytes;
+	s->prep_decoded_hits = ps.decoded_hits;
+	s->prep_decoded_files = ps.decoded_files;
+	s->prep_decoded_refused = ps.decoded_refused;
 }
