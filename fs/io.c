@@ -11,6 +11,7 @@
 #include "cache/cache.h"
 #include "common/log.h"
 #include "fs/fs.h"
+#include "fs/io.h"
 #include "fs/peer.h"
 #include "fs/readahead.h"
 #include "fs/source.h"

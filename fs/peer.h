@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * fs/'s side of the partitioned cache: which node owns a unit, fetching a
- * unit's bytes from its owner, and the peer server's callbacks. With no
- * --peers every unit is this node's.
+ * fs/'s client side of the partitioned cache: which node owns a unit,
+ * fetching a unit's bytes from its owner, and the peer counters. With no
+ * --peers every unit is this node's. The server side is peer_server.h.
  */
 #ifndef COORDFS_FS_PEER_H
 #define COORDFS_FS_PEER_H
@@ -12,6 +12,8 @@
 #include <stdint.h>
 
 struct fs_ctx;
+struct fs_stats;
+struct strbuf;
 
 /* Whether this node owns unit k of file node (always true without peers). */
 bool fs_peer_owns(struct fs_ctx *fs, uint32_t node, uint32_t k);
@@ -23,11 +25,11 @@ bool fs_peer_owns(struct fs_ctx *fs, uint32_t node, uint32_t k);
 int fs_peer_fetch(struct fs_ctx *fs, uint32_t node, uint32_t k, uint64_t uoff, size_t len,
 		  void *buf);
 
-/* Start/stop the peer server and client (after daemonizing). 0 or -errno. */
-/* Before daemonizing: parse --peers, bind the listener, read the secret.
- * 0, or -errno with err set to one line naming the problem. */
-int fs_peer_configure(struct fs_ctx *fs, char *err, size_t errlen);
-int fs_peer_start(struct fs_ctx *fs);
-void fs_peer_stop(struct fs_ctx *fs);
+/* The peer counters into s (zero without peers). */
+void fs_peer_collect(struct fs_ctx *fs, struct fs_stats *s);
+/* The peers' states as a JSON array into sb ("[]" without peers). */
+void fs_peer_nodes_json(struct fs_ctx *fs, struct strbuf *sb);
+/* The client's and server's Prometheus lines into sb. */
+void fs_peer_metrics(struct fs_ctx *fs, struct strbuf *sb);
 
 #endif

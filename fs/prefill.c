@@ -25,6 +25,7 @@
 #include "common/log.h"
 #include "common/size.h"
 #include "fs/fs.h"
+#include "fs/io.h"
 #include "fs/peer.h"
 #include "fs/source.h"
 

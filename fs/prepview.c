@@ -33,13 +33,14 @@
 
 #include "common/hash.h"
 #include "common/log.h"
+#include "fs/attr.h"
+#include "fs/counters.h"
 #include "fs/fs.h"
+#include "fs/io.h"
 #include "fs/prepview.h"
-#include "fs/stats.h"
 #include "prep/prep.h"
 
 #define PREP_INO_BASE (1ULL << 62)
-#define TIMEOUT 86400.0
 
 /* Recipe <-> the 30-bit code in an inode; code 0 is NAME itself. */
 static uint64_t recipe_code(const struct prep_recipe *r)
@@ -236,8 +237,8 @@ static void entry_of(struct fuse_entry_param *e, const struct stat *st)
 	e->ino = st->st_ino;
 	e->generation = 1;
 	e->attr = *st;
-	e->attr_timeout = TIMEOUT;
-	e->entry_timeout = TIMEOUT;
+	e->attr_timeout = FS_ATTR_TIMEOUT;
+	e->entry_timeout = FS_ATTR_TIMEOUT;
 }
 
 bool fs_prep_owns(struct fs_ctx *fs, fuse_ino_t ino)
@@ -547,7 +548,13 @@ static int src_read_prefix(void *arg, uint32_t node, size_t max, uint8_t **data,
 static int src_read_file(void *arg, uint32_t node, uint8_t **data, size_t *len)
 {
 	/* Dataset files are capped by the decoder's limits; 1 GiB bounds the copy. */
-	return src_read_prefix(arg, node, (size_t)1 << 30, data, len);
+	int rc = src_read_prefix(arg, node, (size_t)1 << 30, data, len);
+
+	/* a whole file read for a decode is one file of a pass (a header read
+	 * for a size is not) */
+	if (rc == 0)
+		fs_count(&((struct fs_ctx *)arg)->ctr.dataset_read_bytes, *len);
+	return rc;
 }
 
 static int src_file_name(void *arg, uint32_t node, char *buf, size_t len)
@@ -576,9 +583,9 @@ int fs_prep_start(struct fs_ctx *fs)
 	if (!fs->opt.prepared)
 		return 0;
 	struct prep_config cfg = {
-		.seed = fs->seed,
-		.mem_budget = fs->prep_mem,
-		.decoded_mem = fs->prep_decoded_mem,
+		.seed = fs->opt.seed_value,
+		.mem_budget = fs->opt.prep_mem_bytes,
+		.decoded_mem = fs->opt.prep_decoded_bytes,
 		.threads = (unsigned)fs->opt.prep_threads,
 		.nfiles = fs->ns.nnodes,
 		.job_idle_s = 30,

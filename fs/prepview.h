@@ -14,16 +14,7 @@
 #include <stdbool.h>
 
 struct fs_ctx;
-
-typedef bool (*fs_readdir_filter_fn)(struct fs_ctx *fs, uint32_t child, void *arg);
-typedef int (*fs_readdir_ino_fn)(struct fs_ctx *fs, uint32_t child, struct fuse_entry_param *e,
-				 void *arg);
-
-/* List directory node dir (shared by the real tree and its mirrors). */
-void fs_readdir_common(fuse_req_t req, struct fs_ctx *fs, uint32_t dir, fuse_ino_t self_ino,
-		       fuse_ino_t parent_ino, size_t size, off_t off, bool plus,
-		       fs_readdir_filter_fn filter, fs_readdir_ino_fn ino_map, void *arg);
-void fs_fill_attr(struct fs_ctx *fs, uint32_t node, struct stat *st);
+struct fs_stats;
 
 /* Start/stop the view's engine (after daemonizing). 0 or -errno. */
 int fs_prep_start(struct fs_ctx *fs);
@@ -41,5 +32,8 @@ void fs_prep_open(fuse_req_t req, struct fs_ctx *fs, fuse_ino_t ino, struct fuse
 void fs_prep_read(fuse_req_t req, struct fs_ctx *fs, struct fuse_file_info *fi, size_t size,
 		  off_t off);
 void fs_prep_release(struct fs_ctx *fs, struct fuse_file_info *fi);
+
+/* The view's counters into s (zero when it is off). */
+void fs_prep_collect(struct fs_ctx *fs, struct fs_stats *s);
 
 #endif

@@ -7,6 +7,7 @@
 #include <jansson.h>
 #include <math.h>
 #include <stdatomic.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -14,7 +15,9 @@
 #include "common/strbuf.h"
 #include "common/utf8.h"
 #include "fs/fs.h"
+#include "fs/peer.h"
 #include "fs/prefill.h"
+#include "fs/prepview.h"
 #include "fs/source.h"
 #include "fs/stats.h"
 #include "remote/remote.h"
@@ -58,6 +61,7 @@ void fs_stats_collect(struct fs_ctx *fs, struct fs_stats *s)
 	s->opens = ld(&fs->ctr.opens);
 	s->reads = ld(&fs->ctr.reads);
 	s->read_bytes = ld(&fs->ctr.read_bytes);
+	s->dataset_read_bytes = ld(&fs->ctr.dataset_read_bytes);
 	fs_peer_collect(fs, s);
 	fs_prep_collect(fs, s);
 }
@@ -91,7 +95,8 @@ static json_t *stats_tree(struct fs_ctx *fs, bool local)
 	     (!local || (put(root, "pid", json_integer((json_int_t)getpid())) &&
 			 put(root, "source_dir", utf8_json_string(fs->opt.source)))) &&
 	     put(root, "files", num(fs->ns.nfiles)) &&
-	     put(root, "dataset_bytes", num(fs->ns.total_bytes));
+	     put(root, "dataset_bytes", num(fs->ns.total_bytes)) &&
+	     put(root, "dataset_read_bytes", num(s.dataset_read_bytes));
 	ok = ok && put(cache, "capacity_bytes", num(s.cache.capacity_bytes)) &&
 	     put(cache, "used_bytes", num(s.cache.used_bytes)) &&
 	     put(cache, "items", num(s.cache.items)) && put(cache, "hits", num(s.cache.hits)) &&

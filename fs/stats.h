@@ -1,41 +1,21 @@
 /* SPDX-License-Identifier: MIT */
-/* One snapshot of every counter, gathered from the modules for the stats outputs. */
+/* The statistics (stats.c): every counter gathered from the modules, written out. */
 #ifndef COORDFS_FS_STATS_H
 #define COORDFS_FS_STATS_H
 
-#include <stdbool.h>
-#include <stdint.h>
-#include <string.h>
-
-#include "cache/cache.h"
+#include "fs/counters.h"
 
 struct fs_ctx;
 struct strbuf;
 
-struct fs_stats {
-	double uptime_s;
-	struct cache_stats cache;
-	uint64_t source_reads, source_bytes, source_errors;
-	uint64_t source_requests, source_retries, source_skipped_keys;
-	double source_latency_p50_ms, source_latency_p99_ms;
-	uint64_t prefill_target_bytes, prefill_done_bytes;
-	bool prefill_running;
-	uint64_t peer_fetches, peer_bytes, peer_errors, peer_served, peer_served_bytes;
-	uint64_t peer_mismatches, peer_unavailable;
-	uint64_t peer_fallbacks; /* reads of another node's unit served from SOURCE */
-	uint64_t prep_decodes, prep_shared, prep_errors, prep_staged_bytes, prep_refused, prep_jobs;
-	uint64_t prep_decoded_bytes, prep_decoded_hits, prep_decoded_files, prep_decoded_refused;
-	uint64_t opens, reads, read_bytes;
-};
+
+/* The statistics JSON (coordfs(1), STATISTICS) into sb (stats.c). */
+void fs_stats_json(struct fs_ctx *fs, struct strbuf *sb);
+void fs_stats_metrics(struct fs_ctx *fs, struct strbuf *sb);
 
 void fs_stats_collect(struct fs_ctx *fs, struct fs_stats *s);
 /* The §4 JSON as peers get it (GET /v1/stats): the same counters, without
  * the SOURCE path or the daemon's pid, which are for local users only. */
 void fs_stats_json_peer(struct fs_ctx *fs, struct strbuf *sb);
-/* Filled by the peer and prepared-view glue. */
-void fs_peer_collect(struct fs_ctx *fs, struct fs_stats *s);
-void fs_peer_nodes_json(struct fs_ctx *fs, struct strbuf *sb);
-void fs_peer_metrics(struct fs_ctx *fs, struct strbuf *sb);
-void fs_prep_collect(struct fs_ctx *fs, struct fs_stats *s);
 
 #endif

@@ -80,6 +80,16 @@ static struct counter get_counter(const json_t *stats, const char *path)
 	return c;
 }
 
+/* Dataset bytes read so far, what passes are counted in: raw reads plus the
+ * files the prepared view decoded (dataset_read_bytes); a daemon that does
+ * not report it counts raw reads only. */
+static struct counter dataset_read(const json_t *stats)
+{
+	struct counter c = get_counter(stats, "dataset_read_bytes");
+
+	return c.ok ? c : get_counter(stats, "fuse.read_bytes");
+}
+
 static const char *fmt_count(struct counter c, char *buf, size_t len)
 {
 	if (!c.ok)
@@ -273,7 +283,7 @@ static void passes_push(struct fsstat_passes *p, unsigned long long pass, double
 
 void fsstat_passes_update(struct fsstat_passes *p, const json_t *stats)
 {
-	struct counter ds = get_counter(stats, "dataset_bytes"), rd = get_counter(stats, "fuse.read_bytes");
+	struct counter ds = get_counter(stats, "dataset_bytes"), rd = dataset_read(stats);
 	struct counter src = get_counter(stats, "source.bytes"), up = get_counter(stats, "uptime_s");
 	unsigned long long k0, k1, k;
 
@@ -310,7 +320,7 @@ void fsstat_passes_update(struct fsstat_passes *p, const json_t *stats)
 static void render_passes(FILE *out, const json_t *s, const struct fsstat_passes *p)
 {
 	struct counter ds = get_counter(s, "dataset_bytes"), files = get_counter(s, "files");
-	struct counter rd = get_counter(s, "fuse.read_bytes"), src = get_counter(s, "source.bytes");
+	struct counter rd = dataset_read(s), src = get_counter(s, "source.bytes");
 	struct counter cap = get_counter(s, "cache.capacity_bytes");
 	const json_t *nodes = fsstat_field(s, "peers.nodes");
 	bool single = !json_is_array(nodes) || json_array_size(nodes) == 0;

@@ -10,7 +10,7 @@ pkgs=(
 	libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev libwebp-dev libtiff-dev
 	libcurl4-openssl-dev libmicrohttpd-dev
 	libjansson-dev libmount-dev libexpat1-dev
-	check valgrind clang groff-base man-db
+	check valgrind clang groff-base man-db universal-ctags
 	python3-torch python3-torchvision python3-pil python3-numpy python3-matplotlib
 	e2fsprogs util-linux attr curl passwd
 	nginx

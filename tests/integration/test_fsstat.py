@@ -154,9 +154,43 @@ def test_passes(c):
 		c.check('fsstat: storage bytes in all and per pass', want in r.stdout, f'want "{want}"')
 
 
+def test_prepared_passes(c):
+	"""Decodes of the prepared view count as reads of the dataset: a job
+	that reads every prepared sample once makes one pass, raw reads add
+	theirs, header reads for sizes (resize views' stat) add nothing."""
+	with ct.TempDirs(prefix='coordfs-fsstat-prep-') as data:
+		template = os.path.join(data.root, 'dataset')
+		ct.gendata(template, 2, 5, 17, size='160x120')
+		with ct.Mount(opts=['--prepared', '--cache-size=64M'],
+			      populate=ct.copy_tree_into(template)) as m:
+			files = sorted(os.path.relpath(os.path.join(d, f), m.src)
+				       for d, _, fs in os.walk(m.src) for f in fs)
+			total = dataset_bytes(m.src)
+			s0 = m.stats()
+			c.eq('prepared: dataset_read_bytes starts at 0',
+			     s0.get('dataset_read_bytes'), 0)
+			for rel in files:	# stat of a resize view reads headers only
+				os.stat(os.path.join(m.mnt, 'prepared', 'resize96', rel))
+			c.eq('prepared: stat of resize samples reads no pass',
+			     m.stats().get('dataset_read_bytes'), 0)
+			for rel in files:
+				ct.read_bytes(os.path.join(m.mnt, 'prepared', 'center64', rel))
+			st = m.stats()
+			c.eq('prepared: every sample decoded once', st['prep']['decodes'], len(files))
+			c.eq('prepared: one pass of dataset bytes', st.get('dataset_read_bytes'), total)
+			read_pass(m.mnt, files, random.Random(3))
+			c.eq('prepared + a raw pass: two passes',
+			     m.stats().get('dataset_read_bytes'), 2 * total)
+			r = subprocess.run([ct.fsstat_bin(), m.mnt], capture_output=True, text=True,
+					   timeout=30)
+			c.check('fsstat: 2.00 passes', 'read 2.00 passes' in r.stdout,
+				r.stdout + r.stderr)
+
+
 def main():
 	c = ct.Checker('test_fsstat', timeout=110)
 	c.group(test_passes, c)
+	c.group(test_prepared_passes, c)
 	c.finish()
 
 

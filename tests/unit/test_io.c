@@ -15,6 +15,7 @@
 
 #include "cache/cache.h"
 #include "fs/fs.h"
+#include "fs/io.h"
 #include "fs/prefill.h"
 #include "fs/readahead.h"
 #include "fs/source.h"

@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: MIT */
+/* The read path below FUSE (io.c): cache, owning peer or SOURCE. */
+#ifndef COORDFS_FS_IO_H
+#define COORDFS_FS_IO_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct budget;
+struct fs_ctx;
+
+/*
+ * Read [off, off+len) of regular file node into buf, through the cache,
+ * the owning peer or SOURCE (io.c). fd is a SOURCE handle from
+ * fs_open_source, or -1 to open one when needed. Returns the bytes read (short only at EOF)
+ * or -errno (-EIO when the source file changed since mount).
+ */
+ssize_t fs_read_file(struct fs_ctx *fs, uint32_t node, int fd, uint64_t off, size_t len, void *buf);
+
+/*
+ * The last unit fetched from a peer for one open file: a reader of a file
+ * another node owns gets it in one request, not one per FUSE read. The
+ * buffer is charged to fs->mem; when the budget is full, reads fetch just
+ * the range asked instead. It is given back when the handle's reader
+ * reaches the unit's end, or at release.
+ * Concurrent reads of one handle are safe (the lock guards the swap only).
+ */
+struct fs_peer_buf {
+	pthread_mutex_t lock;
+	uint8_t *data; /* NULL: empty; else charged to *mem */
+	uint32_t unit;
+	size_t len;
+	struct budget *mem;
+};
+
+void fs_peer_buf_init(struct fs_peer_buf *pb);
+void fs_peer_buf_fini(struct fs_peer_buf *pb);
+
+/*
+ * Like fs_read_file, but when the range lies in one held unit, returns a
+ * pointer into the cache instead of copying (*direct set, buf untouched).
+ * pb (may be NULL) keeps whole units fetched from peers for this handle.
+ */
+ssize_t fs_read_file_ref(struct fs_ctx *fs, uint32_t node, int fd, struct fs_peer_buf *pb,
+			 uint64_t off, size_t len, void *buf, const void **direct);
+
+/* The same for an open handle, with its readahead window (readahead.h) for
+ * reads that bypass the cache. */
+struct fs_readahead;
+ssize_t fs_read_file_handle(struct fs_ctx *fs, uint32_t node, int fd, struct fs_peer_buf *pb,
+			    struct fs_readahead *ra, uint64_t off, size_t len, void *buf,
+			    const void **direct);
+
+/* The same for a peer's request: never forwarded to another node. */
+ssize_t fs_read_file_local(struct fs_ctx *fs, uint32_t node, uint64_t off, size_t len, void *buf,
+			   const void **direct);
+
+/* Open SOURCE's file for node, checking it still matches the snapshot:
+ * 0 and *fh (a handle >= 0, or -1 for a source without handles), or -errno:
+ * -EIO (and a log line) when it changed or cannot be opened, -EMFILE when
+ * the daemon is out of descriptors (EMFILE or ENFILE). */
+int fs_open_source(struct fs_ctx *fs, uint32_t node, int *fh);
+/* Close a handle from fs_open_source (-1 ok). */
+void fs_close_source(struct fs_ctx *fs, int fh);
+
+/* Admit unit k of file node from SOURCE ahead of any read (io.c; see
+ * cache_prefill): 0, -EEXIST (held or being filled), -ENOSPC, -errno. */
+int fs_prefill_unit(struct fs_ctx *fs, uint32_t node, uint32_t k);
+
+/* Whether every unit of file node is held by the cache. */
+bool fs_file_cached(struct fs_ctx *fs, uint32_t node);
+
+#endif

@@ -1,0 +1,370 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The command line (coordfs(1), OPTIONS): the options and -o keys parsed
+ * with libfuse's fuse_opt into struct fs_options, defaults filled in, then
+ * every value and SOURCE and MOUNTPOINT checked while the caller is still
+ * attached. Each problem is one line on stderr.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fuse_lowlevel.h>
+#include <libmount.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/size.h"
+#include "fs/options.h"
+#include "fs/source.h"
+
+enum { KEY_HELP, KEY_VERSION, KEY_FOREGROUND, KEY_DEBUG, KEY_IGNORED };
+
+#define OPT2(dash, key, field) {dash, offsetof(struct fs_options, field), 0}, {key, offsetof(struct fs_options, field), 0}
+
+static const struct fuse_opt fs_opt_spec[] = {
+	OPT2("--cache-size=%s", "cache_size=%s", cache_size),
+	OPT2("--chunk-size=%s", "chunk_size=%s", chunk_size),
+	OPT2("--peers=%s", "peers=%s", peers),
+	OPT2("--node=%s", "node=%s", node),
+	OPT2("--listen=%s", "listen=%s", listen),
+	OPT2("--secret-file=%s", "secret_file=%s", secret_file),
+	{"--prepared", offsetof(struct fs_options, prepared), 1},
+	{"prepared", offsetof(struct fs_options, prepared), 1},
+	OPT2("--prepared-name=%s", "prepared_name=%s", prepared_name),
+	OPT2("--prep-threads=%s", "prep_threads=%s", prep_threads_arg),
+	OPT2("--prep-mem=%s", "prep_mem=%s", prep_mem),
+	OPT2("--prep-decoded-mem=%s", "prep_decoded_mem=%s", prep_decoded_mem),
+	OPT2("--seed=%s", "seed=%s", seed),
+	OPT2("--log-file=%s", "log_file=%s", log_file),
+	{"--no-kernel-cache", offsetof(struct fs_options, no_kernel_cache), 1},
+	{"no_kernel_cache", offsetof(struct fs_options, no_kernel_cache), 1},
+	/* The kernel cache is on by default; scripts written before may still ask for it. */
+	FUSE_OPT_KEY("--kernel-cache", KEY_IGNORED),
+	FUSE_OPT_KEY("kernel_cache", KEY_IGNORED),
+	{"--prefill", offsetof(struct fs_options, prefill), 1},
+	{"prefill", offsetof(struct fs_options, prefill), 1},
+	OPT2("--endpoint=%s", "endpoint=%s", endpoint),
+	OPT2("--region=%s", "region=%s", region),
+	OPT2("--profile=%s", "profile=%s", profile),
+	{"--no-sign-request", offsetof(struct fs_options, no_sign_request), 1},
+	{"no_sign_request", offsetof(struct fs_options, no_sign_request), 1},
+	OPT2("--s3-addressing=%s", "s3_addressing=%s", s3_addressing),
+	FUSE_OPT_KEY("-h", KEY_HELP),
+	FUSE_OPT_KEY("--help", KEY_HELP),
+	FUSE_OPT_KEY("-V", KEY_VERSION),
+	FUSE_OPT_KEY("--version", KEY_VERSION),
+	FUSE_OPT_KEY("-f", KEY_FOREGROUND),
+	FUSE_OPT_KEY("--foreground", KEY_FOREGROUND),
+	FUSE_OPT_KEY("-d", KEY_DEBUG),
+	FUSE_OPT_KEY("--debug", KEY_DEBUG),
+	FUSE_OPT_KEY("debug", KEY_DEBUG),
+	FUSE_OPT_END,
+};
+
+const char fs_options_usage[] =
+	"usage: coordfs [OPTIONS] SOURCE MOUNTPOINT\n"
+	"Mount SOURCE read-only at MOUNTPOINT through a MinIO memory cache.\n"
+	"SOURCE is a directory or an S3 bucket, s3://BUCKET[/PREFIX].\n\n"
+	"  -f, --foreground         stay in the foreground, log to stderr\n"
+	"  -d, --debug              verbose logging (implies -f)\n"
+	"  --cache-size=SIZE        cache budget: bytes, K/M/G/T, or N% of RAM (25%)\n"
+	"  --chunk-size=SIZE        caching unit for larger files (4M)\n"
+	"  --peers=URL,URL,...      every node's peer address, same order everywhere\n"
+	"  --node=K                 this node's index in --peers\n"
+	"  --listen=HOST:PORT       peer server address (from --peers[K])\n"
+	"  --secret-file=FILE       shared secret for peer requests\n"
+	"  --prepared               enable the prepared view\n"
+	"  --prepared-name=NAME     its directory name (prepared)\n"
+	"  --prep-threads=N         decode threads (cores)\n"
+	"  --prep-mem=SIZE          memory for prepared samples (1G)\n"
+	"  --prep-decoded-mem=SIZE  of it, for decoded images kept across epochs (half)\n"
+	"  --seed=N                 seed of the prepared view (random, logged)\n"
+	"  --log-file=FILE          log here instead of syslog once detached\n"
+	"  --no-kernel-cache        keep file data out of the kernel's page cache: every\n"
+	"                           read reaches the daemon and is counted (slower)\n"
+	"  --kernel-cache           accepted and ignored: the kernel cache is the default\n"
+	"  --prefill                after mounting, fill this node's share of the cache\n"
+	"                           from SOURCE in the background (readers go first)\n"
+	"S3 sources (credentials: AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, the shared\n"
+	"credentials and config files, or the container/instance role; never options):\n"
+	"  --endpoint=URL           S3-compatible endpoint, http(s)://host[:port] (AWS)\n"
+	"  --region=NAME            region (AWS_REGION, the profile's, else us-east-1)\n"
+	"  --profile=NAME           profile of the shared files (AWS_PROFILE, else default)\n"
+	"  --no-sign-request        anonymous requests (public buckets)\n"
+	"  --s3-addressing=path|virtual  bucket in the path or the host name (virtual on\n"
+	"                           AWS, path with --endpoint)\n"
+	"  -o OPT[,OPT...]          the same as key=value (cache_size=8G), and FUSE mount options\n"
+	"  -V, --version, -h, --help\n";
+
+/* Mount options: 1 passed on to libfuse and the kernel, 0 dropped as harmless
+ * (mount(8) and fstab put some of them on every command line; the mount is
+ * read-only and nodev/nosuid anyway), -1 unknown. */
+static int known_mount_option(const char *arg)
+{
+	static const char *const pass[] = { "allow_other", "allow_root", "auto_unmount",
+					    "default_permissions", "fsname=", "subtype=",
+					    "max_read=", "blksize=", "context=", "fscontext=",
+					    "defcontext=", "rootcontext=" };
+	static const char *const drop[] = { "ro", "rw", "dev", "nodev", "suid", "nosuid", "exec",
+					    "noexec", "async", "sync", "atime", "noatime",
+					    "nodiratime", "relatime", "strictatime", "dirsync",
+					    "_netdev", "user", "nouser", "users", "auto", "noauto",
+					    "defaults", "nofail", "x-" };
+	for (size_t i = 0; i < sizeof(pass) / sizeof(pass[0]); i++) {
+		size_t n = strlen(pass[i]);
+		if (pass[i][n - 1] == '=' ? !strncmp(arg, pass[i], n) : !strcmp(arg, pass[i]))
+			return 1;
+	}
+	for (size_t i = 0; i < sizeof(drop) / sizeof(drop[0]); i++) {
+		size_t n = strlen(drop[i]);
+		if (drop[i][n - 1] == '-' ? !strncmp(arg, drop[i], n) : !strcmp(arg, drop[i]))
+			return 0;
+	}
+	return -1;
+}
+
+static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
+{
+	struct fs_options *o = data;
+
+	switch (key) {
+	case KEY_HELP:
+		o->show_help = true;
+		return 0;
+	case KEY_VERSION:
+		o->show_version = true;
+		return 0;
+	case KEY_FOREGROUND:
+		o->foreground = true;
+		return 0;
+	case KEY_DEBUG:
+		o->debug = true;
+		o->foreground = true;
+		return 0;
+	case KEY_IGNORED:
+		return 0;
+	case FUSE_OPT_KEY_NONOPT:
+		if (o->npos == 0)
+			o->source = strdup(arg);
+		else if (o->npos == 1)
+			o->mountpoint = strdup(arg);
+		else if (!o->parse_error && asprintf(&o->parse_error, "unexpected argument '%s'", arg) < 0)
+			o->parse_error = NULL;
+		o->npos++;
+		return 0;
+	default:
+		if (arg[0] == '-') {
+			if (!o->parse_error && asprintf(&o->parse_error, "unknown option '%s' (see --help)", arg) < 0)
+				o->parse_error = NULL;
+			return 0;
+		}
+		int known = known_mount_option(arg);
+		if (known < 0 && !o->parse_error &&
+		    asprintf(&o->parse_error, "unknown mount option '%s' (see --help)", arg) < 0)
+			o->parse_error = NULL;
+		return known > 0; /* an -o option for FUSE itself (allow_other, ...) */
+	}
+}
+
+int fs_fail(const char *fmt, ...)
+{
+	va_list ap;
+	char line[1024];
+
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "coordfs: %s\n", line);
+	return 1;
+}
+
+/* Whether path is a mount point, by the kernel's mount table read with libmount. */
+static bool is_mounted(const char *path)
+{
+	char real[PATH_MAX];
+	struct libmnt_table *tb;
+	bool found;
+
+	if (!realpath(path, real))
+		return false;
+	tb = mnt_new_table_from_file("/proc/self/mountinfo");
+	if (!tb)
+		return false;
+	found = mnt_table_find_target(tb, real, MNT_ITER_BACKWARD) != NULL;
+	mnt_unref_table(tb);
+	return found;
+}
+
+static int check_paths(struct fs_options *o)
+{
+	struct stat st;
+
+	if (!o->source || !o->mountpoint)
+		return -fs_fail("need SOURCE and MOUNTPOINT (see --help)");
+	/* An s3:// SOURCE is checked by listing it, still before the mount. */
+	if (!fs_source_is_s3(o->source)) {
+		if (stat(o->source, &st) < 0)
+			return -fs_fail("source '%s': %s", o->source, strerror(errno));
+		if (!S_ISDIR(st.st_mode))
+			return -fs_fail("source '%s' is not a directory", o->source);
+	}
+	if (stat(o->mountpoint, &st) < 0)
+		return -fs_fail("mount point '%s': %s", o->mountpoint, strerror(errno));
+	if (!S_ISDIR(st.st_mode))
+		return -fs_fail("mount point '%s' is not a directory", o->mountpoint);
+	if (is_mounted(o->mountpoint))
+		return -fs_fail("mount point '%s' is already mounted", o->mountpoint);
+	DIR *d = opendir(o->mountpoint);
+	if (!d)
+		return -fs_fail("mount point '%s': %s", o->mountpoint, strerror(errno));
+	struct dirent *de;
+	bool empty = true;
+	while ((de = readdir(d)) != NULL)
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+			empty = false;
+	closedir(d);
+	if (!empty)
+		return -fs_fail("mount point '%s' is not empty", o->mountpoint);
+	return 0;
+}
+
+static int parse_sizes(struct fs_options *o)
+{
+	uint64_t phys = size_phys_mem();
+
+	if (size_parse(o->cache_size, phys, &o->cache_bytes) < 0)
+		return -fs_fail("bad --cache-size '%s': want bytes, K/M/G/T, or N%% (0 < N <= 100)",
+			    o->cache_size);
+	/* The cache never evicts: a budget over the machine's memory would end
+	 * in the OOM killer, not in a full cache. */
+	if (phys && o->cache_bytes > phys) {
+		char want[32], have[32];
+		return -fs_fail("--cache-size '%s' (%s) is larger than this machine's memory (%s)",
+			    o->cache_size, size_format(o->cache_bytes, want, sizeof(want)),
+			    size_format(phys, have, sizeof(have)));
+	}
+	if (o->cache_bytes == 0)
+		fprintf(stderr,
+			"coordfs: warning: --cache-size is 0: nothing will be cached, "
+			"every read goes to SOURCE%s\n",
+			o->peers ? " or a peer" : "");
+	if (size_parse(o->chunk_size, phys, &o->chunk_bytes) < 0 || o->chunk_bytes < 4096 ||
+	    o->chunk_bytes > (1ULL << 30) || strchr(o->chunk_size, '%'))
+		return -fs_fail("bad --chunk-size '%s': want 4K to 1G", o->chunk_size);
+	if (size_parse(o->prep_mem, phys, &o->prep_mem_bytes) < 0)
+		return -fs_fail("bad --prep-mem '%s': want bytes, K/M/G/T, or N%%", o->prep_mem);
+	o->prep_decoded_bytes = o->prep_mem_bytes / 2;
+	if (o->prep_decoded_mem) {
+		if (size_parse(o->prep_decoded_mem, phys, &o->prep_decoded_bytes) < 0)
+			return -fs_fail("bad --prep-decoded-mem '%s': want bytes, K/M/G/T, or N%%",
+					o->prep_decoded_mem);
+		if (o->prep_decoded_bytes > o->prep_mem_bytes)
+			return -fs_fail("--prep-decoded-mem '%s' is more than --prep-mem '%s'",
+					o->prep_decoded_mem, o->prep_mem);
+	}
+	if (o->prep_threads_arg) {
+		char *end;
+		errno = 0;
+		long n = strtol(o->prep_threads_arg, &end, 10);
+		if (errno || *end || end == o->prep_threads_arg || n < 1 || n > 256)
+			return -fs_fail("bad --prep-threads '%s': want 1 to 256", o->prep_threads_arg);
+		o->prep_threads = (int)n;
+	}
+	if (o->seed) {
+		char *end;
+		errno = 0;
+		o->seed_value = strtoull(o->seed, &end, 0);
+		if (errno || *end || !*o->seed || o->seed[0] == '-')
+			return -fs_fail("bad --seed '%s': want an unsigned integer", o->seed);
+	} else if (getrandom(&o->seed_value, sizeof(o->seed_value), 0) != sizeof(o->seed_value)) {
+		o->seed_value = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+	}
+	if (o->peers && !o->node)
+		return -fs_fail("--peers needs --node=K (this node's index in the list)");
+	if (!o->peers && o->node)
+		return -fs_fail("--node needs --peers");
+	if (!o->peers && o->secret_file)
+		return -fs_fail("--secret-file needs --peers (it authenticates peer requests)");
+	if (!o->peers && o->listen)
+		return -fs_fail("--listen needs --peers");
+	if (o->s3_addressing && strcmp(o->s3_addressing, "path") && strcmp(o->s3_addressing, "virtual"))
+		return -fs_fail("bad --s3-addressing '%s': want path or virtual", o->s3_addressing);
+	if (!fs_source_is_s3(o->source)) {
+		const char *s3_only = o->endpoint	    ? "--endpoint"
+				      : o->region	    ? "--region"
+				      : o->profile	    ? "--profile"
+				      : o->no_sign_request ? "--no-sign-request"
+				      : o->s3_addressing   ? "--s3-addressing"
+							    : NULL;
+		if (s3_only)
+			return -fs_fail("%s applies only to an s3://BUCKET[/PREFIX] SOURCE", s3_only);
+	}
+	if (o->prepared_name && (!*o->prepared_name || strchr(o->prepared_name, '/') ||
+				 !strcmp(o->prepared_name, ".") || !strcmp(o->prepared_name, "..")))
+		return -fs_fail("bad --prepared-name '%s': want a plain file name", o->prepared_name);
+	return 0;
+}
+
+int fs_options_parse(struct fuse_args *args, struct fs_options *o)
+{
+	if (fuse_opt_parse(args, o, fs_opt_spec, opt_proc) < 0)
+		return -fs_fail("cannot parse the command line (see --help)");
+	if (o->parse_error)
+		return -fs_fail("%s", o->parse_error);
+	if (o->show_help) {
+		fputs(fs_options_usage, stdout);
+		return 1;
+	}
+	if (o->show_version) {
+		printf("coordfs %s (libfuse %d)\n", COORDFS_VERSION, fuse_version());
+		return 1;
+	}
+	if (!o->cache_size)
+		o->cache_size = strdup("25%");
+	if (!o->chunk_size)
+		o->chunk_size = strdup("4M");
+	if (!o->prep_mem)
+		o->prep_mem = strdup("1G");
+	if (!o->prepared_name)
+		o->prepared_name = strdup("prepared");
+	if (o->prep_threads == 0)
+		o->prep_threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+	if (o->prep_threads <= 0)
+		o->prep_threads = 1;
+	return 0;
+}
+
+int fs_options_check(struct fs_options *o)
+{
+	return parse_sizes(o) || check_paths(o) ? -1 : 0;
+}
+
+void fs_options_free(struct fs_options *o)
+{
+	free(o->source);
+	free(o->mountpoint);
+	free(o->cache_size);
+	free(o->chunk_size);
+	free(o->peers);
+	free(o->node);
+	free(o->prep_threads_arg);
+	free(o->listen);
+	free(o->secret_file);
+	free(o->prepared_name);
+	free(o->prep_mem);
+	free(o->prep_decoded_mem);
+	free(o->seed);
+	free(o->log_file);
+	free(o->endpoint);
+	free(o->region);
+	free(o->profile);
+	free(o->s3_addressing);
+	free(o->parse_error);
+}

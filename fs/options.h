@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The command line (coordfs(1), OPTIONS): parsed into struct fs_options and
+ * checked before anything is mounted, each problem told in one line.
+ */
+#ifndef COORDFS_FS_OPTIONS_H
+#define COORDFS_FS_OPTIONS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct fuse_args;
+
+/* Options from the command line / -o (coordfs(1), OPTIONS). */
+struct fs_options {
+	char *source;
+	char *mountpoint;
+	bool foreground;
+	bool debug;
+	char *cache_size;
+	char *chunk_size;
+	char *peers;
+	char *node;
+	char *listen;
+	char *secret_file;
+	bool prepared;
+	char *prepared_name;
+	char *prep_threads_arg;
+	int prep_threads;
+	char *prep_mem;
+	char *prep_decoded_mem;
+	char *seed;
+	char *log_file;
+	bool no_kernel_cache; /* --no-kernel-cache: every read reaches the daemon */
+	bool prefill;
+	/* object-store SOURCE (s3://BUCKET[/PREFIX]) */
+	char *endpoint;
+	char *region;
+	char *profile;
+	bool no_sign_request;
+	char *s3_addressing;
+	bool show_help;
+	bool show_version;
+	/* parsed and checked by fs_options_check */
+	uint64_t cache_bytes;
+	uint64_t chunk_bytes;
+	uint64_t prep_mem_bytes;
+	uint64_t prep_decoded_bytes; /* of prep_mem_bytes, the decoded tier's share */
+	uint64_t seed_value; /* --seed, else random */
+	int npos;          /* positional arguments seen while parsing */
+	char *parse_error; /* first problem found while parsing */
+};
+
+/* The text of --help. */
+extern const char fs_options_usage[];
+
+/* Parse args into o (args keeps the FUSE mount options). 0 to go on, 1
+ * when --help or --version was printed, -1 after one line on stderr. */
+int fs_options_parse(struct fuse_args *args, struct fs_options *o);
+/* Sizes, the seed, combinations of options, SOURCE and MOUNTPOINT: 0, or
+ * -1 after one line on stderr. */
+int fs_options_check(struct fs_options *o);
+void fs_options_free(struct fs_options *o);
+
+/* "coordfs: LINE" on stderr; returns 1 (the exit status of a failure). */
+int fs_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif
