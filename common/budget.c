@@ -126,6 +126,13 @@ void budget_trim(struct budget *b)
 		return;
 	if (!atomic_compare_exchange_strong(&last_s, &prev, (int64_t)now.tv_sec))
 		return;
-	if (budget_used(b) < atomic_load_explicit(&b->peak, memory_order_relaxed) / 2)
+	uint64_t kept = atomic_load_explicit(&b->kept, memory_order_relaxed);
+	uint64_t used = budget_used(b), peak = atomic_load_explicit(&b->peak, memory_order_relaxed);
+	if (used - (kept < used ? kept : used) < (peak - (kept < peak ? kept : peak)) / 2)
 		malloc_trim(0);
+}
+
+void budget_keep(struct budget *b, int64_t delta)
+{
+	atomic_fetch_add_explicit(&b->kept, (uint64_t)delta, memory_order_relaxed);
 }

@@ -393,6 +393,8 @@ static bool tier_reserve(struct prep_view *v, uint64_t n)
 	ok = v->tier_used + n <= v->cfg.decoded_mem && (!v->cfg.mem || budget_try(v->cfg.mem, n));
 	if (ok)
 		v->tier_used += n;
+	if (ok && v->cfg.mem)
+		budget_keep(v->cfg.mem, (int64_t)n);
 	pthread_mutex_unlock(&v->tier_lock);
 	if (ok)
 		stat_add(&v->st_dec_bytes, (int64_t)n);
@@ -404,6 +406,8 @@ static void tier_unreserve(struct prep_view *v, uint64_t n)
 	pthread_mutex_lock(&v->tier_lock);
 	v->tier_used -= n;
 	pthread_mutex_unlock(&v->tier_lock);
+	if (v->cfg.mem)
+		budget_keep(v->cfg.mem, -(int64_t)n);
 	mem_release(v, n);
 	stat_add(&v->st_dec_bytes, -(int64_t)n);
 }
@@ -900,6 +904,8 @@ void prep_view_destroy(struct prep_view *v)
 		}
 		free((void *)v->tier);
 	}
+	if (v->cfg.mem)
+		budget_keep(v->cfg.mem, -(int64_t)v->tier_used);
 	mem_release(v, v->tier_used);
 	pthread_mutex_destroy(&v->tier_lock);
 	pthread_cond_destroy(&v->work);
