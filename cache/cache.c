@@ -362,13 +362,3 @@ void cache_get_stats(const struct cache *c, struct cache_stats *out)
 	out->fill_errors = atomic_load_explicit(&m->fill_errors, memory_order_relaxed);
 	out->failed_units = atomic_load_explicit(&m->failed_units, memory_order_relaxed);
 }
-
-int cache_fd(const struct cache *c)
-{
-	return c->memfd;
-}
-
-uint64_t cache_offset_of(const struct cache *c, const void *p)
-{
-	return (uint64_t)((const unsigned char *)p - c->arena);
-}

@@ -7,7 +7,7 @@
  *
  * Because nothing is ever freed, storage is a bump allocator over one
  * memfd mapped once. A pointer returned by cache_get() stays valid until
- * cache_destroy(); the memfd (cache_fd()) may feed splice()/sendfile().
+ * cache_destroy().
  *
  * Units are dense ids 0..nunits-1 chosen by the caller (fs/ numbers the
  * units of each file consecutively). Per unit the cache keeps one 8-byte
@@ -88,9 +88,5 @@ bool cache_holds(const struct cache *c, uint64_t unit);
 
 
 void cache_get_stats(const struct cache *c, struct cache_stats *out);
-
-/* The memfd behind the arena, and the offset of a pointer into it. */
-int cache_fd(const struct cache *c);
-uint64_t cache_offset_of(const struct cache *c, const void *p);
 
 #endif

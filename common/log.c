@@ -72,7 +72,7 @@ static size_t escape_controls(char *out, size_t cap, const char *msg)
 	return n;
 }
 
-void log_vwrite(int level, const char *fmt, va_list ap)
+static void log_vwrite(int level, const char *fmt, va_list ap)
 {
 	char msg[1024], line[1024];
 	int saved = errno;

@@ -20,7 +20,6 @@ void log_use_syslog(bool on);
 void log_set_level(int level);
 
 void log_write(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void log_vwrite(int level, const char *fmt, va_list ap);
 
 #define log_msg(level, ...)                                                                        \
 	do {                                                                                       \

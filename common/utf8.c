@@ -12,7 +12,9 @@ static bool cont(unsigned char c)
 	return (c & 0xC0) == 0x80;
 }
 
-size_t utf8_seq_len(const unsigned char *s, size_t len)
+/* Length of the well-formed sequence starting at s (at most len bytes),
+ * or 0 when s[0] does not start one. */
+static size_t utf8_seq_len(const unsigned char *s, size_t len)
 {
 	if (len == 0)
 		return 0;

@@ -13,10 +13,6 @@
 
 struct strbuf;
 
-/* Length of the well-formed sequence starting at s (at most len bytes),
- * or 0 when s[0] does not start one. */
-size_t utf8_seq_len(const unsigned char *s, size_t len);
-
 /* Whether all len bytes of s are well-formed UTF-8. */
 bool utf8_valid(const char *s, size_t len);
 

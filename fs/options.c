@@ -68,7 +68,7 @@ static const struct fuse_opt fs_opt_spec[] = {
 	FUSE_OPT_END,
 };
 
-const char fs_options_usage[] =
+static const char fs_options_usage[] =
 	"usage: coordfs [OPTIONS] SOURCE MOUNTPOINT\n"
 	"Mount SOURCE read-only at MOUNTPOINT through a MinIO memory cache.\n"
 	"SOURCE is a directory or an S3 bucket, s3://BUCKET[/PREFIX].\n\n"

@@ -51,9 +51,6 @@ struct fs_options {
 	char *parse_error; /* first problem found while parsing */
 };
 
-/* The text of --help. */
-extern const char fs_options_usage[];
-
 /* Parse args into o (args keeps the FUSE mount options). 0 to go on, 1
  * when --help or --version was printed, -1 after one line on stderr. */
 int fs_options_parse(struct fuse_args *args, struct fs_options *o);

@@ -122,14 +122,6 @@ void fs_peer_collect(struct fs_ctx *fs, struct fs_stats *s)
 	}
 }
 
-void fs_peer_nodes_json(struct fs_ctx *fs, struct strbuf *sb)
-{
-	if (fs->client)
-		remote_peers_json(fs->client, sb);
-	else
-		strbuf_puts(sb, "[]");
-}
-
 void fs_peer_metrics(struct fs_ctx *fs, struct strbuf *sb)
 {
 	remote_metrics(fs->client, fs->server, sb);

@@ -25,10 +25,8 @@ bool fs_peer_owns(struct fs_ctx *fs, uint32_t node, uint32_t k);
 int fs_peer_fetch(struct fs_ctx *fs, uint32_t node, uint32_t k, uint64_t uoff, size_t len,
 		  void *buf);
 
-/* The peer counters into s (zero without peers). */
+/* The peer counters into s (left as they are without peers). */
 void fs_peer_collect(struct fs_ctx *fs, struct fs_stats *s);
-/* The peers' states as a JSON array into sb ("[]" without peers). */
-void fs_peer_nodes_json(struct fs_ctx *fs, struct strbuf *sb);
 /* The client's and server's Prometheus lines into sb. */
 void fs_peer_metrics(struct fs_ctx *fs, struct strbuf *sb);
 

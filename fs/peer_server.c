@@ -181,8 +181,10 @@ int fs_peer_start(struct fs_ctx *fs)
 	struct remote_client_config cfg = {
 		.pool = fs->src->ops->http_pool ? fs->src->ops->http_pool(fs->src) : NULL,
 	};
-	if ((rc = remote_client_create(fs->peers, fs->secret, &cfg, &fs->client)) < 0)
+	if ((rc = remote_client_create(fs->peers, fs->secret, &cfg, &fs->client)) < 0) {
+		remote_global_cleanup();
 		return rc;
+	}
 	fs->server = remote_server_start(fs->listen_fd, fs->secret, &server_ops, fs, err,
 					 sizeof(err));
 	fs->listen_fd = -1; /* the server owns it now, even on failure */
@@ -199,7 +201,10 @@ void fs_peer_stop(struct fs_ctx *fs)
 {
 	remote_server_stop(fs->server);
 	fs->server = NULL;
-	remote_client_destroy(fs->client);
+	if (fs->client) {
+		remote_client_destroy(fs->client);
+		remote_global_cleanup(); /* fs_peer_start's init */
+	}
 	fs->client = NULL;
 	if (fs->listen_fd >= 0)
 		close(fs->listen_fd);

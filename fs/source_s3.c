@@ -44,10 +44,13 @@ static struct s3_source *s3_of(struct fs_source *src)
 
 static void s3_disconnect(struct s3_source *ss)
 {
+	if (!ss->pool)
+		return;
 	remote_s3_destroy(ss->s3);
 	ss->s3 = NULL;
 	remote_http_destroy(ss->pool);
 	ss->pool = NULL;
+	remote_global_cleanup(); /* s3_connect's init */
 }
 
 static int s3_connect(struct s3_source *ss, char *err, size_t errlen)
@@ -59,6 +62,7 @@ static int s3_connect(struct s3_source *ss, char *err, size_t errlen)
 		return rc;
 	}
 	if ((rc = remote_http_create(S3_MAX_CONNECTIONS, &ss->pool)) < 0) {
+		remote_global_cleanup();
 		snprintf(err, errlen, "cannot create the HTTP connection pool: %s", strerror(-rc));
 		return rc;
 	}

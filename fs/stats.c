@@ -14,6 +14,7 @@
 #include "cache/cache.h"
 #include "common/strbuf.h"
 #include "common/utf8.h"
+#include "fs/counters.h"
 #include "fs/fs.h"
 #include "fs/peer.h"
 #include "fs/prefill.h"
@@ -45,7 +46,7 @@ static void fs_source_collect(struct fs_ctx *fs, struct fs_stats *s)
 	s->prefill_running = ps.running;
 }
 
-void fs_stats_collect(struct fs_ctx *fs, struct fs_stats *s)
+static void fs_stats_collect(struct fs_ctx *fs, struct fs_stats *s)
 {
 	struct timespec now;
 

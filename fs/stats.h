@@ -3,18 +3,15 @@
 #ifndef COORDFS_FS_STATS_H
 #define COORDFS_FS_STATS_H
 
-#include "fs/counters.h"
-
 struct fs_ctx;
 struct strbuf;
 
-
-/* The statistics JSON (coordfs(1), STATISTICS) into sb (stats.c). */
+/* The statistics JSON (coordfs(1), STATISTICS) into sb, and the same
+ * counters as Prometheus text. */
 void fs_stats_json(struct fs_ctx *fs, struct strbuf *sb);
 void fs_stats_metrics(struct fs_ctx *fs, struct strbuf *sb);
 
-void fs_stats_collect(struct fs_ctx *fs, struct fs_stats *s);
-/* The §4 JSON as peers get it (GET /v1/stats): the same counters, without
+/* The statistics JSON as peers get it (GET /v1/stats): the same counters, without
  * the SOURCE path or the daemon's pid, which are for local users only. */
 void fs_stats_json_peer(struct fs_ctx *fs, struct strbuf *sb);
 

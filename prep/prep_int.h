@@ -25,11 +25,8 @@ struct prep__rng {
 };
 
 void prep__rng_init(struct prep__rng *g, uint64_t seed, uint64_t file_key, uint32_t version);
-uint64_t prep__rng_next(struct prep__rng *g);
 /* Uniform in [lo, hi). */
 double prep__rng_uniform(struct prep__rng *g, double lo, double hi);
-/* Uniform integer in [0, n), n > 0, unbiased. */
-uint64_t prep__rng_below(struct prep__rng *g, uint64_t n);
 
 /* torchvision RandomResizedCrop.get_params: crop (top, left, h, w). */
 struct prep__rrc {

@@ -175,7 +175,7 @@ void prep__rng_init(struct prep__rng *g, uint64_t seed, uint64_t file_key, uint3
 	g->state = k;
 }
 
-uint64_t prep__rng_next(struct prep__rng *g)
+static uint64_t prep__rng_next(struct prep__rng *g)
 {
 	/* splitmix64: hash_mix64 adds the golden gamma itself. */
 	uint64_t out = hash_mix64(g->state);
@@ -191,7 +191,8 @@ double prep__rng_uniform(struct prep__rng *g, double lo, double hi)
 	return lo + (hi - lo) * u;
 }
 
-uint64_t prep__rng_below(struct prep__rng *g, uint64_t n)
+/* Uniform integer in [0, n), n > 0, unbiased. */
+static uint64_t prep__rng_below(struct prep__rng *g, uint64_t n)
 {
 	uint64_t limit = UINT64_MAX - UINT64_MAX % n; /* reject the biased tail */
 	uint64_t x;

@@ -92,19 +92,15 @@ int remote_secret_read(const char *path, char **secret, char *err, size_t errlen
 
 /* ---- server -------------------------------------------------------------- */
 
-/* A piece of file data handed to the server by the read callback.
- * Either memory (data, len) or a file (fd >= 0, fd_off, len; the server
- * dup()s the fd, so the callback keeps its own). release(ctx), when set,
- * is called exactly once when the server no longer needs the slice; a
- * memory slice without release must stay valid for the server's lifetime
- * (e.g. it points into the never-evicting cache arena) and is sent
- * without a copy. The server sets fd = -1 and everything else to zero
+/* A piece of file data (data, len) handed to the server by the read
+ * callback. release(ctx), when set, is called exactly once when the server
+ * no longer needs the slice; a slice without release must stay valid for
+ * the server's lifetime (e.g. it points into the never-evicting cache
+ * arena) and is sent without a copy. The server sets every field to zero
  * before each call. */
 struct remote_slice {
 	const void *data;
 	size_t len;
-	int fd;
-	uint64_t fd_off;
 	void (*release)(void *ctx);
 	void *ctx;
 };
@@ -118,7 +114,7 @@ struct remote_server_ops {
 	int (*resolve)(void *arg, const char *relpath, uint32_t *file_id, uint64_t *size);
 	/* Read-through: give bytes [off, off+len) of the file, or a prefix
 	 * of them (at least 1 byte); the server asks again for the rest.
-	 * An fd slice's fd must stay open until release. 0, or -errno with
+	 * 0, or -errno with
 	 * nothing left to release: -ENOENT answers 404; -ENOMEM, -EAGAIN
 	 * or -EBUSY (no memory for it now) 503; anything else is a failure
 	 * of this one file (e.g. it changed since mount): 409. A failure
@@ -129,7 +125,7 @@ struct remote_server_ops {
 	 * than len bytes) into buf; 0 or -errno. When set, every file
 	 * response carries it and an If-Match naming another gets 412. */
 	int (*etag)(void *arg, uint32_t file_id, char *buf, size_t len);
-	/* Append the §4 JSON object to out. */
+	/* Append the statistics JSON object (coordfs(1), STATISTICS) to out. */
 	void (*stats_json)(void *arg, struct strbuf *out);
 	/* Append Prometheus text (format 0.0.4) to out. */
 	void (*metrics)(void *arg, struct strbuf *out);
@@ -195,7 +191,9 @@ struct remote_client_stats {
 	uint64_t unavailable; /* 409/503 answers and pool waits that timed out */
 };
 
-/* Call once, before any thread starts (wraps curl_global_init). 0/-EIO. */
+/* libcurl's global state (curl_global_init/cleanup, counted: every
+ * successful init is paired with one cleanup, after its user is gone).
+ * init: 0/-EIO. */
 int remote_global_init(void);
 void remote_global_cleanup(void);
 
@@ -251,9 +249,9 @@ struct json_t *remote_peers_json_value(const struct remote_client *c);
 struct json_t *remote_stats_json_value(const struct remote_client *c,
 				       const struct remote_server *s);
 
-/* Append the §4 "nodes" array value: [{"url": "...", "up": true}, ...]. */
+/* Append the statistics' "nodes" array value: [{"url": "...", "up": true}, ...]. */
 void remote_peers_json(const struct remote_client *c, struct strbuf *out);
-/* Append the §4 "peers" object value: {"fetches": .., "bytes": ..,
+/* Append the statistics' "peers" object value: {"fetches": .., "bytes": ..,
  * "errors": .., "served": .., "served_bytes": .., "nodes": [..]}.
  * c or s may be NULL (counters 0, nodes []). */
 void remote_stats_json(const struct remote_client *c, const struct remote_server *s,

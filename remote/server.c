@@ -110,7 +110,6 @@ static void slice_release(struct remote_slice *sl)
 static void slice_reset(struct remote_slice *sl)
 {
 	memset(sl, 0, sizeof(*sl));
-	sl->fd = -1;
 }
 
 /* ---- listening socket --------------------------------------------------- */
@@ -286,7 +285,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 		slice_reset(&st->slice);
 		if (s->ops->read(s->arg, st->file_id, foff,
 				 rest > SIZE_MAX ? SIZE_MAX : (size_t)rest, &st->slice) != 0 ||
-		    st->slice.len == 0 || (!st->slice.data && st->slice.fd < 0)) {
+		    st->slice.len == 0 || !st->slice.data) {
 			slice_release(&st->slice);
 			log_warn("peer server: read of file %u at %llu failed mid-response",
 				 st->file_id, (unsigned long long)foff);
@@ -302,18 +301,8 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 		n = max;
 	if (n > st->len - pos)
 		n = st->len - pos;
-	if (st->slice.data) {
-		memcpy(buf, (const char *)st->slice.data + in, (size_t)n);
-		return (ssize_t)n;
-	}
-	ssize_t r = pread(st->slice.fd, buf, (size_t)n, (off_t)(st->slice.fd_off + in));
-
-	if (r <= 0) {
-		log_warn("peer server: pread of file %u failed: %s", st->file_id,
-			 r < 0 ? strerror(errno) : "end of file");
-		return MHD_CONTENT_READER_END_WITH_ERROR;
-	}
-	return r;
+	memcpy(buf, (const char *)st->slice.data + in, (size_t)n);
+	return (ssize_t)n;
 }
 
 static void stream_free(void *cls)
@@ -332,7 +321,7 @@ static struct MHD_Response *body_response(struct remote_server *s, uint32_t file
 {
 	struct MHD_Response *r = NULL;
 
-	if (sl->len >= len && sl->data) {
+	if (sl->len >= len) {
 		if (!sl->release)
 			return MHD_create_response_from_buffer((size_t)len, (void *)sl->data,
 							       MHD_RESPMEM_PERSISTENT);
@@ -340,17 +329,6 @@ static struct MHD_Response *body_response(struct remote_server *s, uint32_t file
 		    (size_t)len, (void *)sl->data, sl->release, sl->ctx);
 		if (!r)
 			slice_release(sl);
-		return r;
-	}
-	if (sl->len >= len && sl->fd >= 0) {
-		int fd = dup(sl->fd);
-
-		if (fd >= 0) {
-			r = MHD_create_response_from_fd_at_offset64(len, fd, sl->fd_off);
-			if (!r)
-				close(fd);
-		}
-		slice_release(sl);
 		return r;
 	}
 	struct stream *st = calloc(1, sizeof(*st));
@@ -463,7 +441,7 @@ static enum MHD_Result serve_file(struct remote_server *s, struct MHD_Connection
 		slice_reset(&sl);
 		rc = s->ops->read(s->arg, file_id, start, len > SIZE_MAX ? SIZE_MAX : (size_t)len,
 				  &sl);
-		if (rc != 0 || sl.len == 0 || (!sl.data && sl.fd < 0)) {
+		if (rc != 0 || sl.len == 0 || !sl.data) {
 			if (rc == 0)
 				slice_release(&sl);
 			if (rc == -ENOENT)

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The peer layer's part of the statistics: the §4 "peers" JSON object
+ * The peer layer's part of the statistics: the "peers" JSON object
  * (built with jansson, so always valid UTF-8 JSON) and its Prometheus
  * rendering. fs/ composes these into the full answer.
  */

@@ -203,10 +203,11 @@ static void render_cache(FILE *out, const json_t *s)
 	fsstat_bar(used.ok ? used.v : 0, cap.ok ? cap.v : 0, bar, sizeof(bar));
 	fprintf(out, LABEL "%s %6s  %s / %s\n", "cache", bar, fmt_ratio(used, cap, a, sizeof(a)),
 		fmt_size(used, b, sizeof(b)), fmt_size(cap, c, sizeof(c)));
-	fprintf(out, LABEL "items %s  admitted %s  refused %s\n", "",
+	fprintf(out, LABEL "items %s  admitted %s  refused %s  fill errors %s\n", "",
 		fmt_count(get_counter(s, "cache.items"), a, sizeof(a)),
 		fmt_count(get_counter(s, "cache.admitted"), b, sizeof(b)),
-		fmt_count(get_counter(s, "cache.refused"), c, sizeof(c)));
+		fmt_count(get_counter(s, "cache.refused"), c, sizeof(c)),
+		fmt_count(get_counter(s, "cache.fill_errors"), d, sizeof(d)));
 	fprintf(out, LABEL "hits %s  misses %s  hit ratio %s  by bytes %s\n", "",
 		fmt_count(hits, a, sizeof(a)), fmt_count(misses, b, sizeof(b)),
 		fmt_ratio(hits, sum2(hits, misses), c, sizeof(c)),
@@ -236,12 +237,13 @@ static void render_origin(FILE *out, const json_t *s)
 static void render_peers(FILE *out, const json_t *s)
 {
 	const json_t *nodes = fsstat_field(s, "peers.nodes");
-	char a[32], b[32], c[32], d[32], e[32];
+	char a[32], b[32], c[32], d[32], e[32], f[32];
 
-	fprintf(out, LABEL "fetches %s  bytes %s  errors %s  served %s (%s)\n", "peers",
-		fmt_count(get_counter(s, "peers.fetches"), a, sizeof(a)),
+	fprintf(out, LABEL "fetches %s  bytes %s  errors %s  fallbacks %s  served %s (%s)\n",
+		"peers", fmt_count(get_counter(s, "peers.fetches"), a, sizeof(a)),
 		fmt_size(get_counter(s, "peers.bytes"), b, sizeof(b)),
 		fmt_count(get_counter(s, "peers.errors"), c, sizeof(c)),
+		fmt_count(get_counter(s, "peers.fallbacks"), f, sizeof(f)),
 		fmt_count(get_counter(s, "peers.served"), d, sizeof(d)),
 		fmt_size(get_counter(s, "peers.served_bytes"), e, sizeof(e)));
 	if (!json_is_array(nodes)) {

@@ -6,7 +6,7 @@ requests (http.client sends the path exactly as written): Bearer
 authentication, path traversal in every spelling we know (a canary file
 next to SOURCE must never come back, nor /etc/passwd), 404 for unknown
 files and directories, Range slices with 206/416 and Content-Range,
-keep-alive, /metrics as Prometheus text, /v1/stats as the §4 JSON.
+keep-alive, /metrics as Prometheus text, /v1/stats as the statistics JSON (coordfs(1), STATISTICS).
 Then the command line: a world-readable secret file warns at mount;
 --peers without --node and bad URLs fail with one line and mount nothing;
 the -o form with escaped commas works; two nodes whose secrets differ

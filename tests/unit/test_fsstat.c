@@ -21,14 +21,16 @@
 #include "tools/fsstat.h"
 #include "tests/unit/check_run.h"
 
-/* A full §4 document plus fields fsstat does not know, which it must ignore. */
+/* A full statistics document (coordfs(1), STATISTICS) plus fields fsstat does not know, which it must ignore. */
 static const char known_stats[] =
 	"{ \"version\": 1, \"uptime_s\": 3723.5,\n"
 	"  \"cache\": { \"capacity_bytes\": 2899102925, \"used_bytes\": 1310720000, \"items\": 12000,\n"
 	"             \"hits\": 3, \"misses\": 1, \"hit_bytes\": 600, \"miss_bytes\": 400,\n"
-	"             \"admitted\": 11990, \"refused\": 10, \"future_field\": \"x\" },\n"
+	"             \"admitted\": 11990, \"refused\": 10, \"fill_errors\": 4,\n"
+	"             \"future_field\": \"x\" },\n"
 	"  \"source\": { \"reads\": 21, \"bytes\": 400, \"errors\": 2 },\n"
 	"  \"peers\": { \"fetches\": 7, \"bytes\": 1000, \"errors\": 1, \"served\": 5, \"served_bytes\": 5242880,\n"
+	"             \"fallbacks\": 3,\n"
 	"             \"nodes\": [ { \"url\": \"http://10.0.0.1:7070\", \"up\": true },\n"
 	"                        { \"url\": \"http://10.0.0.2:7070\", \"up\": false } ] },\n"
 	"  \"prep\": { \"decodes\": 100, \"shared\": 20, \"errors\": 0, \"staged_bytes\": 33554432,\n"
@@ -255,12 +257,12 @@ START_TEST(table_shows_known_numbers)
 	/* round(0.4521 * 30) = 14 marks */
 	ck_assert_uint_eq(marks, 14);
 	assert_contains(line, fsstat_bar(1310720000.0, 2899102925.0, bar, sizeof(bar)));
-	assert_contains(out, "items 12000  admitted 11990  refused 10");
+	assert_contains(out, "items 12000  admitted 11990  refused 10  fill errors 4");
 	assert_contains(out, "hits 3  misses 1  hit ratio 75.0%  by bytes 60.0%");
 	/* origins: 600 + 400 + 1000 = 2000 bytes */
 	assert_contains(out, "cache 600 B (30.0%)  source 400 B (20.0%)  peers 1000 B (50.0%)");
 	assert_contains(out, "reads 21  bytes 400 B  errors 2");
-	assert_contains(out, "fetches 7  bytes 1000 B  errors 1  served 5 (5.0 MiB)");
+	assert_contains(out, "fetches 7  bytes 1000 B  errors 1  fallbacks 3  served 5 (5.0 MiB)");
 	assert_contains(out, "node 0  up    http://10.0.0.1:7070");
 	assert_contains(out, "node 1  DOWN  http://10.0.0.2:7070");
 	assert_contains(out, "decodes 100  shared 20  errors 0  staged 32.0 MiB");
@@ -284,7 +286,7 @@ START_TEST(table_shows_missing_fields_as_dash)
 	assert_contains(line, "[" /* empty bar */ "..............................]");
 	assert_contains(line, " -  - / -");
 	assert_contains(out, "hits 5  misses -  hit ratio -  by bytes -");
-	assert_contains(out, "items -  admitted -  refused -");
+	assert_contains(out, "items -  admitted -  refused -  fill errors -");
 	assert_contains(out, "reads -  bytes -  errors -");
 	assert_contains(out, "node 0  -     -");
 	assert_contains(out, "node 1  -     -");

@@ -51,9 +51,18 @@ static const struct remote_s3_object listing[] = {
     {"top.bin", 7, 10 << 20, "\"etag-top\"", 8},
 };
 
+static int curl_inits; /* remote_global_init calls not yet cleaned up */
+
 int remote_global_init(void)
 {
+	curl_inits++;
 	return 0;
+}
+
+void remote_global_cleanup(void)
+{
+	ck_assert_int_gt(curl_inits, 0);
+	curl_inits--;
 }
 
 int remote_http_create(unsigned max_connections, struct remote_http **out)
@@ -232,6 +241,7 @@ START_TEST(listing_becomes_namespace)
 	/* The listing's client is gone before the daemon would fork. */
 	ck_assert_int_eq(fake.live_clients, 0);
 	ck_assert_int_eq(fake.live_pools, 0);
+	ck_assert_int_eq(curl_inits, 0); /* every init cleaned up */
 	ck_assert_uint_eq(ns.nfiles, 3);
 	ck_assert_int_eq(ns_resolve(&ns, "train/cat/1.jpg", &n), 0);
 	ck_assert_uint_eq(ns.nodes[n].uid, 1000);
@@ -325,6 +335,7 @@ START_TEST(reads_are_checked_gets)
 	fs_source_destroy(src);
 	ck_assert_int_eq(fake.live_clients, 0);
 	ck_assert_int_eq(fake.live_pools, 0);
+	ck_assert_int_eq(curl_inits, 0); /* every init cleaned up */
 }
 END_TEST
 
