@@ -17,6 +17,7 @@ void budget_init(struct budget *b, uint64_t limit)
 	b->limit = limit;
 	atomic_init(&b->used, 0);
 	atomic_init(&b->peak, 0);
+	atomic_init(&b->kept, 0);
 	atomic_init(&b->refused, 0);
 	atomic_init(&b->waits, 0);
 	atomic_init(&b->waiters, 0);
