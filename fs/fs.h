@@ -65,6 +65,9 @@ struct fs_ctx {
 	unsigned node;
 	/* prepared view (NULL when off) */
 	struct prep_view *prep;
+	/* its own session's private mount (prepmount.c), which MOUNTPOINT/NAME
+	 * links to; NULL when the view is served in this session */
+	const char *prep_link;
 };
 
 /* The budget's allowance for I/O buffers (peer units, server responses). */

@@ -10,6 +10,7 @@
 #include <fuse_lowlevel.h>
 #include <libmount.h>
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,7 @@
 #include "fs/options.h"
 #include "fs/peer_server.h"
 #include "fs/prefill.h"
+#include "fs/prepmount.h"
 #include "fs/prepview.h"
 #include "fs/source.h"
 #include "remote/remote.h"
@@ -198,6 +200,10 @@ static void report(int *report_fd, const char *why)
 	*report_fd = -1;
 }
 
+/* Sessions whose FUSE INIT is still to come: the parent hears 'R' after
+ * the last (the dataset's, and the prepared view's own when it has one). */
+static _Atomic int inits_pending = 1;
+
 /* The FUSE INIT exchange: the mount answers requests from now on. The
  * peer server and the prepared view started before the session loop. */
 static void init_then_report(void *userdata, struct fuse_conn_info *conn)
@@ -205,7 +211,51 @@ static void init_then_report(void *userdata, struct fuse_conn_info *conn)
 	struct fs_ctx *fs = userdata;
 
 	fs_ops.init(userdata, conn);
-	report(&fs->report_fd, NULL);
+	if (atomic_fetch_sub(&inits_pending, 1) == 1)
+		report(&fs->report_fd, NULL);
+}
+
+static void prep_init_then_report(void *userdata, struct fuse_conn_info *conn)
+{
+	struct fs_ctx *fs = userdata;
+
+	fs_prep_session_ops.init(userdata, conn);
+	if (atomic_fetch_sub(&inits_pending, 1) == 1)
+		report(&fs->report_fd, NULL);
+}
+
+/*
+ * Serve the prepared view from a session of its own (prepmount.c), so that
+ * this session can skip opens. Without a private directory or a second
+ * mount, the view stays in this session (opens kept) after one warning.
+ */
+static int start_prepmount(struct fs_ctx *fs, struct fs_prepmount **pm)
+{
+	static struct fuse_lowlevel_ops ops;
+	char err[512] = "";
+	char *opts = mount_options(fs->opt.source);
+	int rc;
+
+	if (!opts)
+		return -ENOMEM;
+	ops = fs_prep_session_ops;
+	ops.init = prep_init_then_report;
+	rc = fs_prepmount_mount(fs, opts, &ops, pm, err, sizeof(err));
+	free(opts);
+	if (rc < 0) {
+		log_warn("%s; the prepared view is served in the main mount, whose files then "
+			 "keep their opens", err);
+		return 0;
+	}
+	atomic_fetch_add(&inits_pending, 1);
+	if ((rc = fs_prepmount_start(*pm)) < 0) {
+		atomic_fetch_sub(&inits_pending, 1);
+		fs_prepmount_stop(*pm);
+		*pm = NULL;
+		return rc;
+	}
+	fs->prep_link = fs_prepmount_path(*pm);
+	return 0;
 }
 
 /* libfuse logs a message in pieces; gather them per thread into one line. */
@@ -234,7 +284,8 @@ int main(int argc, char *argv[])
 	char err[512] = "", why[512] = "";
 	int ret = 1, log_fd = -1;
 	struct fuse_lowlevel_ops ops;
-	bool mounted = false;
+	struct fs_prepmount *pm = NULL;
+	bool mounted = false, view_free = true;
 	int rc;
 
 	if (!fs)
@@ -379,6 +430,10 @@ int main(int argc, char *argv[])
 		snprintf(why, sizeof(why), "cannot start the prepared view: %s", strerror(-rc));
 		goto out;
 	}
+	if (fs->opt.prepared && !fs->opt.no_kernel_cache && (rc = start_prepmount(fs, &pm)) < 0) {
+		snprintf(why, sizeof(why), "cannot serve the prepared view: %s", strerror(-rc));
+		goto out;
+	}
 	if (fs->opt.prefill && (rc = fs_prefill_start(fs, fs->src->ops->prefill_parallel)) < 0) {
 		snprintf(why, sizeof(why), "cannot start prefill: %s", strerror(-rc));
 		goto out;
@@ -399,6 +454,9 @@ int main(int argc, char *argv[])
 	ret = rc < 0 ? 1 : 0;
 	log_msg(LOG_NOTICE, "unmounting %s", fs->opt.mountpoint);
 out:
+	/* The view's own session first: it serves from the view freed below. */
+	view_free = fs_prepmount_stop(pm);
+	fs->prep_link = NULL;
 	if (se) {
 		if (mounted)
 			fuse_session_unmount(se);
@@ -411,7 +469,8 @@ out:
 	remote_server_stop(fs->server);
 	fs->server = NULL;
 	fs_prefill_stop(fs);
-	fs_prep_stop(fs);
+	if (view_free)
+		fs_prep_stop(fs);
 	fs_peer_stop(fs);
 	cache_destroy(fs->cache);
 	if (fs->mem_ready)

@@ -29,6 +29,10 @@
 /* Extra room promised on a size probe of the stats xattr: counters may grow. */
 #define STATS_SLACK 1024
 
+/* MOUNTPOINT/NAME when the prepared view has a session of its own: a
+ * symlink to its mount (prepmount.c). Above every real and prepared inode. */
+#define PREP_LINK_INO (1ULL << 61)
+
 static inline struct fs_ctx *ctx_of(fuse_req_t req)
 {
 	return fuse_req_userdata(req);
@@ -51,7 +55,7 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	 * open), opens need no round trip: the kernel keeps pages and serves
 	 * them; the daemon sees only reads of what the kernel lacks. A SOURCE
 	 * file is then checked when a read first misses the daemon's cache. */
-	fs->no_open = !fs->opt.no_kernel_cache && !fs->opt.prepared &&
+	fs->no_open = !fs->opt.no_kernel_cache && (!fs->opt.prepared || fs->prep_link) &&
 		      (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT);
 	if (fs->no_open)
 		conn->want |= FUSE_CAP_NO_OPEN_SUPPORT;
@@ -67,12 +71,31 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	conn->max_readahead = 1u << 20;
 }
 
+static void link_attr(struct fs_ctx *fs, struct stat *st)
+{
+	fs_fill_attr(fs, 0, st);
+	st->st_ino = PREP_LINK_INO;
+	st->st_mode = S_IFLNK | 0777;
+	st->st_nlink = 1;
+	st->st_size = (off_t)strlen(fs->prep_link);
+	st->st_blocks = 0;
+}
+
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct fs_ctx *fs = ctx_of(req);
 	struct fuse_entry_param e;
 	uint32_t dir, child;
 
+	if (fs->prep_link && parent == FUSE_ROOT_ID && fs_prep_is_root_name(fs, name)) {
+		memset(&e, 0, sizeof(e));
+		e.ino = PREP_LINK_INO;
+		e.attr_timeout = FS_ATTR_TIMEOUT;
+		e.entry_timeout = FS_ATTR_TIMEOUT;
+		link_attr(fs, &e.attr);
+		fuse_reply_entry(req, &e);
+		return;
+	}
 	if (fs_prep_owns(fs, parent) || (parent == FUSE_ROOT_ID && fs_prep_is_root_name(fs, name))) {
 		int rc = fs_prep_lookup(fs, parent, name, &e);
 		if (rc < 0)
@@ -100,6 +123,11 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	struct stat st;
 	uint32_t node;
 
+	if (fs->prep_link && ino == PREP_LINK_INO) {
+		link_attr(fs, &st);
+		fuse_reply_attr(req, &st, FS_ATTR_TIMEOUT);
+		return;
+	}
 	if (fs_prep_owns(fs, ino)) {
 		int rc = fs_prep_getattr(fs, ino, &st);
 		if (rc < 0)
@@ -121,6 +149,10 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 	struct fs_ctx *fs = ctx_of(req);
 	uint32_t node;
 
+	if (fs->prep_link && ino == PREP_LINK_INO) {
+		fuse_reply_readlink(req, fs->prep_link);
+		return;
+	}
 	if (!node_of(fs, ino, &node) || !S_ISLNK(fs->ns.nodes[node].mode)) {
 		fuse_reply_err(req, EINVAL);
 		return;
@@ -432,6 +464,13 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
 	fuse_reply_err(req, EROFS);
 }
 
+/* Both sessions' handlers of everything that writes. */
+#define WRITES_REFUSED                                                                        \
+	.setattr = op_setattr, .mknod = op_mknod, .mkdir = op_mkdir, .unlink = op_unlink,      \
+	.rmdir = op_unlink, .symlink = op_symlink, .rename = op_rename, .link = op_link,      \
+	.write = op_write, .setxattr = op_setxattr, .removexattr = op_removexattr,            \
+	.create = op_create, .fallocate = op_fallocate
+
 const struct fuse_lowlevel_ops fs_ops = {
 	.init = op_init,
 	.lookup = op_lookup,
@@ -447,17 +486,94 @@ const struct fuse_lowlevel_ops fs_ops = {
 	.getxattr = op_getxattr,
 	.listxattr = op_listxattr,
 	.access = op_access,
-	.setattr = op_setattr,
-	.mknod = op_mknod,
-	.mkdir = op_mkdir,
-	.unlink = op_unlink,
-	.rmdir = op_unlink,
-	.symlink = op_symlink,
-	.rename = op_rename,
-	.link = op_link,
-	.write = op_write,
-	.setxattr = op_setxattr,
-	.removexattr = op_removexattr,
-	.create = op_create,
-	.fallocate = op_fallocate,
+	WRITES_REFUSED,
+};
+
+/*
+ * The prepared view's own session (prepmount.c): its root is MOUNTPOINT/NAME,
+ * so inode 1 there is the view's top directory; every other inode is the
+ * view's own. Opens are kept (no no-open): each is a new version.
+ */
+static fuse_ino_t prep_ino(fuse_ino_t ino)
+{
+	return ino == FUSE_ROOT_ID ? fs_prep_top_ino() : ino;
+}
+
+static void prep_op_init(void *userdata, struct fuse_conn_info *conn)
+{
+	(void)userdata;
+	conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
+	if (conn->capable & FUSE_CAP_SPLICE_WRITE)
+		conn->want |= FUSE_CAP_SPLICE_WRITE;
+	conn->max_readahead = 1u << 20;
+}
+
+static void prep_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	op_lookup(req, prep_ino(parent), name);
+}
+
+static void prep_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	op_getattr(req, prep_ino(ino), fi);
+}
+
+static void prep_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	op_opendir(req, prep_ino(ino), fi);
+}
+
+static void prep_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			    struct fuse_file_info *fi)
+{
+	readdir_any(req, prep_ino(ino), size, off, false);
+}
+
+static void prep_op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+				struct fuse_file_info *fi)
+{
+	readdir_any(req, prep_ino(ino), size, off, true);
+}
+
+static void prep_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	op_open(req, prep_ino(ino), fi);
+}
+
+static void prep_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			 struct fuse_file_info *fi)
+{
+	op_read(req, prep_ino(ino), size, off, fi);
+}
+
+static void prep_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	op_release(req, prep_ino(ino), fi);
+}
+
+static void prep_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	fuse_reply_err(req, ENODATA);
+}
+
+static void prep_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	reply_xattr_value(req, "", 0, size, 0);
+}
+
+const struct fuse_lowlevel_ops fs_prep_session_ops = {
+	.init = prep_op_init,
+	.lookup = prep_op_lookup,
+	.getattr = prep_op_getattr,
+	.opendir = prep_op_opendir,
+	.readdir = prep_op_readdir,
+	.readdirplus = prep_op_readdirplus,
+	.open = prep_op_open,
+	.read = prep_op_read,
+	.release = prep_op_release,
+	.statfs = op_statfs,
+	.getxattr = prep_op_getxattr,
+	.listxattr = prep_op_listxattr,
+	.access = op_access,
+	WRITES_REFUSED,
 };

@@ -6,15 +6,9 @@
  */
 #include <errno.h>
 #include <limits.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include "cache/cache.h"
 #include "common/log.h"
-#include "common/strbuf.h"
 #include "fs/counters.h"
 #include "fs/fs.h"
 #include "fs/peer.h"

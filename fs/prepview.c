@@ -246,6 +246,11 @@ bool fs_prep_owns(struct fs_ctx *fs, fuse_ino_t ino)
 	return fs->prep && (ino & PREP_INO_BASE);
 }
 
+fuse_ino_t fs_prep_top_ino(void)
+{
+	return PREP_INO_BASE;
+}
+
 bool fs_prep_is_root_name(struct fs_ctx *fs, const char *name)
 {
 	return fs->prep && !strcmp(name, fs->opt.prepared_name);

@@ -21,6 +21,8 @@ int fs_prep_start(struct fs_ctx *fs);
 void fs_prep_stop(struct fs_ctx *fs);
 
 bool fs_prep_owns(struct fs_ctx *fs, fuse_ino_t ino);
+/* The inode of the view's top directory, MOUNTPOINT/NAME. */
+fuse_ino_t fs_prep_top_ino(void);
 bool fs_prep_is_root_name(struct fs_ctx *fs, const char *name);
 int fs_prep_lookup(struct fs_ctx *fs, fuse_ino_t parent, const char *name,
 		   struct fuse_entry_param *e);

@@ -229,6 +229,8 @@ void fs_stats_metrics(struct fs_ctx *fs, struct strbuf *sb)
 	metric(sb, "cache_admitted_total", "counter", "Units admitted.", (double)s.cache.admitted);
 	metric(sb, "cache_refused_total", "counter", "Units refused: budget full.",
 	       (double)s.cache.refused);
+	metric(sb, "cache_fill_errors_total", "counter", "Fills from SOURCE that failed.",
+	       (double)s.cache.fill_errors);
 	metric(sb, "source_reads_total", "counter", "Reads of SOURCE.", (double)s.source_reads);
 	metric(sb, "source_bytes_total", "counter", "Bytes read from SOURCE.",
 	       (double)s.source_bytes);
@@ -250,6 +252,9 @@ void fs_stats_metrics(struct fs_ctx *fs, struct strbuf *sb)
 	       (double)s.prefill_done_bytes);
 	metric(sb, "prefill_running", "gauge", "1 while prefill runs.", s.prefill_running ? 1 : 0);
 	fs_peer_metrics(fs, sb);
+	metric(sb, "peer_fallbacks_total", "counter",
+	       "Reads of another node's units served from SOURCE instead.",
+	       (double)s.peer_fallbacks);
 	metric(sb, "prep_decodes_total", "counter", "Images decoded.", (double)s.prep_decodes);
 	metric(sb, "prep_shared_total", "counter", "Prepared reads served by a shared decode.",
 	       (double)s.prep_shared);

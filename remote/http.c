@@ -84,14 +84,7 @@ int remote_http_create(unsigned max_handles, struct remote_http **out)
 	return 0;
 
 fail:
-	if (h->share)
-		curl_share_cleanup(h->share);
-	for (unsigned i = 0; i < CURL_LOCK_DATA_LAST; i++)
-		pthread_mutex_destroy(&h->locks[i]);
-	pthread_mutex_destroy(&h->lock);
-	pthread_cond_destroy(&h->freed);
-	free(h->idle);
-	free(h);
+	remote_http_destroy(h); /* no handle yet; curl_share_cleanup(NULL) does nothing */
 	return -EIO;
 }
 

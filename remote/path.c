@@ -10,18 +10,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "common/hex.h"
 #include "common/strbuf.h"
-
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
 
 int remote__pct_decode(const char *in, char *out, size_t outcap)
 {
@@ -33,8 +23,8 @@ int remote__pct_decode(const char *in, char *out, size_t outcap)
 		unsigned char c = (unsigned char)in[i];
 
 		if (c == '%') {
-			int hi = hexval(in[i + 1]);
-			int lo = hi < 0 ? -1 : hexval(in[i + 2]);
+			int hi = hex_value(in[i + 1]);
+			int lo = hi < 0 ? -1 : hex_value(in[i + 2]);
 
 			if (hi < 0 || lo < 0)
 				return -EINVAL;

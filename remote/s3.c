@@ -360,6 +360,23 @@ static void header_value(const char *line, size_t n, size_t name_len, char *dst,
 	dst[vn] = '\0';
 }
 
+void remote__s3_easy_request(void *easy, const char *url, struct curl_slist *hdrs,
+			     size_t (*header_cb)(char *, size_t, size_t, void *),
+			     size_t (*write_cb)(char *, size_t, size_t, void *), void *ctx,
+			     char *cerr)
+{
+	CURL *e = easy;
+
+	cerr[0] = '\0';
+	curl_easy_setopt(e, CURLOPT_URL, url);
+	curl_easy_setopt(e, CURLOPT_HTTPHEADER, hdrs);
+	curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, header_cb);
+	curl_easy_setopt(e, CURLOPT_HEADERDATA, ctx);
+	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, write_cb);
+	curl_easy_setopt(e, CURLOPT_WRITEDATA, ctx);
+	curl_easy_setopt(e, CURLOPT_ERRORBUFFER, cerr);
+}
+
 static size_t get_header_cb(char *line, size_t size, size_t n, void *arg)
 {
 	struct get_xfer *x = arg;
@@ -488,14 +505,7 @@ ssize_t remote_s3_get(struct remote_s3 *s, const char *key, const char *etag, ui
 		memset(x, 0, sizeof(*x));
 		x->buf = buf;
 		x->len = len;
-		cerr[0] = '\0';
-		curl_easy_setopt(e, CURLOPT_URL, url.buf);
-		curl_easy_setopt(e, CURLOPT_HTTPHEADER, hdrs);
-		curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, get_header_cb);
-		curl_easy_setopt(e, CURLOPT_HEADERDATA, x);
-		curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, get_write_cb);
-		curl_easy_setopt(e, CURLOPT_WRITEDATA, x);
-		curl_easy_setopt(e, CURLOPT_ERRORBUFFER, cerr);
+		remote__s3_easy_request(e, url.buf, hdrs, get_header_cb, get_write_cb, x, cerr);
 		STAT_ADD(s, requests, 1);
 		CURLcode rc = curl_easy_perform(e);
 		curl_off_t ttfb = 0;

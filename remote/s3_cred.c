@@ -207,6 +207,23 @@ static int cred_http(struct remote_http *pool, const char *method, const char *u
 	return 0;
 }
 
+/* GET the credentials document at url into body and read it into out:
+ * 0, or -errno with err set. */
+static int fetch_document(struct s3_cred *c, const char *url, struct curl_slist *hdrs,
+			  struct strbuf *body, struct s3_creds *out, char *err, size_t errlen)
+{
+	int r = cred_http(c->pool, "GET", url, hdrs, body, err, errlen);
+
+	if (r)
+		return r;
+	atomic_fetch_add(&c->fetches, 1);
+	if (remote__s3_cred_json(body->buf, body->len, out)) {
+		remote__s3_set_err(err, errlen, "%s: not a credentials document", url);
+		return -EIO;
+	}
+	return 0;
+}
+
 static int fetch_container(struct s3_cred *c, struct s3_creds *out, char *err, size_t errlen)
 {
 	struct curl_slist *hdrs = NULL;
@@ -239,14 +256,7 @@ static int fetch_container(struct s3_cred *c, struct s3_creds *out, char *err, s
 		r = -ENOMEM;
 		goto out;
 	}
-	r = cred_http(c->pool, "GET", c->url, hdrs, &body, err, errlen);
-	if (r)
-		goto out;
-	atomic_fetch_add(&c->fetches, 1);
-	if (remote__s3_cred_json(body.buf, body.len, out)) {
-		remote__s3_set_err(err, errlen, "%s: not a credentials document", c->url);
-		r = -EIO;
-	}
+	r = fetch_document(c, c->url, hdrs, &body, out, err, errlen);
 out:
 	curl_slist_free_all(hdrs);
 	if (auth.buf)
@@ -307,14 +317,7 @@ static int fetch_imds(struct s3_cred *c, struct s3_creds *out, char *err, size_t
 		goto out;
 	}
 	strbuf_append(&url, body.buf, n);
-	r = cred_http(c->pool, "GET", url.buf, hdrs, &body, err, errlen);
-	if (r)
-		goto out;
-	atomic_fetch_add(&c->fetches, 1);
-	if (remote__s3_cred_json(body.buf, body.len, out)) {
-		remote__s3_set_err(err, errlen, "%s: not a credentials document", url.buf);
-		r = -EIO;
-	}
+	r = fetch_document(c, url.buf, hdrs, &body, out, err, errlen);
 out:
 	curl_slist_free_all(hdrs);
 	if (body.buf)

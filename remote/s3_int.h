@@ -19,6 +19,8 @@
 
 #include "remote/s3.h"
 
+struct curl_slist;
+
 struct strbuf;
 struct curl_slist;
 
@@ -39,6 +41,14 @@ struct curl_slist;
 
 /* Percent-encode s (RFC 3986 unreserved kept; '/' kept when keep_slash). */
 void remote__s3_pct(struct strbuf *out, const char *s, size_t len, bool keep_slash);
+
+/* Point the curl easy handle easy at url with headers hdrs (s3.c): response
+ * headers go to header_cb, the body to write_cb (both get ctx), curl's
+ * error text to cerr (CURL_ERROR_SIZE bytes, emptied here). */
+void remote__s3_easy_request(void *easy, const char *url, struct curl_slist *hdrs,
+			     size_t (*header_cb)(char *, size_t, size_t, void *),
+			     size_t (*write_cb)(char *, size_t, size_t, void *), void *ctx,
+			     char *cerr);
 
 /* One line of error text into err (errlen bytes; NULL or 0: nothing). */
 void remote__s3_set_err(char *err, size_t errlen, const char *fmt, ...)

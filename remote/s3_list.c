@@ -173,14 +173,7 @@ static int fetch_page(struct list_ctx *c, const char *prefix, bool delimiter,
 			ret = r;
 			break;
 		}
-		cerr[0] = '\0';
-		curl_easy_setopt(e, CURLOPT_URL, url.buf);
-		curl_easy_setopt(e, CURLOPT_HTTPHEADER, hdrs);
-		curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, page_header_cb);
-		curl_easy_setopt(e, CURLOPT_HEADERDATA, x);
-		curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, page_write_cb);
-		curl_easy_setopt(e, CURLOPT_WRITEDATA, x);
-		curl_easy_setopt(e, CURLOPT_ERRORBUFFER, cerr);
+		remote__s3_easy_request(e, url.buf, hdrs, page_header_cb, page_write_cb, x, cerr);
 		atomic_fetch_add_explicit(&s->requests, 1, memory_order_relaxed);
 		CURLcode rc = curl_easy_perform(e);
 

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "common/hex.h"
 #include "common/strbuf.h"
 
 /* ---- query and URL ---------------------------------------------------- */
@@ -553,17 +554,6 @@ void remote__s3_page_fini(struct s3_page *p)
 	memset(p, 0, sizeof(*p));
 }
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* Decode in place ('+' is a space, %XX a byte); the length through *len.
  * -EINVAL on a bad escape. */
 static int url_decode(char *s, size_t *len)
@@ -572,7 +562,7 @@ static int url_decode(char *s, size_t *len)
 
 	for (size_t i = 0; s[i]; i++) {
 		if (s[i] == '%') {
-			int hi = hexval(s[i + 1]), lo = hi < 0 ? -1 : hexval(s[i + 2]);
+			int hi = hex_value(s[i + 1]), lo = hi < 0 ? -1 : hex_value(s[i + 2]);
 
 			if (hi < 0 || lo < 0)
 				return -EINVAL;

@@ -12,8 +12,13 @@
     fuse.read_bytes grow by K opens, K reads and K times its size), and
     a 3 MB file read at once reaches the daemon in 1 MiB pieces;
   - --kernel-cache, the old opt-in, is still accepted and changes nothing;
-  - with --prepared, raw files read twice give SOURCE's bytes and every
-    rrc64 sample differs between two opens.
+  - with --prepared, raw files read twice give SOURCE's bytes with no open
+    reaching the daemon after the first (the view has a FUSE session of its
+    own: MOUNTPOINT/prepared is a symlink to its private mount), and every
+    rrc64 sample differs between two opens;
+  - that private mount goes with the main one, whichever way the main one
+    ends (fusermount3 -u, umount, SIGTERM), its directory removed; one left
+    by a daemon killed with SIGKILL is removed by the next daemon.
 """
 
 import errno
@@ -151,14 +156,30 @@ def test_kernel_cache_is_a_no_op(c):
 			m.stats()['fuse'].get('kernel_cache') is False)
 
 
+def populate_images(src):
+	ct.gendata(src, 2, 3, 7)
+
+
+def private_mount(c, m, what):
+	"""MOUNTPOINT/prepared is a symlink to a live private mount: its path."""
+	link = os.path.join(m.mnt, 'prepared')
+	c.check(f'{what}: MOUNTPOINT/prepared is a symlink', os.path.islink(link))
+	target = os.readlink(link) if os.path.islink(link) else ''
+	c.check(f'{what}: it points to a private mount under /run/coordfs',
+		target.startswith('/run/coordfs/prep-') and ct.is_mounted(target), target)
+	st = os.stat('/run/coordfs')
+	c.check(f'{what}: /run/coordfs is root\'s, 0755',
+		st.st_uid == 0 and (st.st_mode & 0o7777) == 0o755, oct(st.st_mode))
+	return target
+
+
 def test_prepared_with_kernel_cache(c):
 	"""--prepared with the kernel cache on (the default): raw files keep
-	their pages (opens still reach the daemon: no-open is connection-wide),
-	and the prepared view still gives a new sample at every open."""
-	def populate_images(src):
-		ct.gendata(src, 2, 3, 7)
+	their pages and skip their opens (the view has its own session), and
+	the prepared view still gives a new sample at every open."""
 	with ct.Mount(['--cache-size=16M', '--prepared', '--seed=5'],
 		      populate=populate_images) as m:
+		private_mount(c, m, 'prepared')
 		raw = sorted(os.path.join(dp, f) for dp, _, fs in os.walk(m.src)
 			     for f in fs)
 		c.ge('prepared: the dataset has images', len(raw), 6)
@@ -174,8 +195,8 @@ def test_prepared_with_kernel_cache(c):
 		s = m.stats()
 		c.check('prepared: the kernel cache is on',
 			s['fuse'].get('kernel_cache') is True)
-		c.ge('prepared: raw opens reach the daemon (no no-open)',
-		     s['fuse']['opens'], 2 * len(rels))
+		c.le('prepared: raw files are open-free (one open: the ENOSYS answer)',
+		     s['fuse']['opens'], 1)
 		same = []
 		for rel in rels:
 			path = os.path.join(m.mnt, 'prepared', 'rrc64', rel)
@@ -185,6 +206,48 @@ def test_prepared_with_kernel_cache(c):
 				same.append(rel)
 		c.eq('prepared: every rrc64 sample is a PPM and differs between '
 		     'two opens', same, [])
+		c.ge('prepared: every sample open reached the daemon',
+		     m.stats()['fuse']['opens'] - s['fuse']['opens'], 2 * len(rels))
+
+
+def test_prepared_unmount(c):
+	"""The private mount ends with the main one, whichever way."""
+	ways = {
+		'fusermount3 -u': lambda m: subprocess.run(['fusermount3', '-u', m.mnt],
+							   capture_output=True, timeout=30),
+		'umount': lambda m: subprocess.run(['umount', m.mnt], capture_output=True,
+						   timeout=30),
+		'SIGTERM': lambda m: os.kill(m.pids[0], 15),
+	}
+	for way, end in ways.items():
+		with ct.Mount(['--cache-size=16M', '--prepared'], populate=populate_images) as m:
+			target = private_mount(c, m, way)
+			sample = os.path.join(m.mnt, 'prepared', 'center64')
+			holder = open(os.path.join(sample, sorted(
+				os.path.relpath(os.path.join(d, f), sample)
+				for d, _, fs in os.walk(sample) for f in fs)[0]), 'rb')
+			end(m)
+			gone = ct.wait_until(lambda: not ct.is_mounted(m.mnt) and
+					     not ct.is_mounted(target) and
+					     not os.path.exists(target), 15)
+			c.check(f'{way}: both mounts gone and the directory removed, '
+				'a sample still held open', gone,
+				f'main {ct.is_mounted(m.mnt)} private {ct.is_mounted(target)}')
+			c.check(f'{way}: the daemon exited',
+				ct.wait_until(lambda: not ct.pid_alive(m.pids[0]), 15))
+			holder.close()
+	# SIGKILL leaves a dead private mount; the next daemon removes it
+	with ct.Mount(['--cache-size=16M', '--prepared'], populate=populate_images) as m:
+		target = private_mount(c, m, 'SIGKILL')
+		os.kill(m.pids[0], 9)
+		ct.wait_until(lambda: not ct.pid_alive(m.pids[0]), 15)
+		ct.force_unmount(m.mnt)
+		c.check('SIGKILL: the private directory is left behind', os.path.lexists(target))
+		with ct.Mount(['--cache-size=16M', '--prepared'],
+			      populate=populate_images) as m2:
+			c.check('the next daemon removed it',
+				not os.path.lexists(target) and not ct.is_mounted(target), target)
+			private_mount(c, m2, 'next daemon')
 
 
 def main():
@@ -194,6 +257,7 @@ def main():
 	c.group(test_no_kernel_cache_mount_option, c)
 	c.group(test_kernel_cache_is_a_no_op, c)
 	c.group(test_prepared_with_kernel_cache, c)
+	c.group(test_prepared_unmount, c)
 	c.finish()
 
 

@@ -156,7 +156,8 @@ def check_metrics(c, text):
 		'(the JSON\'s peers.nodes[].up)', len(up) == 1 and
 		'url="http://127.0.0.1:' in up[0], f'got {up}')
 	for want in ('coordfs_source_bytes_total', 'coordfs_peer_fetches_total',
-		     'coordfs_peer_served_total', 'coordfs_cache_used_bytes'):
+		     'coordfs_peer_served_total', 'coordfs_cache_used_bytes',
+		     'coordfs_cache_fill_errors_total', 'coordfs_peer_fallbacks_total'):
 		c.check(f'/metrics has {want}', want in names)
 	return {n: float(m.group(3)) for n, m in
 		((SAMPLE_RE.match(ln).group(1), SAMPLE_RE.match(ln))

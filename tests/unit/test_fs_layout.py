@@ -7,7 +7,9 @@
 - each fs/*.c defines what at most one fs/ header declares, which makes it
   part of that header's module (x.h with x.c, or with x_*.c: ns.h with
   ns_list.c, source.h with source_local.c, ...);
-- the modules' #include "fs/..." arrows have no cycle.
+- the modules' #include "fs/..." arrows have no cycle;
+- fs/README.md draws those arrows as they are (its indented
+  "module -> modules" lines).
 
 Declarations and definitions come from universal-ctags. A self-test first
 runs the same checks on a made-up tree with a cycle and a header whose
@@ -99,6 +101,21 @@ SELFTEST = {
 }
 
 
+README_EDGE = re.compile(r'^    ([a-z_, ]+?) +-> (.*)$', re.M)
+
+
+def readme_edges(path):
+	"""The "module -> modules" lines of fs/README.md as {module: set}."""
+	with open(path, encoding='utf-8') as fh:
+		text = fh.read()
+	drawn = {}
+	for lhs, rhs in README_EDGE.findall(text):
+		targets = set() if rhs.strip() == 'nothing in fs/' else set(rhs.split())
+		for m in lhs.split(','):
+			drawn[m.strip()] = targets
+	return drawn
+
+
 def main():
 	ctags, srcdir = sys.argv[1], sys.argv[2]
 	n = 0
@@ -127,6 +144,17 @@ def main():
 		print(f'not ok {n} - fs/ layout:\n# ' + '\n# '.join(problems))
 	else:
 		print(f'ok {n} - fs/ headers declare only what their module defines; no include cycle')
+	n += 1
+	drawn = readme_edges(os.path.join(srcdir, 'fs', 'README.md'))
+	actual = {m: set(edges.get(m, ())) for m in modules}
+	wrong = [f'{m}: README {sorted(drawn.get(m, ["(missing)"]))}, '
+		 f'code {sorted(actual.get(m, ["(no such module)"]))}'
+		 for m in sorted(set(drawn) | set(actual)) if drawn.get(m) != actual.get(m)]
+	if wrong:
+		print(f'not ok {n} - fs/README.md draws other includes than the code has:\n# ' +
+		      '\n# '.join(wrong))
+	else:
+		print(f'ok {n} - fs/README.md draws the {len(actual)} modules\' includes as they are')
 	print(f'1..{n}')
 
 
