@@ -597,18 +597,23 @@ static void roi_case(const uint8_t *jpg, size_t len, const struct prep__image *f
 	free(ref);
 }
 
+/* Every kind of JPEG the decoder handles, at q90. */
+static const struct jopts jpeg_kinds[] = {
+    {.kind = J_RGB, .hsamp = 2, .quality = 90},
+    {.kind = J_RGB, .hsamp = 1, .quality = 90},
+    {.kind = J_RGB, .hsamp = 2, .progressive = true, .quality = 90},
+    {.kind = J_GRAY, .restart = 3, .quality = 90},
+    {.kind = J_CMYK, .quality = 90},
+    {.kind = J_YCCK, .hsamp = 2, .quality = 90},
+};
+#define NKINDS (sizeof(jpeg_kinds) / sizeof(jpeg_kinds[0]))
+
 START_TEST(roi_and_scale_match_full_decode)
 {
-	static const struct jopts opts[] = {
-	    {.kind = J_RGB, .hsamp = 2, .quality = 90},
-	    {.kind = J_RGB, .hsamp = 1, .quality = 90},
-	    {.kind = J_RGB, .hsamp = 2, .progressive = true, .quality = 90},
-	    {.kind = J_GRAY, .restart = 3, .quality = 90},
-	    {.kind = J_CMYK, .quality = 90},
-	};
+	const struct jopts *opts = jpeg_kinds;
 	unsigned W = 613, H = 427;
 
-	for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++) {
+	for (size_t i = 0; i < NKINDS; i++) {
 		size_t len;
 		uint8_t *jpg = make_jpeg(W, H, photo_pixel, &opts[i], &len);
 		struct prep__image full;
@@ -1665,6 +1670,233 @@ START_TEST(view_stress_versions)
 }
 END_TEST
 
+/* ---- the decoded tier ---- */
+
+/* Every kind of JPEG (and PNG): the whole frame decoded at the scale a
+ * sample needs, then resampled, gives the bytes prep_render gives on the
+ * file, for random and deterministic recipes and several versions. */
+START_TEST(tier_pixels_match_file)
+{
+	const struct jopts *opts = jpeg_kinds;
+	static const char *recipes[] = {"rrc224", "rrc64", "center224", "center32", "resize100"};
+	enum { NJ = NKINDS };
+	unsigned W = 613, H = 427, scales_seen = 0;
+
+	for (size_t i = 0; i < NJ + 3; i++) {
+		size_t len;
+		uint8_t *data = i < NJ ? make_jpeg(W, H, photo_pixel, &opts[i], &len)
+				: i == NJ ? make_png(W, H, PNG_COLOR_TYPE_RGB, 8, false, false, &len)
+				: i == NJ + 1 ? make_png(W, H, PNG_COLOR_TYPE_PALETTE, 8, true, true, &len)
+					      : make_png(W, H, PNG_COLOR_TYPE_GRAY, 16, false, false, &len);
+		for (size_t k = 0; k < sizeof(recipes) / sizeof(recipes[0]); k++) {
+			struct prep_recipe r;
+			ck_assert_int_eq(prep_recipe_parse(recipes[k], &r), 0);
+			for (uint32_t v = 0; v < (prep_recipe_is_random(&r) ? 6u : 1u); v++) {
+				unsigned M;
+				struct prep__image img;
+				uint8_t *a, *b;
+				size_t la, lb;
+
+				ck_assert_int_eq(prep__sample_scale(&r, W, H, i < NJ, 5, 77, v, &M), 0);
+				scales_seen |= 1u << M;
+				ck_assert_int_eq(prep__decode_scaled(data, len, M, &img), 0);
+				ck_assert_uint_eq(img.scale, i < NJ ? M : 8);
+				ck_assert_uint_eq(img.w * 3 * (uint64_t)img.h + PREP__PAD,
+						  prep__scaled_bytes(W, H, img.scale));
+				ck_assert_int_eq(prep_render(&r, data, len, 5, 77, v, &a, &la), 0);
+				ck_assert_int_eq(prep__render_from_pixels(&r, &img, W, H, 5, 77, v,
+									  &b, &lb),
+						 0);
+				ck_assert_msg(la == lb && memcmp(a, b, la) == 0,
+					      "image %zu %s v%u (scale %u/8): tier != file", i,
+					      recipes[k], v, M);
+				free(a);
+				free(b);
+				free(img.rgb);
+			}
+		}
+		free(data);
+	}
+	/* the cases covered full size and DCT-scaled decodes */
+	ck_assert(scales_seen & (1u << 8));
+	ck_assert(scales_seen & ~(1u << 8));
+}
+END_TEST
+
+static void tier_src_fill(struct src *s, unsigned n)
+{
+	memset(s, 0, sizeof(*s));
+	for (unsigned i = 0; i < n; i++) {
+		struct jopts o = {.kind = i % 3 == 2 ? J_GRAY : J_RGB,
+				  .hsamp = 1 + (int)(i % 2),
+				  .progressive = i % 4 == 3,
+				  .quality = 90};
+		s->data[i] = make_jpeg(200 + 16 * i, 150 + 8 * i, photo_pixel, &o, &s->len[i]);
+	}
+}
+
+/* Through the view: the first decode of a file admits it, later versions
+ * and recipes at that scale are hits (no source read), and every sample
+ * equals prep_render on the file. */
+START_TEST(view_decoded_tier)
+{
+	struct src s;
+	struct prep_stats st;
+	struct budget b;
+	enum { N = 5 };
+	/* on these sources (at most 312 x 190) every sample of these recipes
+	 * is decoded at full size */
+	static const char *recipes[] = {"rrc160", "center96", "resize120"};
+
+	tier_src_fill(&s, N);
+	budget_init(&b, 256 << 20);
+	struct prep_config cfg = {.seed = 21, .mem_budget = 64 << 20, .threads = 2, .nfiles = N,
+				  .mem = &b, .decoded_mem = 32 << 20};
+	struct prep_view *v = prep_view_create(&cfg, &src_ops, &s);
+	ck_assert_ptr_nonnull(v);
+	for (unsigned epoch = 0; epoch < 3; epoch++) {
+		for (size_t k = 0; k < 3; k++) {
+			struct prep_recipe r;
+			prep_recipe_parse(recipes[k], &r);
+			for (uint32_t f = 0; f < N; f++) {
+				struct prep_sample *x;
+				uint8_t *ref;
+				size_t rl, l;
+				ck_assert_int_eq(prep_view_open_job(v, 0, "A", f, 500 + f, &r, &x), 0);
+				uint32_t ver = prep_recipe_is_random(&r) ? epoch : 0;
+				ck_assert_int_eq(prep_render(&r, s.data[f], s.len[f], 21, 500 + f,
+							     ver, &ref, &rl),
+						 0);
+				const uint8_t *p = prep_sample_data(x, &l);
+				ck_assert_msg(l == rl && memcmp(p, ref, l) == 0,
+					      "file %u %s epoch %u differs", f, recipes[k], epoch);
+				free(ref);
+				prep_sample_put(v, x);
+			}
+		}
+	}
+	prep_view_stats(v, &st);
+	/* small sources: every sample is decoded at full size, one image per file */
+	ck_assert_uint_eq(st.decoded_files, N);
+	ck_assert_uint_eq(atomic_load(&s.reads), N);
+	ck_assert_uint_gt(st.decoded_hits, 0);
+	ck_assert_uint_eq(st.decoded_refused, 0);
+	ck_assert_uint_le(st.decoded_bytes, cfg.decoded_mem);
+	uint64_t want = sizeof(void *) * (uint64_t)N;
+	for (unsigned f = 0; f < N; f++) {
+		unsigned w, h;
+		ck_assert_int_eq(prep_probe(s.data[f], s.len[f], &w, &h), 0);
+		want += prep__scaled_bytes(w, h, 8);
+	}
+	ck_assert_uint_ge(st.decoded_bytes, want);
+	ck_assert_uint_le(st.decoded_bytes, want + N * 256);
+	ck_assert_uint_ge(budget_used(&b), st.decoded_bytes);
+	/* held for good: budget_trim leaves them out of its load test */
+	ck_assert_uint_eq(atomic_load(&b.kept), st.decoded_bytes);
+	prep_view_destroy(v);
+	ck_assert_uint_eq(budget_used(&b), 0);
+	ck_assert_uint_eq(atomic_load(&b.kept), 0);
+	budget_fini(&b);
+	src_free(&s);
+}
+END_TEST
+
+/* The tier never holds more than its share: what does not fit is refused
+ * and still served from the file, identically. */
+START_TEST(view_decoded_share)
+{
+	struct src s;
+	struct prep_stats st;
+	struct budget b;
+	struct prep_recipe r;
+	enum { N = 8 };
+
+	tier_src_fill(&s, N);
+	prep_recipe_parse("rrc224", &r); /* always full size on these sources */
+	unsigned w, h;
+	ck_assert_int_eq(prep_probe(s.data[2], s.len[2], &w, &h), 0);
+	uint64_t share = sizeof(void *) * (uint64_t)N + 2 * prep__scaled_bytes(w, h, 8) + 1024;
+	budget_init(&b, 256 << 20);
+	struct prep_config cfg = {.seed = 2, .mem_budget = 64 << 20, .threads = 1, .nfiles = N,
+				  .mem = &b, .decoded_mem = share};
+	struct prep_view *v = prep_view_create(&cfg, &src_ops, &s);
+	ck_assert_ptr_nonnull(v);
+	for (unsigned epoch = 0; epoch < 2; epoch++) {
+		for (uint32_t f = 0; f < N; f++) {
+			struct prep_sample *x;
+			uint8_t *ref;
+			size_t rl, l;
+			ck_assert_int_eq(prep_view_open_job(v, 0, "A", f, f, &r, &x), 0);
+			ck_assert_int_eq(prep_render(&r, s.data[f], s.len[f], 2, f, epoch, &ref, &rl), 0);
+			const uint8_t *p = prep_sample_data(x, &l);
+			ck_assert(l == rl && memcmp(p, ref, l) == 0);
+			free(ref);
+			prep_sample_put(v, x);
+			prep_view_stats(v, &st);
+			ck_assert_uint_le(st.decoded_bytes, share);
+		}
+	}
+	prep_view_stats(v, &st);
+	ck_assert_uint_ge(st.decoded_files, 2);
+	ck_assert_uint_lt(st.decoded_files, N);
+	ck_assert_uint_gt(st.decoded_refused, 0);
+	/* the second epoch read from the source exactly the files not held */
+	ck_assert_uint_eq(atomic_load(&s.reads), 2 * N - st.decoded_files);
+	ck_assert_uint_eq(st.decoded_hits, st.decoded_files);
+	/* a share smaller than the index: no tier at all */
+	struct prep_config tiny = cfg;
+	tiny.decoded_mem = sizeof(void *) * (uint64_t)N - 1;
+	struct prep_view *v2 = prep_view_create(&tiny, &src_ops, &s);
+	ck_assert_ptr_nonnull(v2);
+	struct prep_sample *x;
+	ck_assert_int_eq(prep_view_open_job(v2, 0, "A", 0, 0, &r, &x), 0);
+	prep_sample_put(v2, x);
+	prep_view_stats(v2, &st);
+	ck_assert_uint_eq(st.decoded_bytes, 0);
+	ck_assert_uint_eq(st.decoded_files, 0);
+	prep_view_destroy(v2);
+	prep_view_destroy(v);
+	ck_assert_uint_eq(budget_used(&b), 0);
+	budget_fini(&b);
+	src_free(&s);
+}
+END_TEST
+
+/* A file whose decode fails is never admitted, however often it is read;
+ * the good file next to it is. */
+START_TEST(view_decoded_failed_not_admitted)
+{
+	struct src s;
+	struct prep_stats st;
+	struct prep_recipe r;
+
+	tier_src_fill(&s, 3);
+	s.len[1] = s.len[1] * 2 / 3; /* truncated in its scan data */
+	memset(s.data[2] + s.len[2] / 2, 0xff, 64); /* corrupt middle, EOI kept */
+	prep_recipe_parse("rrc64", &r);
+	struct prep_config cfg = {.seed = 2, .mem_budget = 64 << 20, .threads = 1, .nfiles = 3,
+				  .decoded_mem = 16 << 20};
+	struct prep_view *v = prep_view_create(&cfg, &src_ops, &s);
+	ck_assert_ptr_nonnull(v);
+	for (unsigned epoch = 0; epoch < 3; epoch++) {
+		struct prep_sample *x;
+		ck_assert_int_eq(prep_view_open_job(v, 0, "A", 0, 0, &r, &x), 0);
+		prep_sample_put(v, x);
+		ck_assert_int_eq(prep_view_open_job(v, 0, "A", 1, 1, &r, &x), -EIO);
+		ck_assert_int_lt(prep_view_open_job(v, 0, "A", 2, 2, &r, &x), 0);
+	}
+	prep_view_stats(v, &st);
+	ck_assert_uint_eq(st.decoded_files, 1);
+	ck_assert_uint_eq(st.decoded_hits, 2);
+	ck_assert_uint_eq(st.errors, 6);
+	unsigned w, h;
+	ck_assert_int_eq(prep_probe(s.data[0], s.len[0], &w, &h), 0);
+	ck_assert_uint_le(st.decoded_bytes, 3 * sizeof(void *) + prep__scaled_bytes(w, h, 8) + 256);
+	prep_view_destroy(v);
+	src_free(&s);
+}
+END_TEST
+
 /* ---- job identity ---- */
 
 START_TEST(job_identity)
@@ -1756,6 +1988,10 @@ int main(void)
 	tcase_add_test(tc, view_job_table_full);
 	tcase_add_test(tc, view_mem_budget);
 	tcase_add_test(tc, view_stress_versions);
+	tcase_add_test(tc, tier_pixels_match_file);
+	tcase_add_test(tc, view_decoded_tier);
+	tcase_add_test(tc, view_decoded_share);
+	tcase_add_test(tc, view_decoded_failed_not_admitted);
 	tcase_add_test(tc, job_identity);
 	suite_add_tcase(s, tc);
 	return check_run(s);

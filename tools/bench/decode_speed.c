@@ -20,6 +20,9 @@
  *   prep_render     prep_render(): ROI + DCT scaling (what the daemon runs)
  *   prep_pow2       prep's decoder with the scale rounded up to 1, 2, 4 or 8
  *                   eighths (libjpeg-turbo's SIMD IDCT sizes)
+ *   tier_rgb        the decoded tier: the sample resampled from the image
+ *                   decoded whole (RGB, at the DCT scale prep_render picks)
+ *                   beforehand, untimed, as the daemon holds it
  *   proto_roi_pow2[_stop]  a minimal ROI decoder written here (margins
  *                   around the crop, power-of-two scale; _stop: abort after
  *                   the last needed row), to measure proposals for prep/
@@ -75,6 +78,7 @@ enum mode {
 	M_PREP_POW2,
 	M_PROTO,
 	M_PROTO_STOP,
+	M_TIER,
 	NTIMED,
 	M_REF_POW2 = NTIMED, /* verification only: tj at the power-of-two scale */
 	NMODES
@@ -82,7 +86,7 @@ enum mode {
 
 static const char *const mode_name[NMODES] = {
 	"entropy_only", "libjpeg_full", "tj_full",     "tj_full+rs",      "tj_dct+rs", "prep_roi",
-	"prep_render",  "prep_pow2",   "proto_roi_pow2",  "proto_roi_pow2_stop", "tj_pow2+rs",
+	"prep_render",  "prep_pow2",   "proto_roi_pow2",  "proto_roi_pow2_stop", "tier_rgb", "tj_pow2+rs",
 };
 
 struct image {
@@ -91,6 +95,7 @@ struct image {
 	size_t len;
 	unsigned w, h;
 	uint64_t key;
+	struct prep__image held[4]; /* tier_rgb: decoded whole at 1, 2, 4, 8 eighths */
 };
 
 struct ctx {
@@ -483,7 +488,38 @@ static int prep_pow2(struct ctx *c, const struct image *im, uint32_t version, ui
 				 ppm, len);
 }
 
-static int run_one(struct ctx *c, enum mode mode, const struct image *im, uint32_t version)
+static unsigned log2_scale(unsigned m)
+{
+	return m >= 8 ? 3 : m >= 4 ? 2 : m >= 2 ? 1 : 0;
+}
+
+/* The image tier_rgb renders version from: decoded whole at the scale
+ * prep_render picks, once (outside the timed loops, see hold_all). */
+static const struct prep__image *held_for(struct image *im, const struct prep_recipe *r,
+					  uint32_t version)
+{
+	unsigned m;
+
+	if (prep__sample_scale(r, im->w, im->h, true, SEED, im->key, version, &m) < 0)
+		return NULL;
+	struct prep__image *h = &im->held[log2_scale(m)];
+	if (!h->rgb && prep__decode_scaled(im->data, im->len, m, h) < 0)
+		return NULL;
+	return h;
+}
+
+static int tier_render(struct ctx *c, struct image *im, uint32_t version, uint8_t **ppm,
+		       size_t *len)
+{
+	const struct prep__image *h = held_for(im, &c->recipe, version);
+
+	if (!h)
+		return -EIO;
+	return prep__render_from_pixels(&c->recipe, h, im->w, im->h, SEED, im->key, version, ppm,
+					len);
+}
+
+static int run_one(struct ctx *c, enum mode mode, struct image *im, uint32_t version)
 {
 	unsigned sw, sh;
 	uint8_t *ppm = NULL;
@@ -519,6 +555,9 @@ static int run_one(struct ctx *c, enum mode mode, const struct image *im, uint32
 		return proto_render(c, im, version, mode == M_PROTO_STOP, mode);
 	case M_REF_POW2:
 		return tj_resampled(c, im, version, 100, mode);
+	case M_TIER:
+		rc = tier_render(c, im, version, &ppm, &len);
+		break;
 	default:
 		return -EINVAL;
 	}
@@ -720,6 +759,7 @@ int main(int argc, char **argv)
 		{ M_REF_POW2, M_PREP_POW2, "tj_pow2+rs=prep_pow2", 0, 0 },
 		{ M_REF_POW2, M_PROTO, "tj_pow2+rs=proto_roi_pow2", 0, 0 },
 		{ M_REF_POW2, M_PROTO_STOP, "tj_pow2+rs=proto_roi_pow2_stop", 0, 0 },
+		{ M_PREP, M_TIER, "prep_render=tier_rgb", 0, 0 },
 	};
 	const size_t ncmp = sizeof(cmps) / sizeof(cmps[0]);
 	c.keep = true;
@@ -751,6 +791,21 @@ int main(int argc, char **argv)
 		}
 	}
 	c.keep = false;
+	/* tier_rgb's images, decoded before the timed rounds (as the daemon's
+	 * tier holds them after the first epoch); their bytes per image */
+	uint64_t held_bytes = 0, held_n = 0;
+	for (size_t k = 0; k < n; k++) {
+		for (unsigned r = 1; r <= rounds; r++)
+			if (!held_for(&ims[k], &c.recipe, r)) {
+				fprintf(stderr, "decode_speed: %s: whole decode failed\n", ims[k].path);
+				return 1;
+			}
+		for (int s = 0; s < 4; s++)
+			if (ims[k].held[s].rgb) {
+				held_bytes += prep__scaled_bytes(ims[k].w, ims[k].h, 1u << s);
+				held_n++;
+			}
+	}
 
 	/* Rounds interleave the modes so that noise from other processes on the
 	 * machine spreads over all of them; each round uses a new version.
@@ -802,10 +857,13 @@ int main(int argc, char **argv)
 	for (size_t j = 0; check && j < ncmp; j++) {
 		printf("%s\"%s\": {\"images_differ\": %lu, \"max_abs_diff\": %lu}", j ? ", " : "",
 		       cmps[j].name, cmps[j].images_differ, cmps[j].max_diff);
-		if (cmps[j].a == M_REF_POW2 && cmps[j].b != M_PREP_POW2 && cmps[j].images_differ)
-			ok = false; /* the prototypes must be exact; prep's result is reported */
+		if ((cmps[j].a == M_REF_POW2 && cmps[j].b != M_PREP_POW2 && cmps[j].images_differ) ||
+		    (cmps[j].b == M_TIER && cmps[j].images_differ))
+			ok = false; /* the prototypes and the tier must be exact */
 	}
-	printf("%s, \"modes\": {", check ? "}" : "");
+	printf("%s, \"tier_bytes_per_image\": %.0f, \"tier_images\": %llu, \"modes\": {",
+	       check ? "}" : "", held_n ? (double)held_bytes / held_n : 0.0,
+	       (unsigned long long)held_n);
 	double *col = malloc(done * sizeof(double));
 	if (!col)
 		return 1;
@@ -832,8 +890,11 @@ int main(int argc, char **argv)
 	free(wrate);
 	for (int m = 0; m < NMODES; m++)
 		free(c.res[m]);
-	for (size_t k = 0; k < n; k++)
+	for (size_t k = 0; k < n; k++) {
 		free(ims[k].data);
+		for (int s = 0; s < 4; s++)
+			free(ims[k].held[s].rgb);
+	}
 	free(ims);
 	free(c.full);
 	tjDestroy(c.tj);
