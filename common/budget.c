@@ -17,6 +17,7 @@ void budget_init(struct budget *b, uint64_t limit)
 	b->limit = limit;
 	atomic_init(&b->used, 0);
 	atomic_init(&b->peak, 0);
+	atomic_init(&b->kept, 0);
 	atomic_init(&b->refused, 0);
 	atomic_init(&b->waits, 0);
 	atomic_init(&b->waiters, 0);
@@ -126,6 +127,13 @@ void budget_trim(struct budget *b)
 		return;
 	if (!atomic_compare_exchange_strong(&last_s, &prev, (int64_t)now.tv_sec))
 		return;
-	if (budget_used(b) < atomic_load_explicit(&b->peak, memory_order_relaxed) / 2)
+	uint64_t kept = atomic_load_explicit(&b->kept, memory_order_relaxed);
+	uint64_t used = budget_used(b), peak = atomic_load_explicit(&b->peak, memory_order_relaxed);
+	if (used - (kept < used ? kept : used) < (peak - (kept < peak ? kept : peak)) / 2)
 		malloc_trim(0);
+}
+
+void budget_keep(struct budget *b, int64_t delta)
+{
+	atomic_fetch_add_explicit(&b->kept, (uint64_t)delta, memory_order_relaxed);
 }

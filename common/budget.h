@@ -26,6 +26,7 @@ struct budget {
 	uint64_t limit;
 	_Atomic uint64_t used;
 	_Atomic uint64_t peak;
+	_Atomic uint64_t kept;    /* of used: held for good (budget_keep) */
 	_Atomic uint64_t refused; /* reservations that gave up */
 	_Atomic uint64_t waits;   /* reservations that had to wait */
 	pthread_mutex_t lock;     /* guards the wait only */
@@ -62,5 +63,10 @@ static inline uint64_t budget_used(const struct budget *b)
  * (glibc keeps it otherwise). Cheap to call often: it trims at most once
  * per second, and only after usage dropped. */
 void budget_trim(struct budget *b);
+
+/* n reserved bytes are (delta > 0) or are no longer (delta < 0) held for
+ * the process's life (e.g. a never-evicting tier): budget_trim judges the
+ * load by the rest. */
+void budget_keep(struct budget *b, int64_t delta);
 
 #endif

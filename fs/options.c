@@ -40,6 +40,7 @@ static const struct fuse_opt fs_opt_spec[] = {
 	OPT2("--prepared-name=%s", "prepared_name=%s", prepared_name),
 	OPT2("--prep-threads=%s", "prep_threads=%s", prep_threads_arg),
 	OPT2("--prep-mem=%s", "prep_mem=%s", prep_mem),
+	OPT2("--prep-decoded-mem=%s", "prep_decoded_mem=%s", prep_decoded_mem),
 	OPT2("--seed=%s", "seed=%s", seed),
 	OPT2("--log-file=%s", "log_file=%s", log_file),
 	{"--no-kernel-cache", offsetof(struct fs_options, no_kernel_cache), 1},
@@ -83,6 +84,7 @@ static const char fs_options_usage[] =
 	"  --prepared-name=NAME     its directory name (prepared)\n"
 	"  --prep-threads=N         decode threads (cores)\n"
 	"  --prep-mem=SIZE          memory for prepared samples (1G)\n"
+	"  --prep-decoded-mem=SIZE  of it, for decoded images kept across epochs (half)\n"
 	"  --seed=N                 seed of the prepared view (random, logged)\n"
 	"  --log-file=FILE          log here instead of syslog once detached\n"
 	"  --no-kernel-cache        keep file data out of the kernel's page cache: every\n"
@@ -258,6 +260,15 @@ static int parse_sizes(struct fs_options *o)
 		return -fs_fail("bad --chunk-size '%s': want 4K to 1G", o->chunk_size);
 	if (size_parse(o->prep_mem, phys, &o->prep_mem_bytes) < 0)
 		return -fs_fail("bad --prep-mem '%s': want bytes, K/M/G/T, or N%%", o->prep_mem);
+	o->prep_decoded_bytes = o->prep_mem_bytes / 2;
+	if (o->prep_decoded_mem) {
+		if (size_parse(o->prep_decoded_mem, phys, &o->prep_decoded_bytes) < 0)
+			return -fs_fail("bad --prep-decoded-mem '%s': want bytes, K/M/G/T, or N%%",
+					o->prep_decoded_mem);
+		if (o->prep_decoded_bytes > o->prep_mem_bytes)
+			return -fs_fail("--prep-decoded-mem '%s' is more than --prep-mem '%s'",
+					o->prep_decoded_mem, o->prep_mem);
+	}
 	if (o->prep_threads_arg) {
 		char *end;
 		errno = 0;
@@ -348,6 +359,7 @@ void fs_options_free(struct fs_options *o)
 	free(o->secret_file);
 	free(o->prepared_name);
 	free(o->prep_mem);
+	free(o->prep_decoded_mem);
 	free(o->seed);
 	free(o->log_file);
 	free(o->endpoint);

@@ -28,6 +28,7 @@ struct fs_options {
 	char *prep_threads_arg;
 	int prep_threads;
 	char *prep_mem;
+	char *prep_decoded_mem;
 	char *seed;
 	char *log_file;
 	bool no_kernel_cache; /* --no-kernel-cache: every read reaches the daemon */
@@ -44,6 +45,7 @@ struct fs_options {
 	uint64_t cache_bytes;
 	uint64_t chunk_bytes;
 	uint64_t prep_mem_bytes;
+	uint64_t prep_decoded_bytes; /* of prep_mem_bytes, the decoded tier's share */
 	uint64_t seed_value; /* --seed, else random */
 	int npos;          /* positional arguments seen while parsing */
 	char *parse_error; /* first problem found while parsing */

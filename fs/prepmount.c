@@ -114,6 +114,29 @@ static int base_dir(char *out, size_t cap)
 	return 0;
 }
 
+/* Whether pid runs: alive and not a zombie (a daemon killed after it
+ * detached waits for init to reap it). */
+static bool pid_runs(long pid)
+{
+	char path[64], buf[256];
+	FILE *f;
+	bool runs = true;
+
+	if (kill((pid_t)pid, 0) < 0 && errno == ESRCH)
+		return false;
+	snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return errno != ENOENT;
+	if (fgets(buf, sizeof(buf), f)) {
+		const char *p = strrchr(buf, ')');
+
+		runs = !(p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X'));
+	}
+	fclose(f);
+	return runs;
+}
+
 /* Detach and remove the directories of daemons that no longer run. */
 static void clean_stale(const char *base)
 {
@@ -130,7 +153,7 @@ static void clean_stale(const char *base)
 		if (strncmp(e->d_name, PREP_DIR_PREFIX, strlen(PREP_DIR_PREFIX)))
 			continue;
 		pid = strtol(e->d_name + strlen(PREP_DIR_PREFIX), &end, 10);
-		if (pid <= 0 || *end != '-' || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+		if (pid <= 0 || *end != '-' || pid_runs(pid))
 			continue;
 		if (snprintf(path, sizeof(path), "%s/%s", base, e->d_name) >= (int)sizeof(path))
 			continue;

@@ -129,7 +129,11 @@ static json_t *stats_tree(struct fs_ctx *fs, bool local)
 	ok = ok && put(prep, "decodes", num(s.prep_decodes)) &&
 	     put(prep, "shared", num(s.prep_shared)) && put(prep, "errors", num(s.prep_errors)) &&
 	     put(prep, "staged_bytes", num(s.prep_staged_bytes)) &&
-	     put(prep, "refused", num(s.prep_refused)) && put(prep, "jobs", num(s.prep_jobs));
+	     put(prep, "refused", num(s.prep_refused)) && put(prep, "jobs", num(s.prep_jobs)) &&
+	     put(prep, "decoded_bytes", num(s.prep_decoded_bytes)) &&
+	     put(prep, "decoded_hits", num(s.prep_decoded_hits)) &&
+	     put(prep, "decoded_files", num(s.prep_decoded_files)) &&
+	     put(prep, "decoded_refused", num(s.prep_decoded_refused));
 	/* kernel_cache: the kernel may serve reads from its page cache, which
 	 * then never reach these counters. */
 	ok = ok && put(fuse, "opens", num(s.opens)) && put(fuse, "reads", num(s.reads)) &&
@@ -245,6 +249,15 @@ void fs_stats_metrics(struct fs_ctx *fs, struct strbuf *sb)
 	metric(sb, "prep_refused_total", "counter",
 	       "Prepared opens refused: memory budget full or job table full.",
 	       (double)s.prep_refused);
+	metric(sb, "prep_decoded_bytes", "gauge", "Bytes of the decoded tier.",
+	       (double)s.prep_decoded_bytes);
+	metric(sb, "prep_decoded_hits_total", "counter",
+	       "Prepared samples resampled from the decoded tier.", (double)s.prep_decoded_hits);
+	metric(sb, "prep_decoded_files", "gauge", "Images in the decoded tier.",
+	       (double)s.prep_decoded_files);
+	metric(sb, "prep_decoded_refused_total", "counter",
+	       "Decodes not admitted to the decoded tier: its share was full.",
+	       (double)s.prep_decoded_refused);
 	metric(sb, "fuse_opens_total", "counter", "Files opened.", (double)s.opens);
 	metric(sb, "fuse_reads_total", "counter", "Read requests.", (double)s.reads);
 	metric(sb, "fuse_read_bytes_total", "counter", "Bytes returned to readers.",

@@ -508,6 +508,7 @@ struct dctx {
 	unsigned nbuf; /* rows waiting in buf */
 	unsigned done; /* region rows through the horizontal pass */
 	uint8_t *tmp;
+	size_t buf_cap, tmp_cap; /* buf and tmp come from prep__scratch_get */
 	unsigned W, H; /* source size */
 };
 
@@ -518,15 +519,13 @@ static int rows_alloc(struct dctx *d, unsigned width, unsigned bpp)
 	size_t nrows = d->full ? d->ry1 - d->ry0 : 4;
 
 	d->stride = (size_t)width * bpp;
-	d->buf = malloc(d->stride * nrows + PREP__PAD);
-	if (!d->buf)
-		return -ENOMEM;
-	if (!d->full) {
-		d->tmp = malloc((size_t)d->cx.n * 3 * (d->ry1 - d->ry0));
-		if (!d->tmp)
-			return -ENOMEM;
+	if (d->full) { /* handed to the caller */
+		d->buf = malloc(d->stride * nrows + PREP__PAD);
+		return d->buf ? 0 : -ENOMEM;
 	}
-	return 0;
+	d->buf = prep__scratch_get(d->stride * nrows + PREP__PAD, &d->buf_cap);
+	d->tmp = prep__scratch_get((size_t)d->cx.n * 3 * (d->ry1 - d->ry0), &d->tmp_cap);
+	return d->buf && d->tmp ? 0 : -ENOMEM;
 }
 
 /* Where the decoder puts the next region row. */
@@ -569,7 +568,7 @@ static int plan_scale(struct dctx *d, unsigned W, unsigned H, bool can_scale)
 	d->W = W;
 	d->H = H;
 	if (d->full) {
-		d->M = 8;
+		d->M = can_scale && d->scale_num >= 1 && d->scale_num <= 8 ? d->scale_num : 8;
 		return 0;
 	}
 	if ((rc = d->plan(d->arg, W, H, &d->g)) < 0)
@@ -1263,6 +1262,22 @@ static int decode_any(const void *data, size_t len, struct dctx *d)
 	}
 }
 
+/* The output PPM of geometry g, its header written: *hlen header bytes
+ * of *total. 0, -EFBIG or -ENOMEM. */
+static int ppm_alloc(const struct prep__geom *g, uint8_t **ppm, size_t *hlen, size_t *total)
+{
+	char hdr[48];
+
+	if ((uint64_t)g->ow * g->oh > PREP_MAX_OUT_PIXELS)
+		return -EFBIG;
+	*hlen = prep__ppm_header(g->ow, g->oh, hdr);
+	*total = *hlen + (size_t)g->ow * g->oh * 3;
+	if (!(*ppm = malloc(*total)))
+		return -ENOMEM;
+	memcpy(*ppm, hdr, *hlen);
+	return 0;
+}
+
 int prep__render_geom(const void *data, size_t len, prep__plan_fn plan, void *arg,
 		      unsigned scale_num, uint8_t **out_ppm, size_t *out_len)
 {
@@ -1278,20 +1293,9 @@ int prep__render_geom(const void *data, size_t len, prep__plan_fn plan, void *ar
 	d.scale_num = scale_num;
 	if ((rc = decode_any(data, len, &d)) < 0)
 		goto out;
-	if ((uint64_t)d.g.ow * d.g.oh > PREP_MAX_OUT_PIXELS) {
-		rc = -EFBIG;
+	size_t hlen, total;
+	if ((rc = ppm_alloc(&d.g, &ppm, &hlen, &total)) < 0)
 		goto out;
-	}
-	char hdr[48];
-	size_t hlen = prep__ppm_header(d.g.ow, d.g.oh, hdr);
-	size_t total = hlen + (size_t)d.g.ow * d.g.oh * 3;
-
-	ppm = malloc(total);
-	if (!ppm) {
-		rc = -ENOMEM;
-		goto out;
-	}
-	memcpy(ppm, hdr, hlen);
 	rc = prep__vpass(d.tmp, &d.cx, &d.cy, d.g.flip, ppm + hlen, (size_t)d.g.ow * 3, true);
 	if (rc < 0)
 		goto out;
@@ -1300,8 +1304,8 @@ int prep__render_geom(const void *data, size_t len, prep__plan_fn plan, void *ar
 	ppm = NULL;
 out:
 	free(ppm);
-	free(d.buf);
-	free(d.tmp);
+	prep__scratch_put(d.buf, d.buf_cap);
+	prep__scratch_put(d.tmp, d.tmp_cap);
 	prep__coeffs_free(&d.cx);
 	prep__coeffs_free(&d.cy);
 	return rc;
@@ -1309,24 +1313,76 @@ out:
 
 int prep__decode_full(const void *data, size_t len, struct prep__image *out)
 {
+	return prep__decode_scaled(data, len, 8, out);
+}
+
+int prep__decode_scaled(const void *data, size_t len, unsigned M, struct prep__image *out)
+{
 	struct dctx d;
 	int rc;
 
-	if (!data || !out)
+	if (!data || !out || M < 1 || M > 8)
 		return -EINVAL;
 	memset(&d, 0, sizeof(d));
 	d.full = true;
+	d.scale_num = M;
 	if ((rc = decode_any(data, len, &d)) < 0) {
 		free(d.buf);
 		return rc;
 	}
 	/* Pack rows to w*3 (CMYK rows keep a 4-byte stride). */
-	size_t row = (size_t)d.W * 3;
+	size_t row = (size_t)d.rx1 * 3;
 	if (d.stride != row)
-		for (unsigned y = 1; y < d.H; y++)
+		for (unsigned y = 1; y < d.ry1; y++)
 			memmove(d.buf + y * row, d.buf + y * d.stride, row);
-	out->w = d.W;
-	out->h = d.H;
+	out->w = d.rx1; /* the scaled size: libjpeg's ceil(W * M / 8) */
+	out->h = d.ry1;
 	out->rgb = d.buf;
+	out->scale = d.M;
 	return 0;
+}
+
+uint64_t prep__scaled_bytes(unsigned W, unsigned H, unsigned M)
+{
+	/* libjpeg's scaled size: ceil(W * M / 8) */
+	uint64_t sw = ((uint64_t)W * M + 7) / 8, sh = ((uint64_t)H * M + 7) / 8;
+
+	return sw * sh * 3 + PREP__PAD;
+}
+
+int prep__render_pixels(const struct prep__image *img, unsigned W, unsigned H, prep__plan_fn plan,
+			void *arg, uint8_t **out_ppm, size_t *out_len)
+{
+	struct dctx d;
+	uint8_t *ppm = NULL;
+	int rc;
+
+	if (!img || !img->rgb || !plan || !out_ppm || !out_len)
+		return -EINVAL;
+	memset(&d, 0, sizeof(d));
+	d.plan = plan;
+	d.arg = arg;
+	/* The same steps as a decode of the file at img->scale: the geometry
+	 * of the source size, then the coefficients (and so the region) on the
+	 * scaled size; the region's pixels are already here. */
+	d.scale_num = img->scale;
+	if ((rc = plan_scale(&d, W, H, true)) < 0)
+		goto out;
+	if ((rc = plan_region(&d, img->w, img->h)) < 0)
+		goto out;
+	size_t hlen, total;
+	if ((rc = ppm_alloc(&d.g, &ppm, &hlen, &total)) < 0)
+		goto out;
+	rc = prep__resample(img->rgb, (size_t)img->w * 3, 0, 0, &d.cx, &d.cy, d.g.flip, ppm + hlen,
+			    (size_t)d.g.ow * 3);
+	if (rc < 0)
+		goto out;
+	*out_ppm = ppm;
+	*out_len = total;
+	ppm = NULL;
+out:
+	free(ppm);
+	prep__coeffs_free(&d.cx);
+	prep__coeffs_free(&d.cy);
+	return rc;
 }

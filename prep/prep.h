@@ -143,6 +143,15 @@ struct prep_config {
 	struct budget *mem;
 	unsigned mem_wait_ms; /* 0 means 250 */
 	unsigned max_jobs;    /* job table bound; 0 means PREP_MAX_JOBS */
+	/* Share of mem_budget for the decoded tier (0: none): images decoded
+	 * whole (JPEG at the DCT scale a sample needed) on their first
+	 * successful decode while the share has room, never evicted; later
+	 * samples of the file at that scale are resampled from them without
+	 * reading or decoding the file, bit for bit what the file gives. Its
+	 * bytes (a pointer per file of index included) are reserved from mem
+	 * for the view's lifetime; deterministic samples then get 3/4 of the
+	 * rest of mem_budget. */
+	uint64_t decoded_mem;
 };
 
 /* Jobs the view tracks at once (the table grows up to this); one uid may
@@ -217,12 +226,17 @@ int prep_view_size(struct prep_view *v, uint32_t file_index, const struct prep_r
 		   uint64_t *bytes);
 
 struct prep_stats {
-	uint64_t decodes;      /* decodes run (successful or not) */
+	uint64_t decodes;      /* samples rendered, successful or not (decoded_hits of
+				* them from the decoded tier, the rest from the file) */
 	uint64_t shared;       /* opens served by a staged or in-flight decode */
 	uint64_t errors;       /* decodes that failed */
 	uint64_t staged_bytes; /* bytes of samples held by the staging area/cache */
 	uint64_t refused;      /* opens refused for memory (-ENOMEM) or jobs (-EAGAIN) */
 	uint64_t jobs;	       /* jobs in the table */
+	uint64_t decoded_bytes;	  /* bytes held by the decoded tier (index included) */
+	uint64_t decoded_hits;	  /* samples rendered from the tier (no file read) */
+	uint64_t decoded_files;	  /* images in the tier (a file once per DCT scale) */
+	uint64_t decoded_refused; /* decodes not admitted: the tier's share was full */
 };
 
 /* Snapshot of the counters (relaxed reads). Thread-safe. */

@@ -98,6 +98,30 @@ int prep__resample_with(const uint8_t *src, size_t src_stride, unsigned src_x0, 
 			const struct prep__coeffs *cx, const struct prep__coeffs *cy, bool flip,
 			uint8_t *dst, size_t dst_stride, bool allow_simd);
 
+/*
+ * Which resampling kernels run: PREP__SIMD_AVX2, _SSE41 or _SCALAR (all give
+ * identical bytes). prep__simd: the current level; the first call picks the
+ * best the CPU has, lowered by the environment variable COORDFS_SIMD
+ * (scalar, sse41, avx2; a test and benchmark knob). prep__simd_set(level):
+ * force a level for the whole process (-1: pick again as above); returns
+ * the level or -ENOTSUP when the CPU lacks it. Thread-safe.
+ */
+enum { PREP__SIMD_SCALAR, PREP__SIMD_SSE41, PREP__SIMD_AVX2 };
+int prep__simd(void);
+int prep__simd_set(int level);
+const char *prep__simd_name(int level);
+
+/*
+ * Work buffers reused across decodes (prep__render_geom's row and region
+ * buffers): get returns at least n bytes (*cap: how many), put hands them
+ * back (kept while at most 16 buffers of <= 1 MiB are, else freed), drop
+ * frees every kept one; kept: their bytes. Thread-safe.
+ */
+void *prep__scratch_get(size_t n, size_t *cap);
+void prep__scratch_put(void *p, size_t cap);
+void prep__scratch_drop(void);
+size_t prep__scratch_kept(void);
+
 /* ---- decoding ---------------------------------------------------------- */
 
 enum prep__format { PREP__UNKNOWN, PREP__JPEG, PREP__PNG, PREP__PNM, PREP__BMP, PREP__WEBP, PREP__TIFF };
@@ -118,9 +142,34 @@ int prep__render_geom(const void *data, size_t len, prep__plan_fn plan, void *ar
 /* A whole image decoded to RGB at full resolution (tests, tools). */
 struct prep__image {
 	unsigned w, h;
-	uint8_t *rgb; /* w*h*3, malloc'd */
+	uint8_t *rgb;	/* w*h*3 (+ PREP__PAD readable bytes), malloc'd */
+	unsigned scale; /* M of the DCT scale M/8 it was decoded at */
 };
 int prep__decode_full(const void *data, size_t len, struct prep__image *out);
+/* The whole frame at DCT scale M/8 (JPEG; every other format ignores M and
+ * gives full resolution, out->scale 8): what the region decoder of
+ * prep__render_geom reconstructs at that scale, for the decoded tier. */
+int prep__decode_scaled(const void *data, size_t len, unsigned M, struct prep__image *out);
+/* Bytes a prep__decode_scaled image of a W x H source at scale M holds. */
+uint64_t prep__scaled_bytes(unsigned W, unsigned H, unsigned M);
+
+/*
+ * Resample decoded pixels along the geometry plan returns for their source
+ * size W x H: img is that source decoded whole at img->scale (see
+ * prep__decode_scaled). Gives the same bytes as prep__render_geom on the
+ * file at that scale. Thread-safe; img is only read.
+ */
+int prep__render_pixels(const struct prep__image *img, unsigned W, unsigned H, prep__plan_fn plan,
+			void *arg, uint8_t **out_ppm, size_t *out_len);
+
+/* The DCT scale prep_render picks for recipe r / version on a W x H source
+ * (jpeg: can the decoder scale; else 8). 0 / -errno of prep__plan. */
+int prep__sample_scale(const struct prep_recipe *r, unsigned W, unsigned H, bool jpeg,
+		       uint64_t seed, uint64_t file_key, uint32_t version, unsigned *M);
+/* prep_render from decoded pixels (prep__render_pixels with r's plan). */
+int prep__render_from_pixels(const struct prep_recipe *r, const struct prep__image *img,
+			     unsigned W, unsigned H, uint64_t seed, uint64_t file_key,
+			     uint32_t version, uint8_t **out_ppm, size_t *out_len);
 
 /* The DCT scale (M in M/8) picked for a geometry. */
 unsigned prep__pick_scale(const struct prep__geom *g);

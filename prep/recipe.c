@@ -323,3 +323,29 @@ int prep_render(const struct prep_recipe *r, const void *data, size_t len, uint6
 		return -EINVAL;
 	return prep__render_geom(data, len, render_plan, &a, 0, out_ppm, out_len);
 }
+
+int prep__sample_scale(const struct prep_recipe *r, unsigned W, unsigned H, bool jpeg,
+		       uint64_t seed, uint64_t file_key, uint32_t version, unsigned *M)
+{
+	struct prep__geom g;
+	int rc;
+
+	if (!recipe_valid(r) || !M)
+		return -EINVAL;
+	rc = prep__plan(r, W, H, seed, file_key, prep_recipe_is_random(r) ? version : 0, &g);
+	if (rc < 0)
+		return rc;
+	*M = jpeg ? prep__pick_scale(&g) : 8;
+	return 0;
+}
+
+int prep__render_from_pixels(const struct prep_recipe *r, const struct prep__image *img,
+			     unsigned W, unsigned H, uint64_t seed, uint64_t file_key,
+			     uint32_t version, uint8_t **out_ppm, size_t *out_len)
+{
+	struct render_plan_arg a = {r, seed, file_key, prep_recipe_is_random(r) ? version : 0};
+
+	if (!recipe_valid(r) || !img || !out_ppm || !out_len)
+		return -EINVAL;
+	return prep__render_pixels(img, W, H, render_plan, &a, out_ppm, out_len);
+}

@@ -81,6 +81,16 @@ struct prep_sample {
 	struct job *j;
 };
 
+/* One image of the decoded tier: a source decoded whole at one DCT scale.
+ * Immutable once published in tier[file]; freed only with the view. */
+struct dentry {
+	struct dentry *next; /* the same file at other scales */
+	unsigned W, H;	     /* source size */
+	bool jpeg;	     /* scales other than 8/8 exist */
+	uint64_t bytes;	     /* charged to the tier */
+	struct prep__image img;
+};
+
 struct pid_entry {
 	pid_t pid;
 	double when;
@@ -105,6 +115,14 @@ struct prep_view {
 	uint64_t staged_total, det_bytes, det_cap;
 	_Atomic uint32_t *dims; /* resize stat cache: w << 16 | h, 0 = unknown */
 
+	/* The decoded tier (NULL when cfg.decoded_mem is too small for its
+	 * index): per file, a list of images, each published once (release)
+	 * and read without a lock (acquire). tier_lock guards insertion and
+	 * tier_used (the index included), which never exceeds decoded_mem. */
+	_Atomic(struct dentry *) *tier;
+	pthread_mutex_t tier_lock;
+	uint64_t tier_used;
+
 	pthread_mutex_t pid_lock;
 	struct pid_entry pids[PID_CACHE];
 
@@ -112,6 +130,7 @@ struct prep_view {
 	pthread_t *threads;
 
 	_Atomic uint64_t st_decodes, st_shared, st_errors, st_staged, st_refused, st_jobs;
+	_Atomic uint64_t st_dec_bytes, st_dec_hits, st_dec_files, st_dec_refused;
 	_Atomic int64_t log_sec;			 /* second of the failure-log window */
 	_Atomic unsigned log_count, log_dropped; /* lines in it, lines left out */
 };
@@ -362,17 +381,178 @@ static void log_failure(struct prep_view *v, const struct sample *s, int rc)
 			 strerror(-rc));
 }
 
+/* ---- the decoded tier ---- */
+
+/* Room for n more bytes in the tier's share and in cfg.mem (kept until the
+ * view is destroyed: the tier never evicts). */
+static bool tier_reserve(struct prep_view *v, uint64_t n)
+{
+	bool ok;
+
+	pthread_mutex_lock(&v->tier_lock);
+	ok = v->tier_used + n <= v->cfg.decoded_mem && (!v->cfg.mem || budget_try(v->cfg.mem, n));
+	if (ok)
+		v->tier_used += n;
+	if (ok && v->cfg.mem)
+		budget_keep(v->cfg.mem, (int64_t)n);
+	pthread_mutex_unlock(&v->tier_lock);
+	if (ok)
+		stat_add(&v->st_dec_bytes, (int64_t)n);
+	return ok;
+}
+
+static void tier_unreserve(struct prep_view *v, uint64_t n)
+{
+	pthread_mutex_lock(&v->tier_lock);
+	v->tier_used -= n;
+	pthread_mutex_unlock(&v->tier_lock);
+	if (v->cfg.mem)
+		budget_keep(v->cfg.mem, -(int64_t)n);
+	mem_release(v, n);
+	stat_add(&v->st_dec_bytes, -(int64_t)n);
+}
+
+static const struct dentry *tier_find(struct prep_view *v, uint32_t f, unsigned M,
+				      const struct dentry **any)
+{
+	const struct dentry *e = atomic_load_explicit(&v->tier[f], memory_order_acquire);
+
+	*any = e;
+	for (; e; e = e->next)
+		if (e->img.scale == M)
+			return e;
+	return NULL;
+}
+
+/* Publish e (its bytes reserved) as file f's image at its scale; when
+ * another decode published that scale first, e is freed and that one
+ * returned. */
+static const struct dentry *tier_insert(struct prep_view *v, uint32_t f, struct dentry *e)
+{
+	const struct dentry *any, *have;
+
+	pthread_mutex_lock(&v->tier_lock);
+	have = tier_find(v, f, e->img.scale, &any);
+	if (!have) {
+		e->next = (struct dentry *)any;
+		atomic_store_explicit(&v->tier[f], e, memory_order_release);
+	}
+	pthread_mutex_unlock(&v->tier_lock);
+	if (have) {
+		tier_unreserve(v, e->bytes);
+		free(e->img.rgb);
+		free(e);
+		return have;
+	}
+	stat_add(&v->st_dec_files, 1);
+	return e;
+}
+
+/* Bytes render_from_pixels allocates besides the PPM: the horizontally
+ * reduced rows and the coefficients. */
+static uint64_t pixels_work(const struct sample *s, const struct prep__image *img, unsigned W,
+			    unsigned H)
+{
+	unsigned ow = 0, oh = 0;
+
+	if (prep_output_dims(&s->recipe, W, H, &ow, &oh) < 0)
+		return 0;
+	return (uint64_t)ow * 3 * img->h + 16 * ((uint64_t)ow + oh) + 4096;
+}
+
+static int render_from(struct prep_view *v, struct sample *s, const struct dentry *e,
+		       uint8_t **ppm, size_t *ppmlen)
+{
+	uint64_t work = pixels_work(s, &e->img, e->W, e->H);
+	int rc = mem_reserve(v, work);
+
+	if (rc < 0)
+		return rc;
+	rc = prep__render_from_pixels(&s->recipe, &e->img, e->W, e->H, v->cfg.seed, s->file_key,
+				      s->version, ppm, ppmlen);
+	mem_release(v, work);
+	return rc;
+}
+
+/* s from the tier without reading the file: 1 when rendered, 0 when the
+ * tier does not hold the file at the scale s needs, or -errno. */
+static int tier_render(struct prep_view *v, struct sample *s, uint8_t **ppm, size_t *ppmlen)
+{
+	const struct dentry *any, *e;
+	unsigned M;
+	int rc;
+
+	if (!v->tier || !(any = atomic_load_explicit(&v->tier[s->file_index],
+						     memory_order_acquire)))
+		return 0;
+	if (prep__sample_scale(&s->recipe, any->W, any->H, any->jpeg, v->cfg.seed, s->file_key,
+			       s->version, &M) < 0)
+		return 0; /* the file path gives the error */
+	if (!(e = tier_find(v, s->file_index, M, &any)))
+		return 0;
+	if ((rc = render_from(v, s, e, ppm, ppmlen)) < 0)
+		return rc;
+	stat_add(&v->st_dec_hits, 1);
+	return 1;
+}
+
+/* First successful decode of src at the scale s needs, while the tier has
+ * room: decode the whole frame, publish it, render s from it (1). 0 when
+ * not admitted (no room, or the whole-frame decode failed: the file path
+ * then decides, so a file that fails is never admitted), or -errno. */
+static int tier_admit(struct prep_view *v, struct sample *s, const uint8_t *src, size_t srclen,
+		      uint8_t **ppm, size_t *ppmlen)
+{
+	const struct dentry *any, *e;
+	unsigned W, H, M;
+	bool jpeg = prep__sniff(src, srclen) == PREP__JPEG;
+
+	if (!v->tier || prep_probe(src, srclen, &W, &H) < 0 ||
+	    prep__sample_scale(&s->recipe, W, H, jpeg, v->cfg.seed, s->file_key, s->version,
+			       &M) < 0)
+		return 0;
+	if ((e = tier_find(v, s->file_index, M, &any))) /* published meanwhile */
+		return render_from(v, s, e, ppm, ppmlen) < 0 ? 0 : 1;
+	uint64_t n = prep__scaled_bytes(W, H, M) + sizeof(struct dentry);
+	if (!tier_reserve(v, n)) {
+		stat_add(&v->st_dec_refused, 1);
+		return 0;
+	}
+	struct dentry *ne = calloc(1, sizeof(*ne));
+	if (!ne || prep__decode_scaled(src, srclen, M, &ne->img) < 0 || ne->img.scale != M ||
+	    ne->img.w != ((uint64_t)W * M + 7) / 8 || ne->img.h != ((uint64_t)H * M + 7) / 8) {
+		if (ne)
+			free(ne->img.rgb);
+		free(ne);
+		tier_unreserve(v, n);
+		return 0;
+	}
+	ne->W = W;
+	ne->H = H;
+	ne->jpeg = jpeg;
+	ne->bytes = n;
+	e = tier_insert(v, s->file_index, ne);
+	return render_from(v, s, e, ppm, ppmlen) < 0 ? 0 : 1;
+}
+
 /* Read and render s, every byte reserved first: the source (its size from
  * ops.file_size, else once read), the decoder's working memory
- * (prep_decode_mem), and the PPM beyond what the opener reserved. */
+ * (prep_decode_mem), and the PPM beyond what the opener reserved. From the
+ * decoded tier when it holds the file at the scale s needs. */
 static int decode_charged(struct prep_view *v, struct sample *s, uint8_t **ppm, size_t *ppmlen)
 {
 	uint8_t *src = NULL;
 	size_t srclen = 0;
-	uint64_t src_charge = v->ops.file_size ? v->ops.file_size(v->arg, s->file_index) : 0;
+	uint64_t src_charge = 0;
 	uint64_t work = 0;
 	int rc;
 
+	rc = tier_render(v, s, ppm, ppmlen);
+	if (rc < 0)
+		return rc;
+	if (rc > 0)
+		goto settle;
+	src_charge = v->ops.file_size ? v->ops.file_size(v->arg, s->file_index) : 0;
 	if ((rc = mem_reserve(v, src_charge)) < 0)
 		return rc;
 	rc = v->ops.read_file(v->arg, s->file_index, &src, &srclen);
@@ -383,13 +563,14 @@ static int decode_charged(struct prep_view *v, struct sample *s, uint8_t **ppm, 
 	if (rc == 0 && v->cfg.mem && prep_decode_mem(&s->recipe, src, srclen, &work) == 0 &&
 	    (rc = mem_reserve(v, work)) < 0)
 		work = 0;
-	if (rc == 0)
+	if (rc == 0 && tier_admit(v, s, src, srclen, ppm, ppmlen) == 0)
 		rc = prep_render(&s->recipe, src, srclen, v->cfg.seed, s->file_key, s->version, ppm,
 				 ppmlen);
 	free(src);
 	mem_release(v, src_charge + work);
 	if (rc < 0)
 		return rc;
+settle:
 	/* The opener reserved the expected size (0 when unknown): settle. */
 	if (*ppmlen > s->charged) {
 		if (mem_reserve(v, *ppmlen - s->charged) < 0) {
@@ -466,6 +647,12 @@ static void *worker_main(void *arg)
 		while ((!v->q_head || v->active >= v->cfg.threads) && !v->stop) {
 			if (pthread_cond_timedwait(&v->work, &v->lock, &next_sweep) != ETIMEDOUT)
 				continue;
+			if (v->active == 0 && prep__scratch_kept()) {
+				/* no decode running: free the kept decode buffers */
+				pthread_mutex_unlock(&v->lock);
+				prep__scratch_drop();
+				pthread_mutex_lock(&v->lock);
+			}
 			if (v->fifo_head) {
 				sweep_idle(v);
 				if (v->cfg.mem) { /* malloc_trim may take a while */
@@ -639,7 +826,9 @@ struct prep_view *prep_view_create(const struct prep_config *cfg, const struct p
 		v->cfg.mem_wait_ms = DEFAULT_WAIT_MS;
 	if (v->cfg.max_jobs == 0)
 		v->cfg.max_jobs = PREP_MAX_JOBS;
-	v->det_cap = v->cfg.mem_budget / 4 * 3;
+	if (v->cfg.decoded_mem > v->cfg.mem_budget)
+		v->cfg.decoded_mem = v->cfg.mem_budget;
+	v->det_cap = (v->cfg.mem_budget - v->cfg.decoded_mem) / 4 * 3;
 	v->ops = *ops;
 	v->arg = arg;
 	v->nbuckets = 1024;
@@ -654,6 +843,14 @@ struct prep_view *prep_view_create(const struct prep_config *cfg, const struct p
 	}
 	pthread_mutex_init(&v->lock, NULL);
 	pthread_mutex_init(&v->pid_lock, NULL);
+	pthread_mutex_init(&v->tier_lock, NULL);
+	/* The tier's index (a pointer per file) is part of its share. */
+	uint64_t index = sizeof(*v->tier) * (uint64_t)v->cfg.nfiles;
+	if (v->cfg.decoded_mem > index && tier_reserve(v, index)) {
+		v->tier = calloc(v->cfg.nfiles, sizeof(*v->tier));
+		if (!v->tier)
+			tier_unreserve(v, index);
+	}
 	pthread_cond_init(&v->work, NULL);
 	for (unsigned i = 0; i < v->cfg.threads; i++) {
 		if (pthread_create(&v->threads[i], NULL, worker_main, v) != 0) {
@@ -702,10 +899,26 @@ void prep_view_destroy(struct prep_view *v)
 	free(v->buckets);
 	free(v->threads);
 	free((void *)v->dims);
+	if (v->tier) {
+		for (uint32_t f = 0; f < v->cfg.nfiles; f++) {
+			struct dentry *e = atomic_load(&v->tier[f]), *next;
+			for (; e; e = next) {
+				next = e->next;
+				free(e->img.rgb);
+				free(e);
+			}
+		}
+		free((void *)v->tier);
+	}
+	if (v->cfg.mem)
+		budget_keep(v->cfg.mem, -(int64_t)v->tier_used);
+	mem_release(v, v->tier_used);
+	pthread_mutex_destroy(&v->tier_lock);
 	pthread_cond_destroy(&v->work);
 	pthread_mutex_destroy(&v->lock);
 	pthread_mutex_destroy(&v->pid_lock);
 	free(v);
+	prep__scratch_drop();
 }
 
 int prep_view_next_version(struct prep_view *v, uid_t uid, const char *job, uint32_t file_index,
@@ -1020,4 +1233,8 @@ void prep_view_stats(struct prep_view *v, struct prep_stats *out)
 	out->staged_bytes = atomic_load_explicit(&v->st_staged, memory_order_relaxed);
 	out->refused = atomic_load_explicit(&v->st_refused, memory_order_relaxed);
 	out->jobs = atomic_load_explicit(&v->st_jobs, memory_order_relaxed);
+	out->decoded_bytes = atomic_load_explicit(&v->st_dec_bytes, memory_order_relaxed);
+	out->decoded_hits = atomic_load_explicit(&v->st_dec_hits, memory_order_relaxed);
+	out->decoded_files = atomic_load_explicit(&v->st_dec_files, memory_order_relaxed);
+	out->decoded_refused = atomic_load_explicit(&v->st_dec_refused, memory_order_relaxed);
 }

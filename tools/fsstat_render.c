@@ -533,6 +533,11 @@ int fsstat_render(FILE *out, const json_t *stats, const struct fsstat_view *view
 		fmt_count(get_counter(stats, "prep.shared"), b, sizeof(b)),
 		fmt_count(get_counter(stats, "prep.errors"), c, sizeof(c)),
 		fmt_size(get_counter(stats, "prep.staged_bytes"), d, sizeof(d)));
+	fprintf(out, LABEL "held %s  images %s  hits %s  refused %s\n", "decoded",
+		fmt_size(get_counter(stats, "prep.decoded_bytes"), a, sizeof(a)),
+		fmt_count(get_counter(stats, "prep.decoded_files"), b, sizeof(b)),
+		fmt_count(get_counter(stats, "prep.decoded_hits"), c, sizeof(c)),
+		fmt_count(get_counter(stats, "prep.decoded_refused"), d, sizeof(d)));
 	fprintf(out, LABEL "opens %s  reads %s  read %s\n", "fuse",
 		fmt_count(get_counter(stats, "fuse.opens"), a, sizeof(a)),
 		fmt_count(get_counter(stats, "fuse.reads"), b, sizeof(b)),

@@ -12,6 +12,8 @@ undecodable files under bad/. Checks:
     found by lookup;
   - centerS and resizeS samples within 30 dB PSNR of PIL decode +
     torchvision Resize(+CenterCrop), with exactly torchvision's dimensions;
+  - a sample read through PIL takes 2 FUSE reads (its bytes, then EOF):
+    st_blksize covers the sample;
   - rrc224 samples are 224x224 RGB PPMs and differ between two opens by
     the same job; resize256 stat size equals the bytes read;
   - DataLoader(num_workers=2) + ToTensor over prepared/rrc224/train;
@@ -268,6 +270,28 @@ def test_listing(c, m):
 	c.eq('prepared/center224/bad lists the undecodable files too',
 	     sorted(os.listdir(os.path.join(m.mnt, 'prepared', 'center224',
 					    'bad'))), sorted(BAD))
+
+
+def test_fuse_reads(c, m):
+	"""A sample read the way ImageFolder's loader reads it (Python open()
+	buffered by st_blksize, PIL's 64 KiB reads) takes one FUSE read for its
+	bytes plus the one at EOF (direct I/O sends that too)."""
+	from PIL import Image
+	files = image_files(m.src, 'train')[:10]
+	for recipe in ('rrc224', 'center224'):
+		paths = [os.path.join(m.mnt, 'prepared', recipe, rel) for rel in files]
+		for p in paths:
+			st = os.stat(p)
+			c.ge(f'{recipe}: st_blksize covers the sample',
+			     st.st_blksize, min(st.st_size, 1 << 20))
+		before = m.stats()['fuse']['reads']
+		for p in paths:
+			with open(p, 'rb') as f:
+				img = Image.open(f)
+				img.convert('RGB')
+		after = m.stats()['fuse']['reads']
+		c.eq(f'{recipe}: FUSE reads per sample through PIL',
+		     (after - before) / len(paths), 2.0)
 
 
 def test_center_resize(c, m):
@@ -553,6 +577,7 @@ def main():
 			c.group(test_listing, c, m)
 			c.group(test_rrc, c, m, v0)
 			c.group(test_center_resize, c, m)
+			c.group(test_fuse_reads, c, m)
 			c.group(test_dataloader, c, m)
 			c.group(test_bad_files, c, m)
 			c.group(test_raw_formats, c, m)

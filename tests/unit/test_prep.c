@@ -597,18 +597,23 @@ static void roi_case(const uint8_t *jpg, size_t len, const struct prep__image *f
 	free(ref);
 }
 
+/* Every kind of JPEG the decoder handles, at q90. */
+static const struct jopts jpeg_kinds[] = {
+    {.kind = J_RGB, .hsamp = 2, .quality = 90},
+    {.kind = J_RGB, .hsamp = 1, .quality = 90},
+    {.kind = J_RGB, .hsamp = 2, .progressive = true, .quality = 90},
+    {.kind = J_GRAY, .restart = 3, .quality = 90},
+    {.kind = J_CMYK, .quality = 90},
+    {.kind = J_YCCK, .hsamp = 2, .quality = 90},
+};
+#define NKINDS (sizeof(jpeg_kinds) / sizeof(jpeg_kinds[0]))
+
 START_TEST(roi_and_scale_match_full_decode)
 {
-	static const struct jopts opts[] = {
-	    {.kind = J_RGB, .hsamp = 2, .quality = 90},
-	    {.kind = J_RGB, .hsamp = 1, .quality = 90},
-	    {.kind = J_RGB, .hsamp = 2, .progressive = true, .quality = 90},
-	    {.kind = J_GRAY, .restart = 3, .quality = 90},
-	    {.kind = J_CMYK, .quality = 90},
-	};
+	const struct jopts *opts = jpeg_kinds;
 	unsigned W = 613, H = 427;
 
-	for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++) {
+	for (size_t i = 0; i < NKINDS; i++) {
 		size_t len;
 		uint8_t *jpg = make_jpeg(W, H, photo_pixel, &opts[i], &len);
 		struct prep__image full;
@@ -725,6 +730,133 @@ START_TEST(resampler_simd_matches_scalar)
 		}
 	}
 	free(src);
+}
+END_TEST
+
+/* Decode buffers are reused, kept within 16 x 1 MiB, and dropped on demand. */
+START_TEST(scratch_reused_and_bounded)
+{
+	size_t cap, cap2;
+	void *bufs[20];
+
+	prep__scratch_drop();
+	ck_assert_uint_eq(prep__scratch_kept(), 0);
+	uint8_t *a = prep__scratch_get(1000, &cap);
+	ck_assert_ptr_nonnull(a);
+	ck_assert_uint_ge(cap, 1000);
+	memset(a, 1, cap);
+	prep__scratch_put(a, cap);
+	ck_assert_uint_eq(prep__scratch_kept(), cap);
+	uint8_t *b = prep__scratch_get(500, &cap2);
+	ck_assert_ptr_eq(a, b);
+	ck_assert_uint_eq(cap2, cap);
+	ck_assert_uint_eq(prep__scratch_kept(), 0);
+	prep__scratch_put(b, cap2);
+	/* a larger request replaces the kept buffer instead of adding one */
+	b = prep__scratch_get(cap + 1, &cap2);
+	ck_assert_uint_ge(cap2, cap + 1);
+	ck_assert_uint_eq(prep__scratch_kept(), 0);
+	prep__scratch_put(b, cap2);
+	/* more than 1 MiB is never kept */
+	b = prep__scratch_get((2u << 20) + 1, &cap);
+	ck_assert_ptr_nonnull(b);
+	prep__scratch_put(b, cap);
+	ck_assert_uint_eq(prep__scratch_kept(), cap2);
+	/* at most 16 kept */
+	for (int i = 0; i < 20; i++)
+		ck_assert_ptr_nonnull(bufs[i] = prep__scratch_get(1u << 20, &cap));
+	for (int i = 0; i < 20; i++)
+		prep__scratch_put(bufs[i], 1u << 20);
+	ck_assert_uint_le(prep__scratch_kept(), 16u << 20);
+	ck_assert_uint_ge(prep__scratch_kept(), 15u << 20);
+	prep__scratch_drop();
+	ck_assert_uint_eq(prep__scratch_kept(), 0);
+}
+END_TEST
+
+/*
+ * Every kernel level the CPU has (scalar, SSE4.1, AVX2), forced in turn,
+ * gives the scalar bytes on random sizes, boxes, clips, windows, strides
+ * and origins; source buffers end PREP__PAD bytes after the last pixel, so
+ * an over-read shows under ASan and valgrind.
+ */
+START_TEST(resampler_levels_identical)
+{
+	uint64_t rng = 0x5eed;
+	int best = prep__simd_set(-1);
+	unsigned ran[3] = {0, 0, 0};
+
+	ck_assert_int_ge(best, PREP__SIMD_SCALAR);
+	if (__builtin_cpu_supports("avx2"))
+		ck_assert_int_eq(best, PREP__SIMD_AVX2);
+	for (int it = 0; it < 400; it++) {
+#define RND(n) ((unsigned)((rng = hash_mix64(rng)) % (n)))
+		unsigned W = 1 + RND(it % 4 ? 120 : 700), H = 1 + RND(90);
+		unsigned pad = RND(2) ? 0 : RND(17);
+		size_t stride = (size_t)W * 3 + pad;
+		unsigned cx0 = RND(W), cx1 = cx0 + 1 + RND(W - cx0);
+		unsigned cy0 = RND(H), cy1 = cy0 + 1 + RND(H - cy0);
+		double bx0 = cx0 + (cx1 - cx0) * RND(1000) / 2000.0;
+		double bx1 = cx1 - (cx1 - bx0) * RND(1000) / 2000.0;
+		double by0 = cy0 + (cy1 - cy0) * RND(1000) / 2000.0;
+		double by1 = cy1 - (cy1 - by0) * RND(1000) / 2000.0;
+		unsigned vw = 1 + RND(it % 3 ? 260 : 40), vh = 1 + RND(it % 3 ? 260 : 40);
+		unsigned ox = RND(vw), oy = RND(vh);
+		unsigned nx = 1 + RND(vw - ox), ny = 1 + RND(vh - oy);
+		struct prep__coeffs cx, cy;
+		bool flip = RND(2);
+
+		if (bx1 <= bx0 || by1 <= by0)
+			continue;
+		ck_assert_int_eq(prep__coeffs_make(bx0, bx1, cx0, cx1, vw, ox, nx, &cx), 0);
+		ck_assert_int_eq(prep__coeffs_make(by0, by1, cy0, cy1, vh, oy, ny, &cy), 0);
+		/* the source buffer starts at an absolute pixel at or before lo */
+		unsigned x0 = cx.lo - RND(cx.lo + 1), y0 = cy.lo - RND(cy.lo + 1);
+		size_t rows = H - y0, len = (rows - 1) * stride + (size_t)(W - x0) * 3 + PREP__PAD;
+		uint8_t *src = malloc(len);
+		size_t out_stride = (size_t)cx.n * 3 + RND(5), n = out_stride * cy.n;
+		uint8_t *ref = malloc(n), *got = malloc(n);
+
+		ck_assert_ptr_nonnull(src);
+		for (size_t i = 0; i < len; i++)
+			src[i] = it % 5 == 0 ? (uint8_t)(RND(2) * 255) : (uint8_t)hash_mix64(rng + i);
+		memset(ref, 0xa5, n);
+		ck_assert_int_eq(prep__simd_set(PREP__SIMD_SCALAR), PREP__SIMD_SCALAR);
+		ck_assert_int_eq(
+		    prep__resample(src, stride, x0, y0, &cx, &cy, flip, ref, out_stride), 0);
+		for (int level = PREP__SIMD_SSE41; level <= best; level++) {
+			ck_assert_int_eq(prep__simd_set(level), level);
+			memset(got, 0xa5, n);
+			ck_assert_int_eq(
+			    prep__resample(src, stride, x0, y0, &cx, &cy, flip, got, out_stride), 0);
+			ck_assert_msg(memcmp(ref, got, n) == 0,
+				      "%s differs from scalar: case %d, %ux%u stride %zu, box "
+				      "%g..%g x %g..%g -> %ux%u window %u+%u x %u+%u",
+				      prep__simd_name(level), it, W, H, stride, bx0, bx1, by0, by1,
+				      vw, vh, ox, nx, oy, ny);
+			ran[level]++;
+		}
+		free(src);
+		free(ref);
+		free(got);
+		prep__coeffs_free(&cx);
+		prep__coeffs_free(&cy);
+#undef RND
+	}
+	for (int level = PREP__SIMD_SSE41; level <= best; level++)
+		ck_assert_uint_gt(ran[level], 300);
+	/* The environment lowers the pick, never raises it. */
+	setenv("COORDFS_SIMD", "scalar", 1);
+	ck_assert_int_eq(prep__simd_set(-1), PREP__SIMD_SCALAR);
+	ck_assert_int_eq(prep__simd(), PREP__SIMD_SCALAR);
+	setenv("COORDFS_SIMD", "sse41", 1);
+	ck_assert_int_eq(prep__simd_set(-1), best < PREP__SIMD_SSE41 ? best : PREP__SIMD_SSE41);
+	unsetenv("COORDFS_SIMD");
+	ck_assert_int_eq(prep__simd_set(-1), best);
+	if (best < PREP__SIMD_AVX2)
+		ck_assert_int_eq(prep__simd_set(PREP__SIMD_AVX2), -ENOTSUP);
+	fprintf(stderr, "resampler_levels_identical: best level %s, compared %u sse41, %u avx2\n",
+		prep__simd_name(best), ran[1], ran[2]);
 }
 END_TEST
 
@@ -1538,6 +1670,233 @@ START_TEST(view_stress_versions)
 }
 END_TEST
 
+/* ---- the decoded tier ---- */
+
+/* Every kind of JPEG (and PNG): the whole frame decoded at the scale a
+ * sample needs, then resampled, gives the bytes prep_render gives on the
+ * file, for random and deterministic recipes and several versions. */
+START_TEST(tier_pixels_match_file)
+{
+	const struct jopts *opts = jpeg_kinds;
+	static const char *recipes[] = {"rrc224", "rrc64", "center224", "center32", "resize100"};
+	enum { NJ = NKINDS };
+	unsigned W = 613, H = 427, scales_seen = 0;
+
+	for (size_t i = 0; i < NJ + 3; i++) {
+		size_t len;
+		uint8_t *data = i < NJ ? make_jpeg(W, H, photo_pixel, &opts[i], &len)
+				: i == NJ ? make_png(W, H, PNG_COLOR_TYPE_RGB, 8, false, false, &len)
+				: i == NJ + 1 ? make_png(W, H, PNG_COLOR_TYPE_PALETTE, 8, true, true, &len)
+					      : make_png(W, H, PNG_COLOR_TYPE_GRAY, 16, false, false, &len);
+		for (size_t k = 0; k < sizeof(recipes) / sizeof(recipes[0]); k++) {
+			struct prep_recipe r;
+			ck_assert_int_eq(prep_recipe_parse(recipes[k], &r), 0);
+			for (uint32_t v = 0; v < (prep_recipe_is_random(&r) ? 6u : 1u); v++) {
+				unsigned M;
+				struct prep__image img;
+				uint8_t *a, *b;
+				size_t la, lb;
+
+				ck_assert_int_eq(prep__sample_scale(&r, W, H, i < NJ, 5, 77, v, &M), 0);
+				scales_seen |= 1u << M;
+				ck_assert_int_eq(prep__decode_scaled(data, len, M, &img), 0);
+				ck_assert_uint_eq(img.scale, i < NJ ? M : 8);
+				ck_assert_uint_eq(img.w * 3 * (uint64_t)img.h + PREP__PAD,
+						  prep__scaled_bytes(W, H, img.scale));
+				ck_assert_int_eq(prep_render(&r, data, len, 5, 77, v, &a, &la), 0);
+				ck_assert_int_eq(prep__render_from_pixels(&r, &img, W, H, 5, 77, v,
+									  &b, &lb),
+						 0);
+				ck_assert_msg(la == lb && memcmp(a, b, la) == 0,
+					      "image %zu %s v%u (scale %u/8): tier != file", i,
+					      recipes[k], v, M);
+				free(a);
+				free(b);
+				free(img.rgb);
+			}
+		}
+		free(data);
+	}
+	/* the cases covered full size and DCT-scaled decodes */
+	ck_assert(scales_seen & (1u << 8));
+	ck_assert(scales_seen & ~(1u << 8));
+}
+END_TEST
+
+static void tier_src_fill(struct src *s, unsigned n)
+{
+	memset(s, 0, sizeof(*s));
+	for (unsigned i = 0; i < n; i++) {
+		struct jopts o = {.kind = i % 3 == 2 ? J_GRAY : J_RGB,
+				  .hsamp = 1 + (int)(i % 2),
+				  .progressive = i % 4 == 3,
+				  .quality = 90};
+		s->data[i] = make_jpeg(200 + 16 * i, 150 + 8 * i, photo_pixel, &o, &s->len[i]);
+	}
+}
+
+/* Through the view: the first decode of a file admits it, later versions
+ * and recipes at that scale are hits (no source read), and every sample
+ * equals prep_render on the file. */
+START_TEST(view_decoded_tier)
+{
+	struct src s;
+	struct prep_stats st;
+	struct budget b;
+	enum { N = 5 };
+	/* on these sources (at most 312 x 190) every sample of these recipes
+	 * is decoded at full size */
+	static const char *recipes[] = {"rrc160", "center96", "resize120"};
+
+	tier_src_fill(&s, N);
+	budget_init(&b, 256 << 20);
+	struct prep_config cfg = {.seed = 21, .mem_budget = 64 << 20, .threads = 2, .nfiles = N,
+				  .mem = &b, .decoded_mem = 32 << 20};
+	struct prep_view *v = prep_view_create(&cfg, &src_ops, &s);
+	ck_assert_ptr_nonnull(v);
+	for (unsigned epoch = 0; epoch < 3; epoch++) {
+		for (size_t k = 0; k < 3; k++) {
+			struct prep_recipe r;
+			prep_recipe_parse(recipes[k], &r);
+			for (uint32_t f = 0; f < N; f++) {
+				struct prep_sample *x;
+				uint8_t *ref;
+				size_t rl, l;
+				ck_assert_int_eq(prep_view_open_job(v, 0, "A", f, 500 + f, &r, &x), 0);
+				uint32_t ver = prep_recipe_is_random(&r) ? epoch : 0;
+				ck_assert_int_eq(prep_render(&r, s.data[f], s.len[f], 21, 500 + f,
+							     ver, &ref, &rl),
+						 0);
+				const uint8_t *p = prep_sample_data(x, &l);
+				ck_assert_msg(l == rl && memcmp(p, ref, l) == 0,
+					      "file %u %s epoch %u differs", f, recipes[k], epoch);
+				free(ref);
+				prep_sample_put(v, x);
+			}
+		}
+	}
+	prep_view_stats(v, &st);
+	/* small sources: every sample is decoded at full size, one image per file */
+	ck_assert_uint_eq(st.decoded_files, N);
+	ck_assert_uint_eq(atomic_load(&s.reads), N);
+	ck_assert_uint_gt(st.decoded_hits, 0);
+	ck_assert_uint_eq(st.decoded_refused, 0);
+	ck_assert_uint_le(st.decoded_bytes, cfg.decoded_mem);
+	uint64_t want = sizeof(void *) * (uint64_t)N;
+	for (unsigned f = 0; f < N; f++) {
+		unsigned w, h;
+		ck_assert_int_eq(prep_probe(s.data[f], s.len[f], &w, &h), 0);
+		want += prep__scaled_bytes(w, h, 8);
+	}
+	ck_assert_uint_ge(st.decoded_bytes, want);
+	ck_assert_uint_le(st.decoded_bytes, want + N * 256);
+	ck_assert_uint_ge(budget_used(&b), st.decoded_bytes);
+	/* held for good: budget_trim leaves them out of its load test */
+	ck_assert_uint_eq(atomic_load(&b.kept), st.decoded_bytes);
+	prep_view_destroy(v);
+	ck_assert_uint_eq(budget_used(&b), 0);
+	ck_assert_uint_eq(atomic_load(&b.kept), 0);
+	budget_fini(&b);
+	src_free(&s);
+}
+END_TEST
+
+/* The tier never holds more than its share: what does not fit is refused
+ * and still served from the file, identically. */
+START_TEST(view_decoded_share)
+{
+	struct src s;
+	struct prep_stats st;
+	struct budget b;
+	struct prep_recipe r;
+	enum { N = 8 };
+
+	tier_src_fill(&s, N);
+	prep_recipe_parse("rrc224", &r); /* always full size on these sources */
+	unsigned w, h;
+	ck_assert_int_eq(prep_probe(s.data[2], s.len[2], &w, &h), 0);
+	uint64_t share = sizeof(void *) * (uint64_t)N + 2 * prep__scaled_bytes(w, h, 8) + 1024;
+	budget_init(&b, 256 << 20);
+	struct prep_config cfg = {.seed = 2, .mem_budget = 64 << 20, .threads = 1, .nfiles = N,
+				  .mem = &b, .decoded_mem = share};
+	struct prep_view *v = prep_view_create(&cfg, &src_ops, &s);
+	ck_assert_ptr_nonnull(v);
+	for (unsigned epoch = 0; epoch < 2; epoch++) {
+		for (uint32_t f = 0; f < N; f++) {
+			struct prep_sample *x;
+			uint8_t *ref;
+			size_t rl, l;
+			ck_assert_int_eq(prep_view_open_job(v, 0, "A", f, f, &r, &x), 0);
+			ck_assert_int_eq(prep_render(&r, s.data[f], s.len[f], 2, f, epoch, &ref, &rl), 0);
+			const uint8_t *p = prep_sample_data(x, &l);
+			ck_assert(l == rl && memcmp(p, ref, l) == 0);
+			free(ref);
+			prep_sample_put(v, x);
+			prep_view_stats(v, &st);
+			ck_assert_uint_le(st.decoded_bytes, share);
+		}
+	}
+	prep_view_stats(v, &st);
+	ck_assert_uint_ge(st.decoded_files, 2);
+	ck_assert_uint_lt(st.decoded_files, N);
+	ck_assert_uint_gt(st.decoded_refused, 0);
+	/* the second epoch read from the source exactly the files not held */
+	ck_assert_uint_eq(atomic_load(&s.reads), 2 * N - st.decoded_files);
+	ck_assert_uint_eq(st.decoded_hits, st.decoded_files);
+	/* a share smaller than the index: no tier at all */
+	struct prep_config tiny = cfg;
+	tiny.decoded_mem = sizeof(void *) * (uint64_t)N - 1;
+	struct prep_view *v2 = prep_view_create(&tiny, &src_ops, &s);
+	ck_assert_ptr_nonnull(v2);
+	struct prep_sample *x;
+	ck_assert_int_eq(prep_view_open_job(v2, 0, "A", 0, 0, &r, &x), 0);
+	prep_sample_put(v2, x);
+	prep_view_stats(v2, &st);
+	ck_assert_uint_eq(st.decoded_bytes, 0);
+	ck_assert_uint_eq(st.decoded_files, 0);
+	prep_view_destroy(v2);
+	prep_view_destroy(v);
+	ck_assert_uint_eq(budget_used(&b), 0);
+	budget_fini(&b);
+	src_free(&s);
+}
+END_TEST
+
+/* A file whose decode fails is never admitted, however often it is read;
+ * the good file next to it is. */
+START_TEST(view_decoded_failed_not_admitted)
+{
+	struct src s;
+	struct prep_stats st;
+	struct prep_recipe r;
+
+	tier_src_fill(&s, 3);
+	s.len[1] = s.len[1] * 2 / 3; /* truncated in its scan data */
+	memset(s.data[2] + s.len[2] / 2, 0xff, 64); /* corrupt middle, EOI kept */
+	prep_recipe_parse("rrc64", &r);
+	struct prep_config cfg = {.seed = 2, .mem_budget = 64 << 20, .threads = 1, .nfiles = 3,
+				  .decoded_mem = 16 << 20};
+	struct prep_view *v = prep_view_create(&cfg, &src_ops, &s);
+	ck_assert_ptr_nonnull(v);
+	for (unsigned epoch = 0; epoch < 3; epoch++) {
+		struct prep_sample *x;
+		ck_assert_int_eq(prep_view_open_job(v, 0, "A", 0, 0, &r, &x), 0);
+		prep_sample_put(v, x);
+		ck_assert_int_eq(prep_view_open_job(v, 0, "A", 1, 1, &r, &x), -EIO);
+		ck_assert_int_lt(prep_view_open_job(v, 0, "A", 2, 2, &r, &x), 0);
+	}
+	prep_view_stats(v, &st);
+	ck_assert_uint_eq(st.decoded_files, 1);
+	ck_assert_uint_eq(st.decoded_hits, 2);
+	ck_assert_uint_eq(st.errors, 6);
+	unsigned w, h;
+	ck_assert_int_eq(prep_probe(s.data[0], s.len[0], &w, &h), 0);
+	ck_assert_uint_le(st.decoded_bytes, 3 * sizeof(void *) + prep__scaled_bytes(w, h, 8) + 256);
+	prep_view_destroy(v);
+	src_free(&s);
+}
+END_TEST
+
 /* ---- job identity ---- */
 
 START_TEST(job_identity)
@@ -1612,6 +1971,8 @@ int main(void)
 	tcase_add_test(tc, roi_and_scale_match_full_decode);
 	tcase_add_test(tc, resampler_is_antialiased);
 	tcase_add_test(tc, resampler_simd_matches_scalar);
+	tcase_add_test(tc, resampler_levels_identical);
+	tcase_add_test(tc, scratch_reused_and_bounded);
 	tcase_add_test(tc, rrc_params_distribution);
 	tcase_add_test(tc, rrc_fallback);
 	tcase_add_test(tc, render_is_deterministic);
@@ -1627,6 +1988,10 @@ int main(void)
 	tcase_add_test(tc, view_job_table_full);
 	tcase_add_test(tc, view_mem_budget);
 	tcase_add_test(tc, view_stress_versions);
+	tcase_add_test(tc, tier_pixels_match_file);
+	tcase_add_test(tc, view_decoded_tier);
+	tcase_add_test(tc, view_decoded_share);
+	tcase_add_test(tc, view_decoded_failed_not_admitted);
 	tcase_add_test(tc, job_identity);
 	suite_add_tcase(s, tc);
 	return check_run(s);

@@ -20,6 +20,9 @@
  *   prep_render     prep_render(): ROI + DCT scaling (what the daemon runs)
  *   prep_pow2       prep's decoder with the scale rounded up to 1, 2, 4 or 8
  *                   eighths (libjpeg-turbo's SIMD IDCT sizes)
+ *   tier_rgb        the decoded tier: the sample resampled from the image
+ *                   decoded whole (RGB, at the DCT scale prep_render picks)
+ *                   beforehand, untimed, as the daemon holds it
  *   proto_roi_pow2[_stop]  a minimal ROI decoder written here (margins
  *                   around the crop, power-of-two scale; _stop: abort after
  *                   the last needed row), to measure proposals for prep/
@@ -34,12 +37,16 @@
  * resampler, like prep/'s white-box tests do.
  *
  * Usage: decode_speed [--recipe rrc224] [--rounds N] [--min-time S]
- *                     [--only MODE] [--no-check] FILE...
- * (--only times one mode, e.g. under perf; --no-check skips the pixel checks.)
+ *                     [--only MODE] [--no-check] [--resample] FILE...
+ * (--only times one mode, e.g. under perf; --no-check skips the pixel checks;
+ * --resample times only the resampler, once per kernel level the CPU has
+ * (scalar, SSE4.1, AVX2), on whole frames decoded untimed, and checks that
+ * the levels give identical bytes: {"resample_us": {...}} per sample.)
  * Build: cc -O2 -I REPO tools/bench/decode_speed.c build/prep/libcoordfs_prep.a
  *        build/common/libcoordfs_common.a -lturbojpeg -ljpeg -lpng -lm -lpthread
  */
 #include <errno.h>
+#include <malloc.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdbool.h>
@@ -71,6 +78,7 @@ enum mode {
 	M_PREP_POW2,
 	M_PROTO,
 	M_PROTO_STOP,
+	M_TIER,
 	NTIMED,
 	M_REF_POW2 = NTIMED, /* verification only: tj at the power-of-two scale */
 	NMODES
@@ -78,7 +86,7 @@ enum mode {
 
 static const char *const mode_name[NMODES] = {
 	"entropy_only", "libjpeg_full", "tj_full",     "tj_full+rs",      "tj_dct+rs", "prep_roi",
-	"prep_render",  "prep_pow2",   "proto_roi_pow2",  "proto_roi_pow2_stop", "tj_pow2+rs",
+	"prep_render",  "prep_pow2",   "proto_roi_pow2",  "proto_roi_pow2_stop", "tier_rgb", "tj_pow2+rs",
 };
 
 struct image {
@@ -87,6 +95,7 @@ struct image {
 	size_t len;
 	unsigned w, h;
 	uint64_t key;
+	struct prep__image held[4]; /* tier_rgb: decoded whole at 1, 2, 4, 8 eighths */
 };
 
 struct ctx {
@@ -479,7 +488,38 @@ static int prep_pow2(struct ctx *c, const struct image *im, uint32_t version, ui
 				 ppm, len);
 }
 
-static int run_one(struct ctx *c, enum mode mode, const struct image *im, uint32_t version)
+static unsigned log2_scale(unsigned m)
+{
+	return m >= 8 ? 3 : m >= 4 ? 2 : m >= 2 ? 1 : 0;
+}
+
+/* The image tier_rgb renders version from: decoded whole at the scale
+ * prep_render picks, once (outside the timed loops, see hold_all). */
+static const struct prep__image *held_for(struct image *im, const struct prep_recipe *r,
+					  uint32_t version)
+{
+	unsigned m;
+
+	if (prep__sample_scale(r, im->w, im->h, true, SEED, im->key, version, &m) < 0)
+		return NULL;
+	struct prep__image *h = &im->held[log2_scale(m)];
+	if (!h->rgb && prep__decode_scaled(im->data, im->len, m, h) < 0)
+		return NULL;
+	return h;
+}
+
+static int tier_render(struct ctx *c, struct image *im, uint32_t version, uint8_t **ppm,
+		       size_t *len)
+{
+	const struct prep__image *h = held_for(im, &c->recipe, version);
+
+	if (!h)
+		return -EIO;
+	return prep__render_from_pixels(&c->recipe, h, im->w, im->h, SEED, im->key, version, ppm,
+					len);
+}
+
+static int run_one(struct ctx *c, enum mode mode, struct image *im, uint32_t version)
 {
 	unsigned sw, sh;
 	uint8_t *ppm = NULL;
@@ -515,6 +555,9 @@ static int run_one(struct ctx *c, enum mode mode, const struct image *im, uint32
 		return proto_render(c, im, version, mode == M_PROTO_STOP, mode);
 	case M_REF_POW2:
 		return tj_resampled(c, im, version, 100, mode);
+	case M_TIER:
+		rc = tier_render(c, im, version, &ppm, &len);
+		break;
 	default:
 		return -EINVAL;
 	}
@@ -540,6 +583,80 @@ static void geometry_stats(struct ctx *c, const struct image *ims, size_t n, uin
 	}
 }
 
+/*
+ * Resampling alone, per kernel level: each file is decoded whole (untimed)
+ * at the DCT scale prep picks for the version, then its crop is resampled
+ * by every level the CPU has in turn (levels interleaved per file), CPU
+ * time of this thread. Fills us[level] with mean microseconds per sample
+ * (0 for a level the CPU lacks); the levels' bytes must be identical.
+ */
+static int resample_levels(struct ctx *c, const struct image *ims, size_t n, unsigned rounds,
+			   double us[3])
+{
+	double sum[3] = {0, 0, 0};
+	unsigned long count = 0;
+	int best = prep__simd_set(-1);
+
+	for (unsigned r = 1; r <= rounds; r++) {
+		for (size_t k = 0; k < n; k++) {
+			const struct image *im = &ims[k];
+			struct prep__geom g;
+			struct prep__coeffs cx, cy;
+			unsigned sw, sh, m;
+			uint8_t *out[3] = {NULL, NULL, NULL};
+			int rc;
+
+			if ((rc = prep__plan(&c->recipe, im->w, im->h, SEED, im->key, r, &g)) < 0)
+				return rc;
+			m = prep__pick_scale(&g);
+			if ((rc = tj_decode(c, im, m, &sw, &sh)) < 0)
+				return rc;
+			double s = m / 8.0;
+			unsigned c0x = (unsigned)(g.clip_x0 * s), c1x = (unsigned)ceil(g.clip_x1 * s);
+			unsigned c0y = (unsigned)(g.clip_y0 * s), c1y = (unsigned)ceil(g.clip_y1 * s);
+			c1x = c1x > sw ? sw : c1x;
+			c1y = c1y > sh ? sh : c1y;
+			c0x = c0x >= c1x ? c1x - 1 : c0x;
+			c0y = c0y >= c1y ? c1y - 1 : c0y;
+			if ((rc = prep__coeffs_make(g.box_x0 * s, g.box_x1 * s, c0x, c1x, g.vw, g.ox,
+						    g.ow, &cx)) < 0)
+				return rc;
+			if ((rc = prep__coeffs_make(g.box_y0 * s, g.box_y1 * s, c0y, c1y, g.vh, g.oy,
+						    g.oh, &cy)) < 0) {
+				prep__coeffs_free(&cx);
+				return rc;
+			}
+			size_t bytes = (size_t)g.ow * g.oh * 3;
+			for (int l = 0; l <= best && rc == 0; l++)
+				if (!(out[l] = malloc(bytes)))
+					rc = -ENOMEM;
+				else
+					memset(out[l], 0, bytes); /* page faults outside the timing */
+			for (int l = 0; l <= best && rc == 0; l++) {
+				prep__simd_set(l);
+				double c0 = cpu_s();
+				if (rc == 0)
+					rc = prep__resample(c->full, (size_t)sw * 3, 0, 0, &cx, &cy,
+							    g.flip, out[l], (size_t)g.ow * 3);
+				sum[l] += cpu_s() - c0;
+				if (rc == 0 && l > 0 && memcmp(out[0], out[l], bytes))
+					rc = -EPROTO;
+			}
+			for (int l = 0; l < 3; l++)
+				free(out[l]);
+			prep__coeffs_free(&cx);
+			prep__coeffs_free(&cy);
+			if (rc < 0)
+				return rc;
+			count++;
+		}
+	}
+	prep__simd_set(-1);
+	for (int l = 0; l < 3; l++)
+		us[l] = l <= best && count ? sum[l] / count * 1e6 : 0;
+	return 0;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
@@ -549,14 +666,14 @@ static int cmp_double(const void *a, const void *b)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: decode_speed [--recipe NAME] [--rounds N] [--min-time S] [--only MODE] [--no-check] FILE...\n");
+	fprintf(stderr, "usage: decode_speed [--recipe NAME] [--rounds N] [--min-time S] [--only MODE] [--no-check] [--resample] FILE...\n");
 }
 
 int main(int argc, char **argv)
 {
 	const char *recipe_name = "rrc224";
 	const char *only = NULL;
-	bool check = true;
+	bool check = true, resample_only = false;
 	unsigned rounds = 5;
 	double min_time = 0.0;
 	int i = 1;
@@ -570,6 +687,8 @@ int main(int argc, char **argv)
 			only = argv[++i];
 		else if (!strcmp(argv[i], "--no-check"))
 			check = false;
+		else if (!strcmp(argv[i], "--resample"))
+			resample_only = true;
 		else if (!strcmp(argv[i], "--min-time") && i + 1 < argc)
 			min_time = strtod(argv[++i], NULL);
 		else {
@@ -609,6 +728,24 @@ int main(int argc, char **argv)
 		pixels += (uint64_t)im->w * im->h;
 	}
 
+	if (resample_only) {
+		double us[3];
+		/* as the daemon does (fs/): the resampler's row buffer stays on the heap */
+		mallopt(M_MMAP_THRESHOLD, 256 << 10);
+		mallopt(M_TRIM_THRESHOLD, 64 << 20); /* time the kernels, not brk and page faults */
+		int rc = resample_levels(&c, ims, n, rounds, us);
+		if (rc < 0) {
+			fprintf(stderr, "decode_speed: resampling failed: %s\n",
+				rc == -EPROTO ? "kernel levels differ" : strerror(-rc));
+			return rc == -EPROTO ? 3 : 1;
+		}
+		printf("{\"files\": %zu, \"recipe\": \"%s\", \"rounds\": %u, \"resample_us\": "
+		       "{\"scalar\": %.1f, \"sse41\": %.1f, \"avx2\": %.1f}}\n",
+		       n, recipe_name, rounds, us[0], us[1], us[2]);
+		free(c.full);
+		tjDestroy(c.tj);
+		return 0;
+	}
 	/* Verification (untimed): ROI decoding must not change a pixel, so each
 	 * prep mode equals the whole-frame decode at the same DCT scale. */
 	struct cmp {
@@ -622,6 +759,7 @@ int main(int argc, char **argv)
 		{ M_REF_POW2, M_PREP_POW2, "tj_pow2+rs=prep_pow2", 0, 0 },
 		{ M_REF_POW2, M_PROTO, "tj_pow2+rs=proto_roi_pow2", 0, 0 },
 		{ M_REF_POW2, M_PROTO_STOP, "tj_pow2+rs=proto_roi_pow2_stop", 0, 0 },
+		{ M_PREP, M_TIER, "prep_render=tier_rgb", 0, 0 },
 	};
 	const size_t ncmp = sizeof(cmps) / sizeof(cmps[0]);
 	c.keep = true;
@@ -653,6 +791,21 @@ int main(int argc, char **argv)
 		}
 	}
 	c.keep = false;
+	/* tier_rgb's images, decoded before the timed rounds (as the daemon's
+	 * tier holds them after the first epoch); their bytes per image */
+	uint64_t held_bytes = 0, held_n = 0;
+	for (size_t k = 0; k < n; k++) {
+		for (unsigned r = 1; r <= rounds; r++)
+			if (!held_for(&ims[k], &c.recipe, r)) {
+				fprintf(stderr, "decode_speed: %s: whole decode failed\n", ims[k].path);
+				return 1;
+			}
+		for (int s = 0; s < 4; s++)
+			if (ims[k].held[s].rgb) {
+				held_bytes += prep__scaled_bytes(ims[k].w, ims[k].h, 1u << s);
+				held_n++;
+			}
+	}
 
 	/* Rounds interleave the modes so that noise from other processes on the
 	 * machine spreads over all of them; each round uses a new version.
@@ -704,10 +857,13 @@ int main(int argc, char **argv)
 	for (size_t j = 0; check && j < ncmp; j++) {
 		printf("%s\"%s\": {\"images_differ\": %lu, \"max_abs_diff\": %lu}", j ? ", " : "",
 		       cmps[j].name, cmps[j].images_differ, cmps[j].max_diff);
-		if (cmps[j].a == M_REF_POW2 && cmps[j].b != M_PREP_POW2 && cmps[j].images_differ)
-			ok = false; /* the prototypes must be exact; prep's result is reported */
+		if ((cmps[j].a == M_REF_POW2 && cmps[j].b != M_PREP_POW2 && cmps[j].images_differ) ||
+		    (cmps[j].b == M_TIER && cmps[j].images_differ))
+			ok = false; /* the prototypes and the tier must be exact */
 	}
-	printf("%s, \"modes\": {", check ? "}" : "");
+	printf("%s, \"tier_bytes_per_image\": %.0f, \"tier_images\": %llu, \"modes\": {",
+	       check ? "}" : "", held_n ? (double)held_bytes / held_n : 0.0,
+	       (unsigned long long)held_n);
 	double *col = malloc(done * sizeof(double));
 	if (!col)
 		return 1;
@@ -734,8 +890,11 @@ int main(int argc, char **argv)
 	free(wrate);
 	for (int m = 0; m < NMODES; m++)
 		free(c.res[m]);
-	for (size_t k = 0; k < n; k++)
+	for (size_t k = 0; k < n; k++) {
 		free(ims[k].data);
+		for (int s = 0; s < 4; s++)
+			free(ims[k].held[s].rgb);
+	}
 	free(ims);
 	free(c.full);
 	tjDestroy(c.tj);
