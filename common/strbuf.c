@@ -18,6 +18,13 @@ void strbuf_fini(struct strbuf *sb)
 	memset(sb, 0, sizeof(*sb));
 }
 
+void strbuf_fini_wipe(struct strbuf *sb)
+{
+	if (sb->buf)
+		explicit_bzero(sb->buf, sb->cap);
+	strbuf_fini(sb);
+}
+
 void strbuf_reset(struct strbuf *sb)
 {
 	sb->len = 0;

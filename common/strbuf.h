@@ -15,6 +15,9 @@ struct strbuf {
 
 void strbuf_init(struct strbuf *sb);
 void strbuf_fini(struct strbuf *sb);
+/* strbuf_fini for a buffer that held a secret: zeroed (explicit_bzero)
+ * before it is freed. */
+void strbuf_fini_wipe(struct strbuf *sb);
 void strbuf_reset(struct strbuf *sb);
 void strbuf_append(struct strbuf *sb, const char *data, size_t len);
 void strbuf_puts(struct strbuf *sb, const char *s);

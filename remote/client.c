@@ -170,8 +170,7 @@ int remote_client_create(const struct remote_peers *peers, const char *secret,
 		if (!sb.failed)
 			c->auth_header = strdup(sb.buf);
 		c->auth_len = sb.len;
-		explicit_bzero(sb.buf, sb.len);
-		strbuf_fini(&sb);
+		strbuf_fini_wipe(&sb);
 		if (!c->auth_header) {
 			free(c);
 			return -ENOMEM;

@@ -264,9 +264,7 @@ int remote__s3_easy(struct remote_s3 *s, struct curl_slist **hdrs, void **easy)
 		strbuf_init(&tok);
 		strbuf_printf(&tok, "x-amz-security-token: %s", c.token);
 		n = tok.failed ? NULL : curl_slist_append(*hdrs, tok.buf);
-		if (tok.buf)
-			explicit_bzero(tok.buf, tok.len);
-		strbuf_fini(&tok);
+		strbuf_fini_wipe(&tok);
 		if (!n)
 			goto nomem;
 		*hdrs = n;

@@ -259,12 +259,8 @@ static int fetch_container(struct s3_cred *c, struct s3_creds *out, char *err, s
 	r = fetch_document(c, c->url, hdrs, &body, out, err, errlen);
 out:
 	curl_slist_free_all(hdrs);
-	if (auth.buf)
-		explicit_bzero(auth.buf, auth.len);
-	if (body.buf)
-		explicit_bzero(body.buf, body.len);
-	strbuf_fini(&auth);
-	strbuf_fini(&body);
+	strbuf_fini_wipe(&auth);
+	strbuf_fini_wipe(&body);
 	return r;
 }
 
@@ -320,13 +316,9 @@ static int fetch_imds(struct s3_cred *c, struct s3_creds *out, char *err, size_t
 	r = fetch_document(c, url.buf, hdrs, &body, out, err, errlen);
 out:
 	curl_slist_free_all(hdrs);
-	if (body.buf)
-		explicit_bzero(body.buf, body.len);
-	if (tokhdr.buf)
-		explicit_bzero(tokhdr.buf, tokhdr.len);
-	strbuf_fini(&body);
+	strbuf_fini_wipe(&body);
 	strbuf_fini(&url);
-	strbuf_fini(&tokhdr);
+	strbuf_fini_wipe(&tokhdr);
 	return r;
 }
 
@@ -437,9 +429,7 @@ out:
 		close(pipefd[0]);
 	if (pipefd[1] >= 0)
 		close(pipefd[1]);
-	if (body.buf)
-		explicit_bzero(body.buf, body.len);
-	strbuf_fini(&body);
+	strbuf_fini_wipe(&body);
 	wordfree(&we);
 	return r;
 }
@@ -529,16 +519,6 @@ static int from_profile(const struct remote_s3_config *cfg, struct s3_profile *p
 	return 0;
 }
 
-static int copy_str(char *dst, size_t cap, const char *src)
-{
-	size_t n = strlen(src);
-
-	if (n >= cap)
-		return -EINVAL;
-	memcpy(dst, src, n + 1);
-	return 0;
-}
-
 int remote__s3_cred_create(const struct remote_s3_config *cfg, struct remote_http *pool,
 			   char *region_out, size_t region_cap, struct s3_cred **out, char *err,
 			   size_t errlen)
@@ -577,10 +557,10 @@ int remote__s3_cred_create(const struct remote_s3_config *cfg, struct remote_htt
 			r = -EINVAL;
 			goto fail;
 		}
-		if (copy_str(c->cur.access_key, sizeof(c->cur.access_key), ak) ||
-		    copy_str(c->cur.secret_key, sizeof(c->cur.secret_key), sk) ||
+		if (remote__s3_copy_str(c->cur.access_key, sizeof(c->cur.access_key), ak) ||
+		    remote__s3_copy_str(c->cur.secret_key, sizeof(c->cur.secret_key), sk) ||
 		    ((v = env("AWS_SESSION_TOKEN")) &&
-		     copy_str(c->cur.token, sizeof(c->cur.token), v))) {
+		     remote__s3_copy_str(c->cur.token, sizeof(c->cur.token), v))) {
 			remote__s3_set_err(err, errlen,
 				"AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY/"
 				"AWS_SESSION_TOKEN: too long");

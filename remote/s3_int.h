@@ -146,6 +146,10 @@ struct s3_profile {
  * others stay). Keys are matched case-insensitively, around '=' spaces are
  * trimmed, ';' and '#' start comments. -EINVAL on a line over
  * S3_MAX_INI_LINE or a value over its field. */
+/* Copy the string v into dst (cap bytes): 0, or -EINVAL when it does not
+ * fit (dst untouched). */
+int remote__s3_copy_str(char *dst, size_t cap, const char *v);
+
 int remote__s3_ini_parse(const char *text, size_t len, const char *section, struct s3_profile *p);
 
 struct s3_creds {

@@ -658,7 +658,7 @@ static char *trim(char *s)
 	return s;
 }
 
-static int set_field(char *dst, size_t cap, const char *v)
+int remote__s3_copy_str(char *dst, size_t cap, const char *v)
 {
 	size_t n = strlen(v);
 
@@ -712,15 +712,15 @@ int remote__s3_ini_parse(const char *text, size_t len, const char *section, stru
 		int r = 0;
 
 		if (!strcasecmp(k, "aws_access_key_id"))
-			r = set_field(p->access_key, sizeof(p->access_key), v);
+			r = remote__s3_copy_str(p->access_key, sizeof(p->access_key), v);
 		else if (!strcasecmp(k, "aws_secret_access_key"))
-			r = set_field(p->secret_key, sizeof(p->secret_key), v);
+			r = remote__s3_copy_str(p->secret_key, sizeof(p->secret_key), v);
 		else if (!strcasecmp(k, "aws_session_token"))
-			r = set_field(p->token, sizeof(p->token), v);
+			r = remote__s3_copy_str(p->token, sizeof(p->token), v);
 		else if (!strcasecmp(k, "region"))
-			r = set_field(p->region, sizeof(p->region), v);
+			r = remote__s3_copy_str(p->region, sizeof(p->region), v);
 		else if (!strcasecmp(k, "credential_process"))
-			r = set_field(p->process, sizeof(p->process), v);
+			r = remote__s3_copy_str(p->process, sizeof(p->process), v);
 		if (r)
 			return r;
 	}

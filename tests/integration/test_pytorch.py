@@ -161,8 +161,11 @@ def test_imagefolder_kernel_cache(c):
 		s = m.stats()
 		c.check('default: the kernel cache is on (stats)',
 			s['fuse'].get('kernel_cache') is True, f'fuse={s["fuse"]}')
-		# 4n opens of raw files, all but the first skipped (FUSE no-open).
-		c.le('default: opens skipped (fuse.opens <= 1)', s['fuse']['opens'], 1)
+		# 4n opens of raw files, all skipped (FUSE no-open) but the first
+		# of each worker: opens already under way when the first ENOSYS
+		# comes back still reach the daemon (two workers here).
+		c.le('default: opens skipped (fuse.opens <= 2, one per worker at most)',
+		     s['fuse']['opens'], 2)
 		c.le('default: SOURCE read once per image',
 		     s['source']['bytes'],
 		     sum(os.path.getsize(p) for p, _ in ds_src.samples))
