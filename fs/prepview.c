@@ -27,6 +27,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <malloc.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -407,39 +408,74 @@ void fs_prep_readdir(fuse_req_t req, struct fs_ctx *fs, fuse_ino_t ino, size_t s
 /*
  * A prepared file's handle. Reads hold a reference across their reply, so
  * a release racing with the tail of a reply never frees the bytes in use.
+ * Live handles are listed: a session whose connection was aborted at
+ * unmount sends no release for files still open, and fs_prep_stop frees
+ * those.
  */
 struct prep_handle {
 	struct prep_sample *sample; /* NULL when err is set */
 	int err;		    /* positive errno every read gets */
 	_Atomic int refs;
+	struct prep_handle *prev, *next; /* live handles */
 };
+
+static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct prep_handle *live_head;
+
+static struct prep_handle *handle_new(struct prep_sample *sample, int err)
+{
+	struct prep_handle *h = malloc(sizeof(*h));
+
+	if (!h)
+		return NULL;
+	h->sample = sample;
+	h->err = err;
+	atomic_init(&h->refs, 1);
+	pthread_mutex_lock(&live_lock);
+	h->prev = NULL;
+	h->next = live_head;
+	if (live_head)
+		live_head->prev = h;
+	live_head = h;
+	pthread_mutex_unlock(&live_lock);
+	return h;
+}
+
+static void handle_free(struct fs_ctx *fs, struct prep_handle *h)
+{
+	pthread_mutex_lock(&live_lock);
+	if (h->prev)
+		h->prev->next = h->next;
+	else
+		live_head = h->next;
+	if (h->next)
+		h->next->prev = h->prev;
+	pthread_mutex_unlock(&live_lock);
+	prep_sample_put(fs->prep, h->sample);
+	free(h);
+}
 
 static void handle_put(struct fs_ctx *fs, struct prep_handle *h)
 {
-	if (atomic_fetch_sub_explicit(&h->refs, 1, memory_order_acq_rel) == 1) {
-		prep_sample_put(fs->prep, h->sample);
-		free(h);
-	}
+	if (atomic_fetch_sub_explicit(&h->refs, 1, memory_order_acq_rel) == 1)
+		handle_free(fs, h);
 }
 
 /* An open whose every read fails with err (coordfs(1), THE PREPARED VIEW: reads fail, not opens). */
 static void open_failed(fuse_req_t req, struct fuse_file_info *fi, int err)
 {
-	struct prep_handle *h = malloc(sizeof(*h));
+	struct prep_handle *h = handle_new(NULL, err);
 
 	if (!h) {
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	h->sample = NULL;
-	h->err = err;
-	atomic_init(&h->refs, 1);
 	fi->fh = (uint64_t)(uintptr_t)h;
 	fi->direct_io = 1;
 	fi->keep_cache = 0;
 	fi->noflush = 1;
 	if (fuse_reply_open(req, fi) != 0)
-		free(h);
+		handle_free(fuse_req_userdata(req), h);
 }
 
 void fs_prep_open(fuse_req_t req, struct fs_ctx *fs, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -479,21 +515,18 @@ void fs_prep_open(fuse_req_t req, struct fs_ctx *fs, fuse_ino_t ino, struct fuse
 	}
 	/* The key depends on the path only, so a remount makes the same samples. */
 	uint64_t key = hash_bytes(path, (size_t)plen, 0);
-	struct prep_handle *h = malloc(sizeof(*h));
-	if (!h) {
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	int rc = prep_view_open(fs->prep, ctx->pid, ctx->uid, node, key, &r, &sample);
 	if (rc == -ENOMEM || rc == -EAGAIN) {
-		free(h);
 		fuse_reply_err(req, -rc);
 		return;
 	}
-	h->sample = rc < 0 ? NULL : sample;
-	h->err = rc < 0 ? EIO : 0;
-	atomic_init(&h->refs, 1);
+	struct prep_handle *h = handle_new(rc < 0 ? NULL : sample, rc < 0 ? EIO : 0);
+	if (!h) {
+		prep_sample_put(fs->prep, rc < 0 ? NULL : sample);
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
 	fi->fh = (uint64_t)(uintptr_t)h;
 	fi->direct_io = 1;
 	fi->keep_cache = 0;
@@ -624,6 +657,10 @@ int fs_prep_start(struct fs_ctx *fs)
 
 void fs_prep_stop(struct fs_ctx *fs)
 {
+	/* handles of files still open when the connection went (no release
+	 * comes for them); every session thread has been joined */
+	while (live_head)
+		handle_free(fs, live_head);
 	prep_view_destroy(fs->prep);
 	fs->prep = NULL;
 }
