@@ -31,6 +31,12 @@
 #define STATE_FAILED 3u
 #define NSTRIPES 64
 #define ALIGN 64
+/* Unit state words live in blocks of 2^16 (512 KiB), allocated when a unit
+ * of the block is first filled: unit ids may be handed out long after the
+ * cache exists (fs/ numbers a file's units at its first lookup), and ids
+ * never filled cost nothing. */
+#define BLOCK_SHIFT 16
+#define BLOCK_UNITS (1u << BLOCK_SHIFT)
 
 struct cache_stripe {
 	pthread_mutex_t lock;
@@ -42,7 +48,8 @@ struct cache {
 	uint64_t nunits;
 	unsigned char *arena;
 	int memfd;
-	_Atomic uint64_t *state;
+	uint64_t nblocks;
+	_Atomic(_Atomic uint64_t *) *blocks;
 	_Atomic uint64_t top;	     /* bump pointer: end of the highest reservation */
 	_Atomic uint64_t hole_bytes; /* bytes below top in holes */
 	_Atomic uint64_t nholes;
@@ -73,9 +80,9 @@ int cache_create(uint64_t capacity, uint64_t nunits, struct cache **out)
 	c->memfd = -1;
 	c->capacity = capacity;
 	c->nunits = nunits;
-	/* calloc of a large array maps zero pages lazily: untouched units cost nothing. */
-	c->state = calloc(nunits ? nunits : 1, sizeof(*c->state));
-	if (!c->state) {
+	c->nblocks = (nunits + BLOCK_UNITS - 1) >> BLOCK_SHIFT;
+	c->blocks = calloc(c->nblocks ? c->nblocks : 1, sizeof(*c->blocks));
+	if (!c->blocks) {
 		rc = -ENOMEM;
 		goto fail;
 	}
@@ -107,7 +114,7 @@ int cache_create(uint64_t capacity, uint64_t nunits, struct cache **out)
 fail:
 	if (c->memfd >= 0)
 		close(c->memfd);
-	free(c->state);
+	free(c->blocks);
 	free(c);
 	return rc;
 }
@@ -126,7 +133,9 @@ void cache_destroy(struct cache *c)
 		munmap(c->arena, c->capacity);
 	if (c->memfd >= 0)
 		close(c->memfd);
-	free(c->state);
+	for (uint64_t b = 0; b < c->nblocks; b++)
+		free(atomic_load_explicit(&c->blocks[b], memory_order_relaxed));
+	free(c->blocks);
 	free(c);
 }
 
@@ -232,6 +241,33 @@ static bool cache_fill_error_is_transient(int err)
 	}
 }
 
+/* Unit's state word; with create, its block is allocated if need be.
+ * NULL: a unit of a block never filled (its state is empty), or, with
+ * create, no memory for the block. */
+static _Atomic uint64_t *slot(const struct cache *c, uint64_t unit, bool create)
+{
+	_Atomic(_Atomic uint64_t *) *bp = &c->blocks[unit >> BLOCK_SHIFT];
+	_Atomic uint64_t *b = atomic_load_explicit(bp, memory_order_acquire);
+
+	if (!b && create) {
+		_Atomic uint64_t *nb = calloc(BLOCK_UNITS, sizeof(*nb));
+		if (!nb)
+			return NULL;
+		if (atomic_compare_exchange_strong_explicit(bp, &b, nb, memory_order_acq_rel,
+							    memory_order_acquire))
+			b = nb;
+		else
+			free(nb); /* another thread's block is in b */
+	}
+	return b ? &b[unit & (BLOCK_UNITS - 1)] : NULL;
+}
+
+static uint64_t load_state(const struct cache *c, uint64_t unit)
+{
+	_Atomic uint64_t *w = slot(c, unit, false);
+	return w ? atomic_load_explicit(w, memory_order_acquire) : STATE_EMPTY;
+}
+
 static void wake_waiters(struct cache *c, uint64_t unit)
 {
 	struct cache_stripe *s = &c->stripes[unit % NSTRIPES];
@@ -247,7 +283,7 @@ static uint64_t wait_fill(struct cache *c, uint64_t unit)
 	uint64_t st;
 
 	pthread_mutex_lock(&s->lock);
-	while ((st = atomic_load_explicit(&c->state[unit], memory_order_acquire)) == STATE_FILLING)
+	while ((st = load_state(c, unit)) == STATE_FILLING)
 		pthread_cond_wait(&s->filled, &s->lock);
 	pthread_mutex_unlock(&s->lock);
 	return st;
@@ -260,7 +296,7 @@ static int fill_and_publish(struct cache *c, uint64_t unit, size_t unit_len, cac
 	uint64_t off;
 	if (!arena_alloc(c, unit_len, &off)) {
 		count(&c->refused, 1);
-		atomic_store_explicit(&c->state[unit], STATE_EMPTY, memory_order_release);
+		atomic_store_explicit(slot(c, unit, false), STATE_EMPTY, memory_order_release);
 		wake_waiters(c, unit);
 		return -ENOSPC;
 	}
@@ -271,14 +307,14 @@ static int fill_and_publish(struct cache *c, uint64_t unit, size_t unit_len, cac
 		if (!transient)
 			count(&c->failed_units, 1);
 		arena_unalloc(c, off, unit_len);
-		atomic_store_explicit(&c->state[unit], transient ? STATE_EMPTY : STATE_FAILED,
+		atomic_store_explicit(slot(c, unit, false), transient ? STATE_EMPTY : STATE_FAILED,
 				      memory_order_release);
 		wake_waiters(c, unit);
 		return transient ? rc : -EIO;
 	}
 	count(&c->admitted, 1);
 	count(&c->items, 1);
-	atomic_store_explicit(&c->state[unit], (off << 2) | STATE_HELD, memory_order_release);
+	atomic_store_explicit(slot(c, unit, false), (off << 2) | STATE_HELD, memory_order_release);
 	wake_waiters(c, unit);
 	*data = c->arena + off;
 	return 0;
@@ -289,7 +325,7 @@ int cache_get(struct cache *c, uint64_t unit, size_t unit_len, size_t want_bytes
 {
 	if (unit >= c->nunits)
 		return -EINVAL;
-	uint64_t st = atomic_load_explicit(&c->state[unit], memory_order_acquire);
+	uint64_t st = load_state(c, unit);
 
 	if ((st & 3u) == STATE_HELD) {
 		count(&c->hits, 1);
@@ -303,6 +339,9 @@ int cache_get(struct cache *c, uint64_t unit, size_t unit_len, size_t want_bytes
 	count(&c->miss_bytes, want_bytes);
 	if (!admit)
 		return -ENOSPC;
+	_Atomic uint64_t *w = slot(c, unit, true);
+	if (!w)
+		return -ENOMEM; /* passing: nothing marked, a later call retries */
 	for (;;) {
 		if (st == STATE_FILLING)
 			st = wait_fill(c, unit);
@@ -314,7 +353,7 @@ int cache_get(struct cache *c, uint64_t unit, size_t unit_len, size_t want_bytes
 			return -EIO;
 		/* Empty: try to become the filler. */
 		uint64_t expect = STATE_EMPTY;
-		if (atomic_compare_exchange_strong_explicit(&c->state[unit], &expect, STATE_FILLING,
+		if (atomic_compare_exchange_strong_explicit(w, &expect, STATE_FILLING,
 							    memory_order_acq_rel,
 							    memory_order_acquire))
 			break;
@@ -331,7 +370,10 @@ int cache_prefill(struct cache *c, uint64_t unit, size_t unit_len, cache_fill_fn
 
 	if (unit >= c->nunits)
 		return -EINVAL;
-	if (!atomic_compare_exchange_strong_explicit(&c->state[unit], &expect, STATE_FILLING,
+	_Atomic uint64_t *w = slot(c, unit, true);
+	if (!w)
+		return -ENOMEM;
+	if (!atomic_compare_exchange_strong_explicit(w, &expect, STATE_FILLING,
 						     memory_order_acq_rel, memory_order_acquire))
 		return -EEXIST; /* held, or being filled by someone else */
 	return fill_and_publish(c, unit, unit_len, fill, arg, &data);
@@ -341,7 +383,7 @@ bool cache_holds(const struct cache *c, uint64_t unit)
 {
 	if (unit >= c->nunits)
 		return false;
-	return (atomic_load_explicit(&c->state[unit], memory_order_acquire) & 3u) == STATE_HELD;
+	return (load_state(c, unit) & 3u) == STATE_HELD;
 }
 
 void cache_get_stats(const struct cache *c, struct cache_stats *out)

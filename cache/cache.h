@@ -9,9 +9,12 @@
  * memfd mapped once. A pointer returned by cache_get() stays valid until
  * cache_destroy().
  *
- * Units are dense ids 0..nunits-1 chosen by the caller (fs/ numbers the
- * units of each file consecutively). Per unit the cache keeps one 8-byte
- * atomic word, so the hit path is a single acquire load.
+ * Units are ids 0..nunits-1 chosen by the caller (fs/ numbers the units
+ * of each file consecutively when the file is first looked up). Per unit
+ * the cache keeps one 8-byte atomic word, so the hit path is a single
+ * acquire load (two with the block pointer); the words come in blocks of
+ * 65536 allocated when a unit of the block is first filled, so nunits may
+ * be a bound far above the ids in use.
  *
  * Thread-safety: every function may be called concurrently, except
  * cache_destroy(). Lock order: a stripe lock is a leaf; no lock is held
@@ -44,7 +47,8 @@ struct cache_stats {
 };
 
 /*
- * Create a cache of capacity bytes for nunits units. capacity 0 is a valid
+ * Create a cache of capacity bytes for unit ids below nunits (a bound: an
+ * index of nunits/65536 pointers is allocated now, the rest on use). capacity 0 is a valid
  * cache that admits nothing. Returns 0 and *out, or -errno (memfd/mmap
  * failure, -ENOMEM).
  */

@@ -76,10 +76,13 @@ void fs_readdir_common(fuse_req_t req, struct fs_ctx *fs, uint32_t dir, fuse_ino
 				continue;
 			name = ns_name(&fs->ns, child);
 			if (ino_map) {
-				if (ino_map(fs, child, &e, arg) < 0)
+				if (ino_map(fs, child, plus, &e, arg) < 0)
 					continue;
-			} else {
+			} else if (plus && ns_known(&fs->ns, child)) {
 				fs_fill_entry(fs, child, &e);
+			} else {
+				e.attr.st_ino = child + 1;
+				e.attr.st_mode = fs->ns.nodes[child].mode & S_IFMT;
 			}
 		}
 		size_t need;

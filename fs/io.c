@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cache/cache.h"
 #include "common/log.h"
@@ -243,8 +244,11 @@ static ssize_t read_file(struct fs_ctx *fs, uint32_t node, int fd, struct fs_pee
 	struct fill_ctx fc = { fs, node, fd, false, false, allow_peer, pb, ra };
 	size_t done = 0;
 	ssize_t ret;
+	int rc = fs_node_attrs(fs, node);
 
 	*direct = NULL;
+	if (rc < 0)
+		return rc;
 	if (off >= n->size)
 		return 0;
 	if (len > n->size - off)
@@ -258,7 +262,7 @@ static ssize_t read_file(struct fs_ctx *fs, uint32_t node, int fd, struct fs_pee
 
 		if (piece > len - done)
 			piece = len - done;
-		int rc = read_unit(&fc, k, uoff, piece, (char *)buf + done, &d);
+		rc = read_unit(&fc, k, uoff, piece, (char *)buf + done, &d);
 		if (rc < 0) {
 			/* A source's passing failure (its endpoint down after the
 			 * retries) is EIO for this read; a later read retries. */
@@ -297,6 +301,36 @@ ssize_t fs_read_file_local(struct fs_ctx *fs, uint32_t node, uint64_t off, size_
 			   const void **direct)
 {
 	return read_file(fs, node, -1, NULL, NULL, off, len, buf, direct, false);
+}
+
+int fs_node_attrs(struct fs_ctx *fs, uint32_t node)
+{
+	struct stat st;
+	int rc;
+
+	if (ns_known(&fs->ns, node))
+		return 0;
+	rc = fs->src->ops->stat ? fs->src->ops->stat(fs->src, &fs->ns, node, &st) : -EIO;
+	if (rc == -EMFILE || rc == -ENFILE || rc == -ENOMEM)
+		return rc == -ENOMEM ? rc : -EMFILE; /* the daemon's state, not the file's */
+	if (rc == 0) {
+		rc = ns_freeze(&fs->ns, node, &st);
+		if (rc == 0)
+			return 0;
+		fs_source_problem(fs->src, &fs->ns, node, "%s; EIO",
+				  rc == -ESTALE ? "its type changed since mount"
+						: "too many cache units in the namespace");
+		fs_count(&fs->ctr.source_errors, 1);
+		return -EIO;
+	}
+	fs_count(&fs->ctr.source_errors, 1);
+	if (rc == -ENOENT) {
+		fs_source_problem(fs->src, &fs->ns, node, "gone since mount; ENOENT");
+		return -ENOENT;
+	}
+	fs_source_problem(fs->src, &fs->ns, node, "cannot read its attributes: %s; EIO",
+			  strerror(-rc));
+	return -EIO;
 }
 
 ssize_t fs_read_file(struct fs_ctx *fs, uint32_t node, int fd, uint64_t off, size_t len, void *buf)

@@ -13,6 +13,15 @@ struct budget;
 struct fs_ctx;
 
 /*
+ * Make node's attributes known (ns_freeze): its first lookup takes them from
+ * SOURCE and they are fixed from then on; later calls cost one load.
+ * 0, or -ENOENT (gone since mount), -EIO (its type changed, or SOURCE
+ * cannot tell: logged once per file, counted in source.errors), -EMFILE.
+ * Every path that serves a node's attributes or bytes calls it first.
+ */
+int fs_node_attrs(struct fs_ctx *fs, uint32_t node);
+
+/*
  * Read [off, off+len) of regular file node into buf, through the cache,
  * the owning peer or SOURCE (io.c). fd is a SOURCE handle from
  * fs_open_source, or -1 to open one when needed. Returns the bytes read (short only at EOF)

@@ -369,7 +369,8 @@ int main(int argc, char *argv[])
 		ret = fs_fail("%s", err);
 		goto out;
 	}
-	rc = cache_create(fs->opt.cache_bytes, fs->ns.nunits, &fs->cache);
+	/* Units are numbered as files are first looked up: the ids' bound. */
+	rc = cache_create(fs->opt.cache_bytes, NS_MAX_UNITS, &fs->cache);
 	if (rc < 0) {
 		ret = fs_fail("cannot create a cache of %llu bytes: %s",
 			   (unsigned long long)fs->opt.cache_bytes, strerror(-rc));
@@ -401,10 +402,11 @@ int main(int argc, char *argv[])
 	}
 	mounted = true;
 	raise_readahead(fs->opt.mountpoint);
-	char human[32];
+	char human[32] = "sizes taken at first lookup";
+	if (atomic_load(&fs->ns.known_files) == fs->ns.nfiles)
+		size_format(atomic_load(&fs->ns.total_bytes), human, sizeof(human));
 	log_info("mounted %s at %s: %u files, %s, cache %s, seed %llu", fs->opt.source,
-		 fs->opt.mountpoint, fs->ns.nfiles,
-		 size_format(fs->ns.total_bytes, human, sizeof(human)), fs->opt.cache_size,
+		 fs->opt.mountpoint, fs->ns.nfiles, human, fs->opt.cache_size,
 		 (unsigned long long)fs->opt.seed_value);
 
 	if ((rc = detach(se, fs->opt.foreground, log_fd, &fs->report_fd)) < 0) {

@@ -2,7 +2,8 @@
 /*
  * Breadth-first scan of SOURCE into the arrays of ns.h. Directories are
  * visited in node order, so each directory's children are appended as one
- * sorted run right after all earlier runs.
+ * sorted run right after all earlier runs. The scan reads directories
+ * only; attributes are frozen at first lookup (ns_freeze).
  */
 #include "fs/ns.h"
 
@@ -18,31 +19,27 @@
 
 #include "common/log.h"
 
-struct scan_entry {
-	ino_t ino; /* from readdir: stat in inode order, which is storage order on ext4/xfs */
-	char *name;
-	struct stat st;
-	char *link;
-};
-
-static int pool_add(struct ns *ns, size_t *cap, const char *s, size_t len, uint32_t *off)
+int ns_text_put(struct ns_text *t, const void *data, size_t len, bool nul, uint32_t *off)
 {
-	if (ns->pool_len + len + 1 > UINT32_MAX)
+	size_t need = len + (nul ? 1 : 0);
+
+	if (t->len + need > UINT32_MAX)
 		return -EOVERFLOW;
-	if (ns->pool_len + len + 1 > *cap) {
-		size_t ncap = *cap ? *cap : 65536;
-		while (ns->pool_len + len + 1 > ncap)
+	if (t->len + need > t->cap) {
+		size_t ncap = t->cap ? t->cap : 4096;
+		while (t->len + need > ncap)
 			ncap *= 2;
-		char *np = realloc(ns->pool, ncap);
-		if (!np)
+		char *nb = realloc(t->buf, ncap);
+		if (!nb)
 			return -ENOMEM;
-		ns->pool = np;
-		*cap = ncap;
+		t->buf = nb;
+		t->cap = ncap;
 	}
-	memcpy(ns->pool + ns->pool_len, s, len);
-	ns->pool[ns->pool_len + len] = '\0';
-	*off = (uint32_t)ns->pool_len;
-	ns->pool_len += len + 1;
+	memcpy(t->buf + t->len, data, len);
+	if (nul)
+		t->buf[t->len + len] = '\0';
+	*off = (uint32_t)t->len;
+	t->len += need;
 	return 0;
 }
 
@@ -63,18 +60,7 @@ static int node_add(struct ns *ns, size_t *cap, uint32_t *idx)
 	return 0;
 }
 
-static int cmp_ino(const void *a, const void *b)
-{
-	ino_t x = ((const struct scan_entry *)a)->ino, y = ((const struct scan_entry *)b)->ino;
-	return (x > y) - (x < y);
-}
-
-static int cmp_entry(const void *a, const void *b)
-{
-	return strcmp(((const struct scan_entry *)a)->name, ((const struct scan_entry *)b)->name);
-}
-
-static void fill_node(struct ns_node *n, const struct stat *st)
+static void fill_attrs(struct ns_node *n, const struct stat *st)
 {
 	n->mode = (uint16_t)st->st_mode;
 	n->uid = st->st_uid;
@@ -84,274 +70,345 @@ static void fill_node(struct ns_node *n, const struct stat *st)
 }
 
 /*
- * stat() dominates a scan (find, which only reads directories, is several
- * times faster), and cold inodes come from storage one at a time. Large
- * directories are therefore stat'ed by several threads, which keeps more
- * inode reads in flight and uses every core when they are cached.
+ * Reading directories dominates a scan (find, which does nothing else, is
+ * the yardstick), and on network filesystems each one waits on a round
+ * trip. Directories are therefore read by several threads ahead of the one
+ * building the arrays, which takes their sorted entries in node order, so
+ * that the nodes come out exactly as a serial breadth-first scan makes
+ * them.
  */
-#define STAT_THREADS 8
-#define STAT_PER_THREAD 64
+#define SCAN_THREADS 3
+#define SCAN_AHEAD 256 /* directories read but not yet taken, at most */
+#define NO_LINK UINT32_MAX
 
-struct stat_job {
-	int dfd;
-	struct scan_entry *v;
-	int *err;
-	size_t first, n; /* a contiguous run [first, n) of inode-sorted entries */
+struct scan_entry {
+	uint32_t name; /* offsets into the directory's text */
+	uint32_t link; /* symlink target, or NO_LINK */
+	uint16_t name_len;
+	uint16_t type; /* S_IFREG, S_IFDIR or S_IFLNK */
 };
 
-static void *stat_slice(void *arg)
-{
-	struct stat_job *j = arg;
+/* One directory to read (path relative to SOURCE, "" for the root), and
+ * once done its entries sorted by name. */
+struct dir_job {
+	uint32_t dir;
+	bool done;
+	int rc;
+	size_t plen;
+	struct scan_entry *v;
+	size_t n, cap;
+	struct ns_text text; /* names and link targets */
+	char path[];
+};
 
-	for (size_t i = j->first; i < j->n; i++)
-		j->err[i] = fstatat(j->dfd, j->v[i].name, &j->v[i].st, AT_SYMLINK_NOFOLLOW) < 0 ? errno
-												: 0;
-	return NULL;
+struct scan {
+	int source_fd;
+	pthread_mutex_t lock;
+	pthread_cond_t work; /* a job to claim, or stop */
+	pthread_cond_t done; /* a job finished */
+	struct dir_job **jobs;
+	size_t njobs, jobs_cap;
+	size_t claimed;	 /* jobs before this one are taken by a reader */
+	size_t consumed; /* jobs before this one are in the arrays (and freed) */
+	bool stop;
+	_Atomic uint64_t special, longp, unreadable;
+};
+
+static void job_free(struct dir_job *j)
+{
+	if (j) {
+		free(j->v);
+		free(j->text.buf);
+		free(j);
+	}
 }
 
-static void stat_all(int dfd, struct scan_entry *v, int *err, size_t n)
+static int cmp_entry(const void *a, const void *b, void *text)
 {
-	struct stat_job jobs[STAT_THREADS];
-	pthread_t tid[STAT_THREADS];
-	size_t nthreads = n / STAT_PER_THREAD;
-	size_t started = 1;
-
-	if (nthreads > STAT_THREADS)
-		nthreads = STAT_THREADS;
-	if (nthreads < 2)
-		nthreads = 1;
-	for (size_t t = 0; t < nthreads; t++)
-		jobs[t] = (struct stat_job){ dfd, v, err, n * t / nthreads, n * (t + 1) / nthreads };
-	/* Thread 0's share runs here; a thread that cannot start leaves its
-	 * share to this one. */
-	for (size_t t = 1; t < nthreads; t++) {
-		if (pthread_create(&tid[t], NULL, stat_slice, &jobs[t]) != 0)
-			break;
-		started++;
-	}
-	for (size_t t = started; t < nthreads; t++)
-		stat_slice(&jobs[t]);
-	stat_slice(&jobs[0]);
-	for (size_t t = 1; t < started; t++)
-		pthread_join(tid[t], NULL);
-}
-
-static void free_entries(struct scan_entry *v, size_t n)
-{
-	for (size_t i = 0; i < n; i++) {
-		free(v[i].name);
-		free(v[i].link);
-	}
-	free(v);
+	return strcmp((const char *)text + ((const struct scan_entry *)a)->name,
+		      (const char *)text + ((const struct scan_entry *)b)->name);
 }
 
 /* Skip a fifo, socket or device: the first one at warning level, the
  * rest at info (ns_scan logs the total). */
-static void skip_special(struct ns *ns, const char *path, const char *name)
+static void skip_special(struct scan *sc, const char *path, const char *name)
 {
-	int level = ns->skipped_special++ ? LOG_INFO : LOG_WARNING;
+	int level = atomic_fetch_add(&sc->special, 1) ? LOG_INFO : LOG_WARNING;
 
 	log_msg(level, "skipping %s/%s: not a file, directory or symlink (fifo, socket or device)",
 		path, name);
 }
 
-/* Read one directory's entries (stat'ed, sorted) into *out. plen is the
- * length of path, the directory's relative path ("." for the root, plen 0). */
-static int read_dir(struct ns *ns, int dfd, struct scan_entry **out, size_t *nout, char *err,
-		    size_t errlen, const char *path, size_t plen)
+/* The type of a directory entry: d_type, or a stat where the filesystem
+ * gives DT_UNKNOWN (only the type is kept). 0: not shown (logged and
+ * counted here). */
+static uint16_t entry_type(struct scan *sc, int dfd, const struct dirent *de, const char *path)
 {
-	int fd2 = dup(dfd);
-	if (fd2 < 0)
-		return -errno;
-	DIR *d = fdopendir(fd2);
-	if (!d) {
-		int rc = -errno;
-		close(fd2);
-		return rc;
+	unsigned char t = de->d_type;
+
+	if (t == DT_UNKNOWN) {
+		struct stat st;
+		if (fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+			log_warn("skipping %s/%s: %s", path, de->d_name, strerror(errno));
+			atomic_fetch_add(&sc->unreadable, 1);
+			return 0;
+		}
+		t = S_ISREG(st.st_mode) ? DT_REG : S_ISDIR(st.st_mode) ? DT_DIR
+				       : S_ISLNK(st.st_mode) ? DT_LNK : DT_FIFO;
 	}
-	struct scan_entry *v = NULL;
-	size_t n = 0, cap = 0;
-	int rc = 0;
+	switch (t) {
+	case DT_REG:
+		return S_IFREG;
+	case DT_DIR:
+		return S_IFDIR;
+	case DT_LNK:
+		return S_IFLNK;
+	default:
+		skip_special(sc, path, de->d_name);
+		return 0;
+	}
+}
+
+static int entry_add(struct scan *sc, struct dir_job *j, int dfd, const struct dirent *de,
+		     const char *shown)
+{
+	/* "dir/name" and its NUL must fit in PATH_MAX for every later open. */
+	size_t nlen = strlen(de->d_name);
+	if (nlen > 255 || (j->plen ? j->plen + 1 : 0) + nlen + 1 > PATH_MAX) {
+		/* Reason first: the path itself is too long for one line. */
+		log_warn("skipping an entry whose path is longer than PATH_MAX (%d): "
+			 "%.200s%s/%.64s%s",
+			 PATH_MAX, shown, j->plen > 200 ? "..." : "", de->d_name,
+			 nlen > 64 ? "..." : "");
+		atomic_fetch_add(&sc->longp, 1);
+		return 0;
+	}
+	uint16_t type = entry_type(sc, dfd, de, shown);
+	if (!type)
+		return 0;
+	if (j->n == j->cap) {
+		size_t ncap = j->cap ? j->cap * 2 : 64;
+		struct scan_entry *nv = realloc(j->v, ncap * sizeof(*nv));
+		if (!nv)
+			return -ENOMEM;
+		j->v = nv;
+		j->cap = ncap;
+	}
+	struct scan_entry *e = &j->v[j->n];
+	e->type = type;
+	e->name_len = (uint16_t)nlen;
+	e->link = NO_LINK;
+	int rc = ns_text_put(&j->text, de->d_name, nlen, true, &e->name);
+	if (rc == 0 && type == S_IFLNK) {
+		char target[PATH_MAX];
+		ssize_t tl = readlinkat(dfd, de->d_name, target, sizeof(target) - 1);
+		rc = ns_text_put(&j->text, target, tl < 0 ? 0 : (size_t)tl, true, &e->link);
+	}
+	if (rc == 0)
+		j->n++;
+	return rc;
+}
+
+/* Read job j's directory: its entries sorted by name, or j->rc < 0. A
+ * directory that cannot be opened is shown empty (logged). */
+static void read_dir(struct scan *sc, struct dir_job *j)
+{
+	const char *shown = j->plen ? j->path : ".";
+	int dfd = j->plen ? openat(sc->source_fd, j->path,
+				   O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+			  : dup(sc->source_fd);
+	if (dfd < 0) {
+		log_warn("cannot read directory %s: %s; shown empty", shown, strerror(errno));
+		return;
+	}
+	DIR *d = fdopendir(dfd);
+	if (!d) {
+		j->rc = -errno;
+		close(dfd);
+		return;
+	}
 	struct dirent *de;
 
 	errno = 0;
 	while ((de = readdir(d)) != NULL) {
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+		if (de->d_name[0] == '.' &&
+		    (de->d_name[1] == '\0' || (de->d_name[1] == '.' && de->d_name[2] == '\0')))
 			continue;
-		if (de->d_type != DT_UNKNOWN && de->d_type != DT_REG && de->d_type != DT_DIR &&
-		    de->d_type != DT_LNK) {
-			skip_special(ns, path, de->d_name);
-			continue;
-		}
-		/* "dir/name" and its NUL must fit in PATH_MAX for every later open. */
-		size_t nlen = strlen(de->d_name);
-		if (nlen > 255 || (plen ? plen + 1 : 0) + nlen + 1 > PATH_MAX) {
-			/* Reason first: the path itself is too long for one line. */
-			log_warn("skipping an entry whose path is longer than PATH_MAX (%d): "
-				 "%.200s%s/%.64s%s",
-				 PATH_MAX, path, plen > 200 ? "..." : "", de->d_name,
-				 nlen > 64 ? "..." : "");
-			ns->skipped_long++;
-			continue;
-		}
-		if (n == cap) {
-			size_t ncap = cap ? cap * 2 : 64;
-			struct scan_entry *nv = realloc(v, ncap * sizeof(*nv));
-			if (!nv) {
-				rc = -ENOMEM;
-				break;
-			}
-			v = nv;
-			cap = ncap;
-		}
-		v[n].ino = de->d_ino;
-		v[n].name = strdup(de->d_name);
-		v[n].link = NULL;
-		if (!v[n].name) {
-			rc = -ENOMEM;
+		if ((j->rc = entry_add(sc, j, dfd, de, shown)) < 0)
 			break;
-		}
-		n++;
 		errno = 0;
 	}
-	if (!rc && errno)
-		rc = -errno;
+	if (!j->rc && errno)
+		j->rc = -errno;
 	closedir(d);
-	int *st_err = rc ? NULL : malloc((n ? n : 1) * sizeof(int));
-	if (!rc && !st_err)
-		rc = -ENOMEM;
-	if (rc) {
-		free_entries(v, n);
-		return rc;
-	}
-	if (n > 1)
-		qsort(v, n, sizeof(*v), cmp_ino);
-	stat_all(dfd, v, st_err, n);
+	if (!j->rc && j->n > 1)
+		qsort_r(j->v, j->n, sizeof(*j->v), cmp_entry, j->text.buf);
+}
 
-	/* Keep what can be shown; read link targets. */
-	size_t kept = 0;
-	for (size_t i = 0; i < n; i++) {
-		struct scan_entry e = v[i];
-		mode_t m = e.st.st_mode;
-		if (st_err[i]) {
-			log_warn("skipping %s/%s: %s", path, e.name, strerror(st_err[i]));
-			ns->skipped_unreadable++;
-			free(e.name);
-			continue;
-		}
-		if (!S_ISREG(m) && !S_ISDIR(m) && !S_ISLNK(m)) {
-			skip_special(ns, path, e.name);
-			free(e.name);
-			continue;
-		}
-		if (S_ISLNK(m)) {
-			char target[PATH_MAX];
-			ssize_t tl = readlinkat(dfd, e.name, target, sizeof(target) - 1);
-			if (tl < 0)
-				tl = 0;
-			target[tl] = '\0';
-			e.link = strdup(target);
-			if (!e.link)
-				rc = -ENOMEM;
-		}
-		v[kept++] = e;
+static void *reader(void *arg)
+{
+	struct scan *sc = arg;
+
+	pthread_mutex_lock(&sc->lock);
+	for (;;) {
+		while (!sc->stop &&
+		       (sc->claimed >= sc->njobs || sc->claimed >= sc->consumed + SCAN_AHEAD))
+			pthread_cond_wait(&sc->work, &sc->lock);
+		if (sc->stop)
+			break;
+		struct dir_job *j = sc->jobs[sc->claimed++];
+		pthread_mutex_unlock(&sc->lock);
+		read_dir(sc, j);
+		pthread_mutex_lock(&sc->lock);
+		j->done = true;
+		pthread_cond_broadcast(&sc->done);
 	}
-	free(st_err);
-	if (rc) {
-		free_entries(v, kept);
-		return rc;
+	pthread_mutex_unlock(&sc->lock);
+	return NULL;
+}
+
+/* Queue directory node dir at path (parent's path + '/' + name). */
+static int job_push(struct scan *sc, uint32_t dir, const char *ppath, size_t pplen,
+		    const char *name, size_t nlen)
+{
+	size_t plen = pplen ? pplen + 1 + nlen : nlen;
+	struct dir_job *j = calloc(1, sizeof(*j) + plen + 1);
+
+	if (!j)
+		return -ENOMEM;
+	j->dir = dir;
+	j->plen = plen;
+	if (pplen) {
+		memcpy(j->path, ppath, pplen);
+		j->path[pplen] = '/';
+		memcpy(j->path + pplen + 1, name, nlen);
+	} else {
+		memcpy(j->path, name, nlen);
 	}
-	if (kept > 1)
-		qsort(v, kept, sizeof(*v), cmp_entry);
-	*out = v;
-	*nout = kept;
+	pthread_mutex_lock(&sc->lock);
+	if (sc->njobs == sc->jobs_cap) {
+		size_t ncap = sc->jobs_cap ? sc->jobs_cap * 2 : 1024;
+		struct dir_job **nj = realloc(sc->jobs, ncap * sizeof(*nj));
+		if (!nj) {
+			pthread_mutex_unlock(&sc->lock);
+			free(j);
+			return -ENOMEM;
+		}
+		sc->jobs = nj;
+		sc->jobs_cap = ncap;
+	}
+	sc->jobs[sc->njobs++] = j;
+	pthread_cond_signal(&sc->work);
+	pthread_mutex_unlock(&sc->lock);
 	return 0;
+}
+
+/* The next directory in node order, read (by a reader, or here when none
+ * has taken it yet). NULL when the tree is done. */
+static struct dir_job *job_next(struct scan *sc)
+{
+	struct dir_job *j;
+
+	pthread_mutex_lock(&sc->lock);
+	if (sc->consumed == sc->njobs) {
+		pthread_mutex_unlock(&sc->lock);
+		return NULL;
+	}
+	j = sc->jobs[sc->consumed];
+	if (sc->claimed == sc->consumed) {
+		sc->claimed++;
+		pthread_mutex_unlock(&sc->lock);
+		read_dir(sc, j);
+		pthread_mutex_lock(&sc->lock);
+		j->done = true;
+	}
+	while (!j->done)
+		pthread_cond_wait(&sc->done, &sc->lock);
+	sc->jobs[sc->consumed++] = NULL;
+	pthread_cond_broadcast(&sc->work); /* the window moved */
+	pthread_mutex_unlock(&sc->lock);
+	return j;
+}
+
+/* Append directory j's entries as the children of its node. */
+static int take_dir(struct ns *ns, struct scan *sc, struct dir_job *j, size_t *node_cap,
+		    struct ns_text *pool)
+{
+	uint32_t idx;
+	int rc = 0;
+
+	ns->nodes[j->dir].first = ns->nnodes;
+	ns->nodes[j->dir].count = (uint32_t)j->n;
+	for (size_t k = 0; k < j->n && rc == 0; k++) {
+		const struct scan_entry *e = &j->v[k];
+		if ((rc = node_add(ns, node_cap, &idx)) < 0)
+			break;
+		struct ns_node *n = &ns->nodes[idx];
+		n->mode = e->type;
+		n->parent = j->dir;
+		n->name_len = e->name_len;
+		const char *text = j->text.buf;
+		rc = ns_text_put(pool, text + e->name, e->name_len, true, &n->name_off);
+		if (rc == 0 && e->link != NO_LINK)
+			rc = ns_text_put(pool, text + e->link, strlen(text + e->link), true,
+					 &n->first);
+		if (S_ISREG(e->type))
+			ns->nfiles++;
+		if (rc == 0 && S_ISDIR(e->type)) {
+			ns->ndirs++;
+			rc = job_push(sc, idx, j->path, j->plen, j->text.buf + e->name, e->name_len);
+		}
+	}
+	return rc;
 }
 
 int ns_scan(struct ns *ns, int source_fd, uint64_t chunk_size, char *err, size_t errlen)
 {
-	size_t node_cap = 0, pool_cap = 0;
+	size_t node_cap = 0;
+	struct ns_text pool = {0};
 	uint32_t idx;
 	struct stat st;
+	struct scan sc = { .source_fd = source_fd };
+	pthread_t tids[SCAN_THREADS];
+	unsigned started = 0;
+	struct dir_job *j = NULL;
 	int rc;
-	char *path = malloc(PATH_MAX);
 
-	memset(ns, 0, sizeof(*ns));
-	ns->chunk_size = chunk_size;
-	if (!path)
-		return -ENOMEM;
+	ns_reset(ns, chunk_size);
+	pthread_mutex_init(&sc.lock, NULL);
+	pthread_cond_init(&sc.work, NULL);
+	pthread_cond_init(&sc.done, NULL);
 	if (fstat(source_fd, &st) < 0) {
 		rc = -errno;
 		goto out;
 	}
 	if ((rc = node_add(ns, &node_cap, &idx)) < 0)
 		goto out;
-	fill_node(&ns->nodes[0], &st);
-	if ((rc = pool_add(ns, &pool_cap, "", 0, &ns->nodes[0].name_off)) < 0)
+	fill_attrs(&ns->nodes[0], &st);
+	if ((rc = ns_text_put(&pool, "", 0, true, &ns->nodes[0].name_off)) < 0 ||
+	    (rc = job_push(&sc, 0, "", 0, "", 0)) < 0)
 		goto out;
-
-	for (uint32_t dir = 0; dir < ns->nnodes; dir++) {
-		if (!ns_is_dir(ns, dir))
-			continue;
-		int plen = ns_path(ns, dir, path, PATH_MAX);
-		if (plen < 0) {
-			snprintf(err, errlen, "path too long below %s", ns_name(ns, dir));
-			rc = plen;
+	/* Readers that cannot start leave their share to this thread. */
+	for (unsigned t = 0; t < SCAN_THREADS; t++)
+		if (pthread_create(&tids[started], NULL, reader, &sc) == 0)
+			started++;
+	while ((j = job_next(&sc)) != NULL) {
+		if (j->rc < 0 || (rc = take_dir(ns, &sc, j, &node_cap, &pool)) < 0) {
+			if (j->rc < 0)
+				rc = j->rc;
+			snprintf(err, errlen, "cannot %s %s", j->rc < 0 ? "read directory" : "index",
+				 j->plen ? j->path : ".");
 			goto out;
 		}
-		int dfd = dir == 0 ? dup(source_fd)
-				   : openat(source_fd, path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (dfd < 0) {
-			log_warn("cannot read directory %s: %s; shown empty", path, strerror(errno));
-			continue;
-		}
-		struct scan_entry *ents = NULL;
-		size_t nents = 0;
-		rc = read_dir(ns, dfd, &ents, &nents, err, errlen, plen ? path : ".", (size_t)plen);
-		close(dfd);
-		if (rc < 0) {
-			if (!*err)
-				snprintf(err, errlen, "cannot read directory %s", plen ? path : ".");
-			goto out;
-		}
-		ns->nodes[dir].first = ns->nnodes;
-		ns->nodes[dir].count = (uint32_t)nents;
-		for (size_t k = 0; k < nents; k++) {
-			if (rc == 0 && (rc = node_add(ns, &node_cap, &idx)) == 0) {
-				struct ns_node *n = &ns->nodes[idx];
-				fill_node(n, &ents[k].st);
-				n->parent = dir;
-				n->name_len = (uint16_t)strlen(ents[k].name);
-				rc = pool_add(ns, &pool_cap, ents[k].name, n->name_len, &n->name_off);
-				if (S_ISDIR(n->mode))
-					ns->ndirs++;
-				if (rc == 0 && ents[k].link)
-					rc = pool_add(ns, &pool_cap, ents[k].link, strlen(ents[k].link),
-						      &n->first);
-				if (rc == 0 && S_ISREG(n->mode)) {
-					uint64_t units = (n->size + chunk_size - 1) / chunk_size;
-					if (units > UINT32_MAX || ns->nunits + units > UINT32_MAX)
-						rc = -EOVERFLOW;
-					n->first = (uint32_t)ns->nunits;
-					n->count = (uint32_t)units;
-					ns->nunits += units;
-					ns->nfiles++;
-					ns->total_bytes += n->size;
-				}
-			}
-			free(ents[k].name);
-			free(ents[k].link);
-		}
-		free(ents);
-		if (rc < 0) {
-			snprintf(err, errlen, "cannot index %s", plen ? path : ".");
-			goto out;
-		}
+		job_free(j);
 	}
+	ns->skipped_special = atomic_load(&sc.special);
+	ns->skipped_long = atomic_load(&sc.longp);
+	ns->skipped_unreadable = atomic_load(&sc.unreadable);
 	if (ns->skipped_special || ns->skipped_long || ns->skipped_unreadable)
 		log_msg(LOG_NOTICE,
 			"left out of the mount: %llu fifos, sockets or devices, %llu paths longer "
-			"than PATH_MAX, %llu entries that could not be stat'ed",
+			"than PATH_MAX, %llu entries whose type could not be read",
 			(unsigned long long)ns->skipped_special,
 			(unsigned long long)ns->skipped_long,
 			(unsigned long long)ns->skipped_unreadable);
@@ -359,14 +416,85 @@ int ns_scan(struct ns *ns, int source_fd, uint64_t chunk_size, char *err, size_t
 	struct ns_node *shrunk = realloc(ns->nodes, (size_t)ns->nnodes * sizeof(*shrunk));
 	if (shrunk)
 		ns->nodes = shrunk;
-	char *pshrunk = realloc(ns->pool, ns->pool_len);
-	if (pshrunk)
-		ns->pool = pshrunk;
-	rc = 0;
+	char *pshrunk = realloc(pool.buf, pool.len);
+	ns->pool = pshrunk ? pshrunk : pool.buf;
+	ns->pool_len = pool.len;
+	pool.buf = NULL;
+	if ((rc = ns_set_known(ns, false)) < 0)
+		goto out;
+	atomic_store_explicit(&ns->known[0], 1, memory_order_release);
 out:
-	free(path);
+	pthread_mutex_lock(&sc.lock);
+	sc.stop = true;
+	pthread_cond_broadcast(&sc.work);
+	pthread_mutex_unlock(&sc.lock);
+	for (unsigned t = 0; t < started; t++)
+		pthread_join(tids[t], NULL);
+	job_free(j);
+	for (size_t i = sc.consumed; i < sc.njobs; i++)
+		job_free(sc.jobs[i]);
+	free(sc.jobs);
+	free(pool.buf);
+	pthread_cond_destroy(&sc.work);
+	pthread_cond_destroy(&sc.done);
+	pthread_mutex_destroy(&sc.lock);
 	if (rc < 0)
 		ns_fini(ns);
+	return rc;
+}
+
+void ns_reset(struct ns *ns, uint64_t chunk_size)
+{
+	memset(ns, 0, sizeof(*ns));
+	ns->chunk_size = chunk_size;
+	pthread_mutex_init(&ns->freeze_lock, NULL);
+}
+
+int ns_set_known(struct ns *ns, bool all)
+{
+	ns->known = calloc(ns->nnodes ? ns->nnodes : 1, sizeof(*ns->known));
+	if (!ns->known)
+		return -ENOMEM;
+	if (all) {
+		for (uint32_t i = 0; i < ns->nnodes; i++)
+			atomic_init(&ns->known[i], 1);
+		atomic_store(&ns->known_files, ns->nfiles);
+	}
+	return 0;
+}
+
+int ns_freeze(struct ns *ns, uint32_t i, const struct stat *st)
+{
+	struct ns_node *n = &ns->nodes[i];
+	int rc = 0;
+
+	if (ns_known(ns, i))
+		return 0;
+	pthread_mutex_lock(&ns->freeze_lock);
+	if (atomic_load_explicit(&ns->known[i], memory_order_relaxed))
+		goto out;
+	if ((st->st_mode & S_IFMT) != (n->mode & S_IFMT)) {
+		rc = -ESTALE;
+		goto out;
+	}
+	if (S_ISREG(st->st_mode)) {
+		uint64_t size = (uint64_t)st->st_size;
+		uint64_t units = (size + ns->chunk_size - 1) / ns->chunk_size;
+		uint64_t first = atomic_load_explicit(&ns->nunits, memory_order_relaxed);
+		if (units > NS_MAX_UNITS - first) {
+			rc = -EOVERFLOW;
+			goto out;
+		}
+		n->first = (uint32_t)first;
+		n->count = (uint32_t)units;
+		atomic_store_explicit(&ns->nunits, first + units, memory_order_relaxed);
+		atomic_fetch_add_explicit(&ns->known_files, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&ns->total_bytes, size, memory_order_relaxed);
+	}
+	fill_attrs(n, st);
+	atomic_store_explicit(&ns->known[i], 1, memory_order_release);
+out:
+	pthread_mutex_unlock(&ns->freeze_lock);
 	return rc;
 }
 
@@ -374,6 +502,8 @@ void ns_fini(struct ns *ns)
 {
 	free(ns->nodes);
 	free(ns->pool);
+	free((void *)ns->known);
+	pthread_mutex_destroy(&ns->freeze_lock);
 	memset(ns, 0, sizeof(*ns));
 }
 

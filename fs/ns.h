@@ -1,20 +1,29 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The namespace: SOURCE's tree scanned once at mount into compact immutable
+ * The namespace: SOURCE's tree, its names taken once at mount into compact
  * arrays. Node i is a file, directory or symlink; the root is node 0. The
  * children of a directory are consecutive nodes sorted by name (the scan is
  * breadth-first), so lookup is a binary search; names and link targets live
- * in one string pool. A node costs 48 bytes plus its name: ImageNet's 1.3M
- * files fit in under 100 MiB.
+ * in one string pool. A node costs 48 bytes, one state byte and its name:
+ * ImageNet's 1.3M files fit in under 100 MiB.
  *
- * Regular files own the cache units first_unit .. first_unit+nunits-1: one
- * unit for a file up to chunk_size bytes, else one per chunk.
+ * Names and types are fixed at mount. A scanned directory's other
+ * attributes (size, mode, owner, mtime) are lazy: a node's are unknown
+ * until ns_freeze() takes them at the node's first lookup, and fixed from
+ * then on (ns_known()). A namespace built from a listing knows them all.
  *
- * Immutable after ns_scan(): every reader may use it without locks.
+ * Regular files own the cache units first .. first+count-1 (one unit for a
+ * file up to chunk_size bytes, else one per chunk), numbered when the
+ * file's attributes are frozen.
+ *
+ * Threads may use it without locks: names never change, and a node's
+ * attributes are written once, before its state byte is released.
  */
 #ifndef COORDFS_FS_NS_H
 #define COORDFS_FS_NS_H
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -30,19 +39,24 @@ struct ns_node {
 	uint32_t count;    /* dir: number of children; file: number of units */
 	uint32_t uid, gid;
 	uint32_t etag_off; /* pool offset of an object's ETag (ns_etag), 0: none */
-	uint16_t mode;     /* st_mode as scanned (type and permission bits) */
+	uint16_t mode;     /* st_mode (type and permission bits); type only until known */
 	uint16_t name_len;
 };
 
 struct ns {
 	struct ns_node *nodes;
+	_Atomic uint8_t *known; /* per node: attributes known (frozen) */
 	uint32_t nnodes;
 	uint32_t nfiles;
 	char *pool;
 	size_t pool_len;
-	uint64_t nunits;
 	uint64_t chunk_size;
-	uint64_t total_bytes;
+	/* Grow as attributes are frozen: cache units numbered so far, files
+	 * whose attributes are known and the sum of their sizes. */
+	_Atomic uint64_t nunits;
+	_Atomic uint64_t known_files;
+	_Atomic uint64_t total_bytes;
+	pthread_mutex_t freeze_lock;
 	uint32_t ndirs; /* directories below the root */
 	/* Entries left out of the namespace, each logged once at scan. */
 	uint64_t skipped_special;    /* fifos, sockets, devices */
@@ -50,16 +64,36 @@ struct ns {
 	uint64_t skipped_unreadable; /* that could not be stat'ed */
 };
 
+/* Unit ids are 32-bit: a bound for cache_create(). */
+#define NS_MAX_UNITS ((uint64_t)UINT32_MAX + 1)
+
 /*
  * Scan the directory tree at source_fd (an O_DIRECTORY fd, kept by the
- * caller). Entries other than regular files, directories and symlinks
- * (fifos, sockets, devices), entries whose relative path would not fit in
- * PATH_MAX, and entries that cannot be stat'ed are skipped, logged and
- * counted (skipped_*). Trees over 2^32-2 nodes give -EOVERFLOW.
+ * caller) for names and types only, as `find` walks a tree: directory
+ * entries' d_type, a stat only where the filesystem gives none (then only
+ * the type is taken), a readlink per symlink. Only the root's attributes
+ * are known afterwards. Entries other than regular files, directories and
+ * symlinks (fifos, sockets, devices), entries whose relative path would not
+ * fit in PATH_MAX, and entries whose type cannot be learnt are skipped,
+ * logged and counted (skipped_*). Trees over 2^32-2 nodes give -EOVERFLOW.
  * Returns 0 or -errno; on error *err names the path concerned.
  */
 int ns_scan(struct ns *ns, int source_fd, uint64_t chunk_size, char *err, size_t errlen);
 void ns_fini(struct ns *ns);
+
+/* For the builders (ns_scan, ns_build): an empty namespace, and once its
+ * nodes are final, their state bytes (all known, or none). */
+void ns_reset(struct ns *ns, uint64_t chunk_size);
+int ns_set_known(struct ns *ns, bool all);
+
+/* For the builders: growable text (the string pool) addressed by 32-bit
+ * offsets. ns_text_put appends len bytes of data, and a NUL when nul is
+ * set; *off is where they start. 0, -ENOMEM or -EOVERFLOW (past 4 GiB). */
+struct ns_text {
+	char *buf;
+	size_t len, cap;
+};
+int ns_text_put(struct ns_text *t, const void *data, size_t len, bool nul, uint32_t *off);
 
 /*
  * A namespace from a key listing (object stores): collect (key, size, ETag,
@@ -87,6 +121,20 @@ size_t ns_listing_count(const struct ns_listing *l);
  * naming the problem (-ENOMEM, -EOVERFLOW). */
 int ns_build(struct ns *ns, struct ns_listing *l, uint64_t chunk_size, uint32_t uid, uint32_t gid,
 	     uint64_t *skipped, char *err, size_t errlen);
+
+/* Whether node i's attributes are known. */
+static inline bool ns_known(const struct ns *ns, uint32_t i)
+{
+	return atomic_load_explicit(&ns->known[i], memory_order_acquire) != 0;
+}
+
+/*
+ * Freeze node i's attributes from st (its first lookup). The first call
+ * wins; later ones return 0 and change nothing. A regular file gets its
+ * cache units numbered. Returns 0, -ESTALE when st's type is not the type
+ * listed at mount (nothing is frozen), or -EOVERFLOW (unit ids exhausted).
+ */
+int ns_freeze(struct ns *ns, uint32_t i, const struct stat *st);
 
 /* The ETag of object node i (quotes as listed) into buf: its length, or
  * -ENOENT (none: not built from a listing), -ENAMETOOLONG. */

@@ -245,32 +245,7 @@ static bool etag_packs(const char *etag, size_t len)
 	return true;
 }
 
-struct pool {
-	char *buf;
-	size_t len, cap;
-};
-
-static int pool_put(struct pool *p, const void *data, size_t len, uint32_t *off)
-{
-	if (p->len + len > UINT32_MAX)
-		return -EOVERFLOW;
-	if (p->len + len > p->cap) {
-		size_t ncap = p->cap ? p->cap : 65536;
-		while (ncap < p->len + len)
-			ncap *= 2;
-		char *nb = realloc(p->buf, ncap);
-		if (!nb)
-			return -ENOMEM;
-		p->buf = nb;
-		p->cap = ncap;
-	}
-	memcpy(p->buf + p->len, data, len);
-	*off = (uint32_t)p->len;
-	p->len += len;
-	return 0;
-}
-
-static int pool_put_etag(struct pool *p, const char *etag, size_t len, uint32_t *off)
+static int pool_put_etag(struct ns_text *p, const char *etag, size_t len, uint32_t *off)
 {
 	uint8_t packed[1 + NS_MAX_ETAG + 1];
 	size_t n;
@@ -287,7 +262,7 @@ static int pool_put_etag(struct pool *p, const char *etag, size_t len, uint32_t 
 		packed[1 + len] = '\0';
 		n = len + 2;
 	}
-	return pool_put(p, packed, n, off);
+	return ns_text_put(p, packed, n, false, off);
 }
 
 int ns_etag(const struct ns *ns, uint32_t i, char *buf, size_t buflen)
@@ -321,7 +296,7 @@ int ns_etag(const struct ns *ns, uint32_t i, char *buf, size_t buflen)
 static int layout(struct ns *ns, struct tree *t, const struct ns_listing *l, uint64_t chunk_size,
 		  uint32_t uid, uint32_t gid)
 {
-	struct pool pool = {0};
+	struct ns_text pool = {0};
 	uint32_t off;
 	int rc;
 
@@ -329,7 +304,7 @@ static int layout(struct ns *ns, struct tree *t, const struct ns_listing *l, uin
 	if (!ns->nodes)
 		return -ENOMEM;
 	/* Offset 0 is the root's empty name, so no ETag ever has offset 0. */
-	if ((rc = pool_put(&pool, "", 1, &off)) < 0)
+	if ((rc = ns_text_put(&pool, "", 1, false, &off)) < 0)
 		goto fail;
 	/* order[i]: the tree node at final index i (the queue of the walk). */
 	uint32_t *order = malloc(t->n * sizeof(*order));
@@ -348,8 +323,7 @@ static int layout(struct ns *ns, struct tree *t, const struct ns_listing *l, uin
 		n->gid = gid;
 		n->name_len = (uint16_t)tn->name_len;
 		if (i > 0) {
-			if ((rc = pool_put(&pool, tn->name, tn->name_len, &n->name_off)) < 0 ||
-			    (rc = pool_put(&pool, "", 1, &off)) < 0)
+			if ((rc = ns_text_put(&pool, tn->name, tn->name_len, true, &n->name_off)) < 0)
 				break;
 		}
 		if (tn->rec == NONE) {
@@ -409,8 +383,7 @@ int ns_build(struct ns *ns, struct ns_listing *l, uint64_t chunk_size, uint32_t 
 	uint32_t idx;
 	int rc;
 
-	memset(ns, 0, sizeof(*ns));
-	ns->chunk_size = chunk_size;
+	ns_reset(ns, chunk_size);
 	*skipped = 0;
 	if (l->n > 1)
 		qsort_r(l->recs, l->n, sizeof(*l->recs), cmp_recs, l->arena);
@@ -485,6 +458,8 @@ int ns_build(struct ns *ns, struct ns_listing *l, uint64_t chunk_size, uint32_t 
 			goto out;
 	}
 	rc = layout(ns, &t, l, chunk_size, uid, gid);
+	if (rc == 0)
+		rc = ns_set_known(ns, true);
 out:
 	if (rc < 0) {
 		snprintf(err, errlen, "cannot index the listing (%zu keys)", l->n);

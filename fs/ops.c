@@ -109,6 +109,8 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		return;
 	}
 	int rc = ns_lookup(&fs->ns, dir, name, strlen(name), &child);
+	if (rc == 0)
+		rc = fs_node_attrs(fs, child); /* the first lookup takes them */
 	if (rc < 0) {
 		fuse_reply_err(req, -rc);
 		return;
@@ -138,6 +140,11 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	}
 	if (!node_of(fs, ino, &node)) {
 		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	int rc = fs_node_attrs(fs, node);
+	if (rc < 0) {
+		fuse_reply_err(req, -rc);
 		return;
 	}
 	fs_fill_attr(fs, node, &st);
@@ -258,6 +265,11 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
+	int arc = fs_node_attrs(fs, node);
+	if (arc < 0) {
+		fuse_reply_err(req, -arc);
+		return;
+	}
 	if (fs->no_open) {
 		fuse_reply_err(req, ENOSYS); /* the kernel stops sending opens */
 		return;
@@ -344,7 +356,7 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 	memset(&sv, 0, sizeof(sv));
 	sv.f_bsize = 4096;
 	sv.f_frsize = 4096;
-	sv.f_blocks = (fs->ns.total_bytes + 4095) / 4096;
+	sv.f_blocks = (atomic_load(&fs->ns.total_bytes) + 4095) / 4096;
 	sv.f_files = fs->ns.nnodes;
 	sv.f_namemax = 255;
 	sv.f_flag = ST_RDONLY;

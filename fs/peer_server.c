@@ -68,6 +68,9 @@ static int srv_resolve(void *arg, const char *relpath, uint32_t *file_id, uint64
 		return -EISDIR;
 	if (!ns_is_reg(&fs->ns, node))
 		return -ENOENT;
+	/* A peer may ask first: this node's snapshot is taken now. */
+	if ((rc = fs_node_attrs(fs, node)) < 0)
+		return rc;
 	*file_id = node;
 	*size = fs->ns.nodes[node].size;
 	return 0;

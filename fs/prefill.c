@@ -99,7 +99,7 @@ static void *worker(void *arg)
 		uint32_t node = atomic_fetch_add(&p->cursor, 1);
 		if (node >= fs->ns.nnodes)
 			break;
-		if (ns_is_reg(&fs->ns, node))
+		if (ns_is_reg(&fs->ns, node) && ns_known(&fs->ns, node))
 			prefill_file(p, node);
 	}
 	return NULL;
@@ -116,9 +116,11 @@ static void *coordinate(void *arg)
 	char human[32];
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
+	/* Sizing the job takes every file's attributes (the mount took names
+	 * only): a file gone or changed since mount is left to its readers. */
 	for (uint32_t node = 0; node < fs->ns.nnodes && !atomic_load(&p->stop); node++) {
 		const struct ns_node *n = &fs->ns.nodes[node];
-		if (!ns_is_reg(&fs->ns, node))
+		if (!ns_is_reg(&fs->ns, node) || fs_node_attrs(fs, node) < 0)
 			continue;
 		for (uint32_t k = 0; k < n->count; k++)
 			if (!cache_holds(fs->cache, (uint64_t)n->first + k) &&

@@ -201,16 +201,35 @@ static void top_attr(struct fs_ctx *fs, struct stat *st)
 	st->st_mode = S_IFDIR | 0555;
 }
 
+/* Make the attributes the mirror of file shows known: the file's, and for
+ * a file reached through a link (link_perm) its directories'. */
+static int mirror_known(struct fs_ctx *fs, uint32_t node, uint32_t file)
+{
+	int rc = fs_node_attrs(fs, node);
+
+	if (rc == 0 && file != node) {
+		rc = fs_node_attrs(fs, file);
+		for (uint32_t d = fs->ns.nodes[file].parent; rc == 0 && d != 0;
+		     d = fs->ns.nodes[d].parent)
+			rc = fs_node_attrs(fs, d);
+	}
+	return rc;
+}
+
 /* Attributes of the mirror of node under recipe r: the source's owner,
- * group and mode without write bits (directories as they are). A file
+ * group and mode without write bits (directories as they are), taken from
+ * SOURCE at the first lookup like the raw file's (fs_node_attrs). A file
  * whose size cannot be known (an undecodable header) shows size 0; reading
- * it gives EIO. */
-static void mirror_attr(struct fs_ctx *fs, const struct prep_recipe *r, uint32_t node,
-			struct stat *st)
+ * it gives EIO. 0, or -errno from fs_node_attrs. */
+static int mirror_attr(struct fs_ctx *fs, const struct prep_recipe *r, uint32_t node,
+		       struct stat *st)
 {
 	uint32_t file = node;
 	enum mirror kind = classify(fs, node, &file);
+	int rc = mirror_known(fs, node, kind == MIRROR_FILE ? file : node);
 
+	if (rc < 0)
+		return rc;
 	if (kind != MIRROR_FILE) {
 		fs_fill_attr(fs, node, st);
 		st->st_ino = mirror_ino(r, node);
@@ -219,7 +238,7 @@ static void mirror_attr(struct fs_ctx *fs, const struct prep_recipe *r, uint32_t
 			st->st_size = 0;
 			st->st_blocks = 0;
 		}
-		return;
+		return 0;
 	}
 	fs_fill_attr(fs, file, st);
 	st->st_ino = mirror_ino(r, node);
@@ -237,6 +256,7 @@ static void mirror_attr(struct fs_ctx *fs, const struct prep_recipe *r, uint32_t
 		st->st_blksize *= 2;
 	st->st_mode = S_IFREG | (file == node ? fs->ns.nodes[file].mode & 0555
 					      : link_perm(&fs->ns, file));
+	return 0;
 }
 
 static void entry_of(struct fuse_entry_param *e, const struct stat *st)
@@ -271,6 +291,7 @@ int fs_prep_lookup(struct fs_ctx *fs, fuse_ino_t parent, const char *name,
 	struct prep_recipe r;
 	bool top;
 	uint32_t dir, child;
+	int rc;
 
 	if (parent == FUSE_ROOT_ID) {
 		top_attr(fs, &st);
@@ -284,16 +305,18 @@ int fs_prep_lookup(struct fs_ctx *fs, fuse_ino_t parent, const char *name,
 		if (prep_recipe_parse(name, &r) < 0 ||
 		    prep_recipe_name(&r, canon, sizeof(canon)) < 0 || strcmp(canon, name))
 			return -ENOENT;
-		mirror_attr(fs, &r, 0, &st);
+		if ((rc = mirror_attr(fs, &r, 0, &st)) < 0)
+			return rc;
 		entry_of(e, &st);
 		return 0;
 	}
-	int rc = ns_lookup(&fs->ns, dir, name, strlen(name), &child);
+	rc = ns_lookup(&fs->ns, dir, name, strlen(name), &child);
 	if (rc < 0)
 		return rc;
 	if (!mirrored(fs, child))
 		return -ENOENT;
-	mirror_attr(fs, &r, child, &st);
+	if ((rc = mirror_attr(fs, &r, child, &st)) < 0)
+		return rc;
 	entry_of(e, &st);
 	return 0;
 }
@@ -306,11 +329,11 @@ int fs_prep_getattr(struct fs_ctx *fs, fuse_ino_t ino, struct stat *st)
 
 	if (parse_ino(fs, ino, &top, &r, &node) < 0)
 		return -ENOENT;
-	if (top)
+	if (top) {
 		top_attr(fs, st);
-	else
-		mirror_attr(fs, &r, node, st);
-	return 0;
+		return 0;
+	}
+	return mirror_attr(fs, &r, node, st);
 }
 
 int fs_prep_opendir(struct fs_ctx *fs, fuse_ino_t ino)
@@ -329,12 +352,24 @@ static bool filter_mirrored(struct fs_ctx *fs, uint32_t child, void *arg)
 	return mirrored(fs, child);
 }
 
-static int map_mirror(struct fs_ctx *fs, uint32_t child, struct fuse_entry_param *e, void *arg)
+/* A mirror's listing entry: with attributes (plus) once they are known,
+ * else its name, inode and type only, as listings take no attributes from
+ * SOURCE (ImageFolder lists every directory and stats nothing). */
+static int map_mirror(struct fs_ctx *fs, uint32_t child, bool plus, struct fuse_entry_param *e,
+		      void *arg)
 {
 	struct stat st;
+	uint32_t file = child;
+	enum mirror kind = classify(fs, child, &file);
 
-	mirror_attr(fs, arg, child, &st);
-	entry_of(e, &st);
+	if (plus && ns_known(&fs->ns, child) && ns_known(&fs->ns, file) &&
+	    mirror_attr(fs, arg, child, &st) == 0) {
+		entry_of(e, &st);
+		return 0;
+	}
+	memset(e, 0, sizeof(*e));
+	e->attr.st_ino = mirror_ino(arg, child);
+	e->attr.st_mode = kind == MIRROR_DIR ? S_IFDIR : S_IFREG;
 	return 0;
 }
 
@@ -575,6 +610,9 @@ static int src_read_prefix(void *arg, uint32_t node, size_t max, uint8_t **data,
 
 	if (node >= fs->ns.nnodes || !ns_is_reg(&fs->ns, node))
 		return -ENOENT;
+	int rc = fs_node_attrs(fs, node);
+	if (rc < 0)
+		return rc;
 	uint64_t size = fs->ns.nodes[node].size;
 	size_t want = size < max ? (size_t)size : max;
 	uint8_t *buf = malloc(want ? want : 1);
@@ -613,7 +651,9 @@ static uint64_t src_file_size(void *arg, uint32_t node)
 {
 	struct fs_ctx *fs = arg;
 
-	return node < fs->ns.nnodes ? fs->ns.nodes[node].size : 0;
+	if (node >= fs->ns.nnodes || fs_node_attrs(fs, node) < 0)
+		return 0;
+	return fs->ns.nodes[node].size;
 }
 
 static const struct prep_source_ops source_ops = {

@@ -56,6 +56,11 @@ struct fs_source_ops {
 	 * nothing, but fills err with one line naming the cause. */
 	int (*build_ns)(struct fs_source *src, struct ns *ns, uint64_t chunk_size, char *err,
 			size_t errlen);
+	/* The current attributes of node (any type, symlinks not followed)
+	 * for its first lookup (ns_freeze), taken so that no symlink in SOURCE
+	 * is followed. 0, or -errno: -ENOENT when it is gone. NULL: the
+	 * namespace's attributes are all known when it is built. */
+	int (*stat)(struct fs_source *src, const struct ns *ns, uint32_t node, struct stat *st);
 	/* After daemonizing, before the first read (threads, connections).
 	 * May be NULL. */
 	int (*start)(struct fs_source *src);

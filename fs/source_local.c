@@ -49,6 +49,32 @@ static int open_beneath(int dirfd, const char *relpath)
 	return (int)fd;
 }
 
+static int local_stat(struct fs_source *src, const struct ns *ns, uint32_t node, struct stat *st)
+{
+	char path[PATH_MAX];
+	struct open_how how = {
+	    .flags = O_PATH | O_CLOEXEC | O_NOFOLLOW,
+	    .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+	};
+	int dfd = local_of(src)->dir_fd;
+
+	if (ns_path(ns, node, path, sizeof(path)) < 0)
+		return -ENAMETOOLONG;
+	if (node == 0)
+		return fstat(dfd, st) < 0 ? -errno : 0;
+	/* An O_PATH handle of the entry itself (a symlink as the link), with
+	 * no symlink followed on the way: a directory of SOURCE replaced by a
+	 * symlink after mount cannot lend its target's attributes. */
+	long fd = syscall(SYS_openat2, dfd, path, &how, sizeof(how));
+	if (fd < 0 && errno == ENOSYS)
+		return fstatat(dfd, path, st, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
+	if (fd < 0)
+		return -errno;
+	int rc = fstat((int)fd, st) < 0 ? -errno : 0;
+	close((int)fd);
+	return rc;
+}
+
 static bool matches_snapshot(const struct ns_node *n, const struct stat *st)
 {
 	int64_t mt = (int64_t)st->st_mtim.tv_sec * 1000000000LL + st->st_mtim.tv_nsec;
@@ -192,6 +218,7 @@ static const struct fs_source_ops local_ops = {
     .prefill_parallel = 4,
     .wants_readahead = false,
     .build_ns = local_build_ns,
+    .stat = local_stat,
     .open = local_open,
     .close = local_close,
     .read = local_read,

@@ -98,7 +98,7 @@ static json_t *stats_tree(struct fs_ctx *fs, bool local)
 	     (!local || (put(root, "pid", json_integer((json_int_t)getpid())) &&
 			 put(root, "source_dir", utf8_json_string(fs->opt.source)))) &&
 	     put(root, "files", num(fs->ns.nfiles)) &&
-	     put(root, "dataset_bytes", num(fs->ns.total_bytes)) &&
+	     put(root, "dataset_bytes", num(atomic_load(&fs->ns.total_bytes))) &&
 	     put(root, "dataset_read_bytes", num(s.dataset_read_bytes));
 	ok = ok && put(cache, "capacity_bytes", num(s.cache.capacity_bytes)) &&
 	     put(cache, "used_bytes", num(s.cache.used_bytes)) &&
@@ -140,7 +140,11 @@ static json_t *stats_tree(struct fs_ctx *fs, bool local)
 	     put(fuse, "read_bytes", num(s.read_bytes)) &&
 	     put(fuse, "kernel_cache", json_boolean(!fs->opt.no_kernel_cache));
 	/* What the scan at mount indexed, and what it left out (logged then). */
+	/* attrs_known: files whose attributes (size) were taken, at their
+	 * first lookup; dataset_bytes sums those, so it is the whole dataset's
+	 * size once every file has been looked up (after one pass). */
 	ok = ok && put(names, "files", num(ns->nfiles)) && put(names, "dirs", num(ns->ndirs)) &&
+	     put(names, "attrs_known", num(atomic_load(&ns->known_files))) &&
 	     put(names, "skipped",
 		 num(ns->skipped_special + ns->skipped_long + ns->skipped_unreadable)) &&
 	     put(names, "skipped_special", num(ns->skipped_special)) &&

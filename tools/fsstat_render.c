@@ -294,7 +294,14 @@ void fsstat_passes_update(struct fsstat_passes *p, const json_t *stats)
 	/* A restarted daemon counts from zero again. */
 	if (p->have_sample && ((up.ok && up.v < p->last_uptime) || rd.v < p->last_read || src.v < p->last_source))
 		fsstat_passes_init(p);
-	if (p->have_sample && rd.v > p->last_read) {
+	/* Sizes are taken at first lookup: until every file has been looked
+	 * up dataset_bytes is short of the dataset, and the first pass is
+	 * still under way (its end is found once the size is whole). */
+	struct counter known = get_counter(stats, "namespace.attrs_known");
+	struct counter files = get_counter(stats, "files");
+	bool partial = known.ok && files.ok && known.v < files.v;
+
+	if (p->have_sample && rd.v > p->last_read && !partial) {
 		k0 = (unsigned long long)(p->last_read / ds.v);
 		k1 = (unsigned long long)(rd.v / ds.v);
 		/* Only the last boundaries are kept anyway. */
@@ -330,14 +337,22 @@ static void render_passes(FILE *out, const json_t *s, const struct fsstat_passes
 	char a[32], b[32], c[32], d[32];
 	size_t first;
 
+	/* A file's size is taken at its first lookup: until every file has
+	 * been looked up (one pass), dataset_bytes is the size seen so far. */
+	struct counter known = get_counter(s, "namespace.attrs_known");
+	bool partial = known.ok && files.ok && known.v < files.v;
+	char kn[32];
+
 	if (!ds.ok || ds.v <= 0)
 		return;
-	if (cap.ok && single) {
+	if (cap.ok && single && !partial) {
 		optimum.ok = true;
 		optimum.v = ds.v > cap.v ? ds.v - cap.v : 0;
 	}
-	fprintf(out, LABEL "dataset %s files, %s  read %s passes  optimum per pass %s\n", "passes",
-		fmt_count(files, a, sizeof(a)), fmt_size(ds, b, sizeof(b)),
+	fprintf(out, LABEL "dataset %s files, %s%s%s%s  read %s passes  optimum per pass %s\n",
+		"passes", fmt_count(files, a, sizeof(a)), fmt_size(ds, b, sizeof(b)),
+		partial ? " in the " : "", partial ? fmt_count(known, kn, sizeof(kn)) : "",
+		partial ? " looked up" : "",
 		rd.ok ? (snprintf(c, sizeof(c), "%.2f", rd.v / ds.v), c) : "-", fmt_size(optimum, d, sizeof(d)));
 	if (!p || !p->have_sample) {
 		/* One look: the totals since mount. */

@@ -100,7 +100,10 @@ def test_passes(c):
 		c.eq('dataset generated the same twice', dataset_bytes(m.src), total)
 		s0 = m.stats()
 		c.eq('stats: files', s0.get('files'), NFILES)
-		c.eq('stats: dataset_bytes', s0.get('dataset_bytes'), total)
+		# sizes are taken at each file's first lookup
+		c.eq('stats: dataset_bytes before any lookup', s0.get('dataset_bytes'), 0)
+		c.eq('stats: namespace.attrs_known before any lookup',
+		     s0['namespace']['attrs_known'], 0)
 		capacity = s0['cache']['capacity_bytes']
 		optimum = max(total - capacity, 0)
 		out_path = os.path.join(m.root, 'watch.txt')
@@ -112,7 +115,11 @@ def test_passes(c):
 				wait_for(out_path, 'rates'), 'no table in 15 s')
 			rng = random.Random(7)
 			c.eq('pass 1 read the dataset', read_pass(m.mnt, files, rng), total)
-			s1 = m.stats()['source']['bytes']
+			st1 = m.stats()
+			s1 = st1['source']['bytes']
+			c.eq('stats: dataset_bytes after a pass', st1.get('dataset_bytes'), total)
+			c.eq('stats: namespace.attrs_known after a pass',
+			     st1['namespace']['attrs_known'], NFILES)
 			c.check('fsstat saw the end of pass 1',
 				wait_for(out_path, 'pass 2       from source 0 B so far, 0% read'),
 				last_block(open(out_path).read()))

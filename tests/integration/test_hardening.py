@@ -144,7 +144,8 @@ def test_newline_in_names(c):
 		     forged(err, fifo_marker), [])
 		c.check('mount stderr: the fifo is logged with \\x0a',
 			'pipe\\x0a' + fifo_marker in err, err[-500:])
-		ct.write_file(evil, b'b' * 2000)	# changed after mount
+		os.stat(os.path.join(td.mnt, 'img\n' + file_marker))  # first lookup
+		ct.write_file(evil, b'b' * 2000)	# changed after its first lookup
 		res = ct.read_in_child(os.path.join(td.mnt, 'img\n' + file_marker))
 		c.eq('changed file: EIO', res[:2], ('errno', errno.EIO))
 		with open(log, encoding='utf-8', errors='replace') as f:
@@ -352,6 +353,7 @@ def test_source_errors_rate_limited(c):
 				 ['--cache-size=0', '--no-kernel-cache', f'--log-file={log}'],
 				 label='rate limit'):
 			return
+		os.stat(os.path.join(td.mnt, 'changing.bin'))  # its attributes: now
 		ct.write_file(path, b'2' * 700)
 		results = [ct.read_in_child(os.path.join(td.mnt, 'changing.bin'))[:2]
 			   for _ in range(20)]

@@ -307,6 +307,10 @@ def test_changed_source(c):
 			for g in good}
 		outside = os.path.join(m.root, 'outside')
 		os.mkdir(outside)
+		# Attributes are taken at a file's first lookup: look every one
+		# up first, so that each change comes after the snapshot.
+		for name in CHANGES:
+			os.stat(os.path.join(m.mnt, f'{name}.bin'))
 		s0 = m.stats()
 		apply_changes(m.src, outside)
 		for name in CHANGES:
@@ -342,6 +346,65 @@ def test_changed_source(c):
 			     for n in small}))
 
 
+def test_changed_before_lookup(c):
+	"""The mount takes names; a file's attributes come at its first
+	lookup. A file changed between the two shows its new attributes and
+	bytes, one gone is ENOENT, one whose type changed (or that now lies
+	behind a symlink) is EIO; a file created after the mount is not
+	listed."""
+	with ct.Mount(['--chunk-size=64K', '--cache-size=64M'],
+		      populate=populate_changes) as m:
+		outside = os.path.join(m.root, 'outside')
+		os.mkdir(outside)
+		listed = sorted(os.listdir(m.mnt))  # a listing takes no attributes
+		s0 = m.stats()
+		c.eq('stats: no file looked up yet',
+		     s0['namespace']['attrs_known'], 0)
+		c.eq('stats: dataset_bytes counts looked-up files only',
+		     s0['dataset_bytes'], 0)
+		apply_changes(m.src, outside)
+		ct.write_file(os.path.join(m.src, 'created.bin'), b'new' * 100)
+		ct.write_file(os.path.join(m.src, 'good', 'created.bin'), b'x')
+		c.eq('a file created after the mount is not listed',
+		     sorted(os.listdir(m.mnt)), listed)
+		c.check('... nor in a subdirectory',
+			'created.bin' not in os.listdir(os.path.join(m.mnt, 'good')))
+		for rel in ('created.bin', 'good/created.bin'):
+			try:
+				os.stat(os.path.join(m.mnt, rel))
+				got = 'found'
+			except OSError as e:
+				got = errno.errorcode.get(e.errno, e.errno)
+			c.eq(f'{rel}: created after the mount: ENOENT', got, 'ENOENT')
+		for name in ('truncated', 'grown', 'replaced_size', 'replaced_mtime',
+			     'big_truncated'):
+			src, mnt = (os.path.join(d, f'{name}.bin') for d in (m.src, m.mnt))
+			want = os.stat(src)
+			got = os.stat(mnt)
+			c.eq(f'{name}: changed before its first lookup: new size',
+			     got.st_size, want.st_size)
+			c.eq(f'{name}: new mtime', got.st_mtime_ns, want.st_mtime_ns)
+			c.eq(f'{name}: new bytes', ct.sha256_file(mnt), ct.sha256_file(src))
+		want_err = {'deleted': errno.ENOENT, 'as_dir': errno.EIO,
+			    'as_fifo': errno.EIO, 'as_symlink_outside': errno.EIO,
+			    'dirswap/inner': errno.EIO}
+		for name, e in want_err.items():
+			try:
+				os.stat(os.path.join(m.mnt, f'{name}.bin'))
+				got = 'no error'
+			except OSError as err:
+				got = errno.errorcode.get(err.errno, err.errno)
+			c.eq(f'{name}: changed before its first lookup', got,
+			     errno.errorcode[e])
+		c.check('daemon still alive', all(ct.pid_alive(p) for p in m.pids)
+			and ct.is_mounted(m.mnt), f'pids {m.pids}')
+		s1 = m.stats()
+		c.eq('stats: attrs_known counts the files looked up',
+		     s1['namespace']['attrs_known'], 5)
+		c.ge('stats: source.errors counts the refused lookups',
+		     s1['source']['errors'] - s0['source']['errors'], len(want_err))
+
+
 def _release_fifo(path):
 	try:
 		fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
@@ -365,6 +428,7 @@ def main():
 	c.group(test_already_mounted, c)
 	c.group(test_shutdown, c)
 	c.group(test_changed_source, c)
+	c.group(test_changed_before_lookup, c)
 	c.finish()
 
 

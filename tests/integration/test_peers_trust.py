@@ -88,7 +88,9 @@ def test_differing_copies(c):
 		opts = ['--cache-size=16M', '--chunk-size=64K']
 		cl.mount(0, opts)
 		cl.mount(1, opts, src=src1)
-		# Y changes on node 1's copy after it mounted: its read fails
+		# Y changes on node 1's copy after node 1 took its attributes
+		# (its first lookup): its read fails
+		os.stat(cl.path(1, y))
 		ct.write_file(os.path.join(src1, y), bytes(len(files[y])),
 			      mtime_ns=MTIME_NS + 9_000_000_000)
 		first = [x, y]

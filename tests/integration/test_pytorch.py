@@ -134,6 +134,11 @@ def test_imagefolder_kernel_cache(c):
 		ds_mnt, _ = make_loader(m.mnt)
 		n = len(ds_src)
 		c.eq('default: number of samples', len(ds_mnt), n)
+		# ImageFolder lists with scandir's file types: the listing takes
+		# no file's attributes (they come at each file's first lookup).
+		s0 = m.stats()
+		c.eq('ImageFolder listing: no file attributes taken',
+		     s0['namespace']['attrs_known'], 0)
 		twice = list(range(n)) + list(range(n))
 		loader = torch.utils.data.DataLoader(
 			torch.utils.data.Subset(ds_mnt, twice), batch_size=8,
@@ -159,6 +164,10 @@ def test_imagefolder_kernel_cache(c):
 						differ.append(p_mnt)
 		c.eq('default: raw bytes equal SOURCE on two more reads', differ, [])
 		s = m.stats()
+		# every image's, and not README.txt's, which nothing opened
+		c.eq('after the epoch: attributes taken of the images only',
+		     s['namespace']['attrs_known'], n)
+		c.eq('... of all files but one', s['files'], n + 1)
 		c.check('default: the kernel cache is on (stats)',
 			s['fuse'].get('kernel_cache') is True, f'fuse={s["fuse"]}')
 		# 4n opens of raw files, all skipped (FUSE no-open) but the first

@@ -25,7 +25,7 @@ static int fill_pattern(void *arg, uint64_t unit, void *dst, size_t len)
 	struct filler *f = arg;
 
 	atomic_fetch_add(&f->calls, 1);
-	atomic_fetch_add(&f->per_unit[unit], 1);
+	atomic_fetch_add(&f->per_unit[unit % 4096], 1);
 	if (f->delay_us)
 		usleep(f->delay_us);
 	if ((int)unit == f->fail_unit)
@@ -88,6 +88,39 @@ START_TEST(admits_until_full_then_refuses_and_never_evicts)
 		ck_assert(cache_holds(c, u));
 	for (uint64_t u = 4; u < 10; u++)
 		ck_assert(!cache_holds(c, u));
+	cache_destroy(c);
+}
+END_TEST
+
+/* Unit ids up to 2^32, far apart: each lives in its own block of state
+ * words, allocated on first fill; ids never filled read as not held. */
+START_TEST(sparse_unit_ids)
+{
+	struct cache *c;
+	struct filler f = { .fail_unit = -1 };
+	const void *d;
+	/* (not 2^32 - 1: the filler fails the unit whose low 32 bits are -1;
+	 * its per-unit counts wrap at 4096) */
+	const uint64_t ids[] = { 0, 65535, 65536, 1000000, ((uint64_t)1 << 32) - 2 };
+
+	ck_assert_int_eq(cache_create(1 << 20, (uint64_t)1 << 32, &c), 0);
+	for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++) {
+		ck_assert(!cache_holds(c, ids[i]));
+		ck_assert_int_eq(cache_get(c, ids[i], 1000, 1000, false, fill_pattern, &f, &d),
+				 -ENOSPC);
+		ck_assert_int_eq(cache_get(c, ids[i], 1000, 1000, true, fill_pattern, &f, &d), 0);
+		check_pattern(d, ids[i], 1000);
+	}
+	for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++) {
+		ck_assert(cache_holds(c, ids[i]));
+		ck_assert(!cache_holds(c, ids[i] ^ 1));
+		ck_assert_int_eq(cache_get(c, ids[i], 1000, 1000, true, fill_pattern, &f, &d), 0);
+		check_pattern(d, ids[i], 1000);
+	}
+	ck_assert_int_eq(cache_get(c, (uint64_t)1 << 32, 1000, 1000, true, fill_pattern, &f, &d),
+			 -EINVAL);
+	ck_assert_int_eq(cache_prefill(c, 2000000, 1000, fill_pattern, &f), 0);
+	ck_assert(cache_holds(c, 2000000));
 	cache_destroy(c);
 }
 END_TEST
@@ -500,6 +533,7 @@ int main(void)
 
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, admits_until_full_then_refuses_and_never_evicts);
+	tcase_add_test(tc, sparse_unit_ids);
 	tcase_add_test(tc, zero_capacity_admits_nothing);
 	tcase_add_test(tc, transient_fill_error_retries);
 	tcase_add_test(tc, failed_fill_marks_the_unit_failed);

@@ -63,6 +63,19 @@ static void setup_tree(void)
 	ck_assert_int_eq(mkfifo(p, 0644), 0);
 }
 
+/* Take every node's attributes, as first lookups do (in node order). */
+static void freeze_all(struct ns *ns, int rootfd)
+{
+	char path[PATH_MAX];
+	struct stat st;
+
+	for (uint32_t i = 1; i < ns->nnodes; i++) {
+		ck_assert_int_ge(ns_path(ns, i, path, sizeof(path)), 0);
+		ck_assert_int_eq(fstatat(rootfd, path, &st, AT_SYMLINK_NOFOLLOW), 0);
+		ck_assert_int_eq(ns_freeze(ns, i, &st), 0);
+	}
+}
+
 START_TEST(scan_lookup_resolve)
 {
 	struct ns ns;
@@ -74,11 +87,19 @@ START_TEST(scan_lookup_resolve)
 	int fd = open(root, O_RDONLY | O_DIRECTORY);
 	ck_assert_int_ge(fd, 0);
 	ck_assert_int_eq(ns_scan(&ns, fd, 4096, err, sizeof(err)), 0);
+	/* Names and types only: nothing but the root is known yet. */
+	ck_assert(ns_known(&ns, 0));
+	for (uint32_t i = 1; i < ns.nnodes; i++)
+		ck_assert(!ns_known(&ns, i));
+	ck_assert_uint_eq(ns.total_bytes, 0);
+	ck_assert_uint_eq(ns.nunits, 0);
+	freeze_all(&ns, fd);
 	close(fd);
 
 	/* root + train, cat, dog, empty, 5 files, link (fifo skipped) */
 	ck_assert_uint_eq(ns.nnodes, 1 + 4 + 5 + 1);
 	ck_assert_uint_eq(ns.nfiles, 5);
+	ck_assert_uint_eq(ns.known_files, 5);
 	ck_assert_uint_eq(ns.total_bytes, 100 + 0 + 5000 + 10000 + 4096);
 	/* units: a.jpg 0, b.jpg 1, c 2, big 3, top 1 */
 	ck_assert_uint_eq(ns.nunits, 0 + 1 + 2 + 3 + 1);
@@ -181,7 +202,7 @@ START_TEST(paths_over_path_max_are_skipped)
 }
 END_TEST
 
-/* A directory large enough to be stat'ed by several threads. */
+/* A large directory: names sorted, sizes as frozen at first lookup. */
 START_TEST(large_directory_scanned_in_parallel)
 {
 	struct ns ns;
@@ -200,6 +221,7 @@ START_TEST(large_directory_scanned_in_parallel)
 	int fd = open(root, O_RDONLY | O_DIRECTORY);
 	ck_assert_int_ge(fd, 0);
 	ck_assert_int_eq(ns_scan(&ns, fd, 4096, err, sizeof(err)), 0);
+	freeze_all(&ns, fd);
 	close(fd);
 	ck_assert_uint_eq(ns.nfiles, N);
 	ck_assert_int_eq(ns_resolve(&ns, "big", &d), 0);
@@ -235,17 +257,25 @@ START_TEST(snapshot_etag)
 	ck_assert_int_eq(fs_source_local_create(root, &fs.src, err, sizeof(err)), 0);
 	ck_assert_int_eq(fs.src->ops->build_ns(fs.src, &fs.ns, 4096, err, sizeof(err)), 0);
 	ck_assert_int_eq(ns_resolve(&fs.ns, "train/cat/b.jpg", &node), 0);
+	struct stat st;
+	ck_assert_int_eq(fs.src->ops->stat(fs.src, &fs.ns, node, &st), 0);
+	ck_assert_int_eq(ns_freeze(&fs.ns, node, &st), 0);
 	ck_assert_int_eq(fs_snapshot_etag(&fs, node, et, sizeof(et)), 0);
 	snprintf(want, sizeof(want), "\"%llx-%llx\"", 100ULL, 1600000000123456789ULL);
 	ck_assert_str_eq(et, want);
-	/* Changed on disk after the scan: the name stays the snapshot's. */
+	/* Changed on disk after the first lookup: the name stays the snapshot's,
+	 * and freezing again changes nothing. */
 	ts[1].tv_nsec++;
 	ck_assert_int_eq(utimensat(AT_FDCWD, p, ts, 0), 0);
+	ck_assert_int_eq(fs.src->ops->stat(fs.src, &fs.ns, node, &st), 0);
+	ck_assert_int_eq(ns_freeze(&fs.ns, node, &st), 0);
 	ck_assert_int_eq(fs_snapshot_etag(&fs, node, et, sizeof(et)), 0);
 	ck_assert_str_eq(et, want);
 	/* Another file (another size and mtime) has another name. */
 	char et2[64];
 	ck_assert_int_eq(ns_resolve(&fs.ns, "train/cat/c d ü.jpg", &node), 0);
+	ck_assert_int_eq(fs.src->ops->stat(fs.src, &fs.ns, node, &st), 0);
+	ck_assert_int_eq(ns_freeze(&fs.ns, node, &st), 0);
 	ck_assert_int_eq(fs_snapshot_etag(&fs, node, et2, sizeof(et2)), 0);
 	ck_assert_str_ne(et2, et);
 	ck_assert_int_eq(ns_resolve(&fs.ns, "train", &dir), 0);
@@ -253,6 +283,77 @@ START_TEST(snapshot_etag)
 	ck_assert_int_eq(fs_snapshot_etag(&fs, fs.ns.nnodes, et, sizeof(et)), -EINVAL);
 	ck_assert_int_eq(ns_resolve(&fs.ns, "train/cat/b.jpg", &node), 0);
 	ck_assert_int_eq(fs_snapshot_etag(&fs, node, et, 8), -ENOSPC);
+	ns_fini(&fs.ns);
+	fs_source_destroy(fs.src);
+	rm_rf();
+}
+END_TEST
+
+/* Attributes are taken at the first lookup, not at the scan: a file
+ * changed between the two shows the change; a file created after the scan
+ * is not in the namespace; the first freeze wins; a file whose type
+ * changed is refused; units are numbered in freeze order. */
+START_TEST(attributes_at_first_lookup)
+{
+	static struct fs_ctx fs;
+	char err[256], p[512];
+	struct stat st;
+	uint32_t big, top, dir, n;
+
+	setup_tree();
+	ck_assert_int_eq(fs_source_local_create(root, &fs.src, err, sizeof(err)), 0);
+	ck_assert_int_eq(fs.src->ops->build_ns(fs.src, &fs.ns, 4096, err, sizeof(err)), 0);
+	mkfile("top.txt", 9000);	  /* grew after the scan, before its lookup */
+	mkfile("train/cat/new.jpg", 10); /* created after the scan */
+	ck_assert_int_eq(ns_resolve(&fs.ns, "train/cat/new.jpg", &n), -ENOENT);
+
+	ck_assert_int_eq(ns_resolve(&fs.ns, "top.txt", &top), 0);
+	ck_assert_int_eq(ns_resolve(&fs.ns, "train/dog/big.bin", &big), 0);
+	ck_assert_int_eq(fs.src->ops->stat(fs.src, &fs.ns, top, &st), 0);
+	ck_assert_int_eq(ns_freeze(&fs.ns, top, &st), 0);
+	ck_assert(ns_known(&fs.ns, top));
+	ck_assert_uint_eq(fs.ns.nodes[top].size, 9000);
+	ck_assert_uint_eq(fs.ns.nodes[top].first, 0);
+	ck_assert_uint_eq(fs.ns.nodes[top].count, 3);
+	ck_assert_uint_eq(fs.ns.nodes[top].mode, S_IFREG | 0644);
+	ck_assert_int_eq(fs.src->ops->stat(fs.src, &fs.ns, big, &st), 0);
+	ck_assert_int_eq(ns_freeze(&fs.ns, big, &st), 0);
+	ck_assert_uint_eq(fs.ns.nodes[big].first, 3);
+	ck_assert_uint_eq(fs.ns.nodes[big].count, 3);
+	ck_assert_uint_eq(fs.ns.nunits, 6);
+	ck_assert_uint_eq(fs.ns.known_files, 2);
+	ck_assert_uint_eq(fs.ns.total_bytes, 9000 + 10000);
+
+	/* Later changes never move a frozen node. */
+	mkfile("top.txt", 1);
+	ck_assert_int_eq(fs.src->ops->stat(fs.src, &fs.ns, top, &st), 0);
+	ck_assert_int_eq(ns_freeze(&fs.ns, top, &st), 0);
+	ck_assert_uint_eq(fs.ns.nodes[top].size, 9000);
+	ck_assert_uint_eq(fs.ns.nunits, 6);
+
+	/* A file turned into a directory is refused and stays unknown. */
+	ck_assert_int_eq(ns_resolve(&fs.ns, "train/cat/a.jpg", &n), 0);
+	snprintf(p, sizeof(p), "%s/train/cat/a.jpg", root);
+	ck_assert_int_eq(unlink(p), 0);
+	ck_assert_int_eq(fs.src->ops->stat(fs.src, &fs.ns, n, &st), -ENOENT);
+	ck_assert_int_eq(mkdir(p, 0755), 0);
+	ck_assert_int_eq(fs.src->ops->stat(fs.src, &fs.ns, n, &st), 0);
+	ck_assert_int_eq(ns_freeze(&fs.ns, n, &st), -ESTALE);
+	ck_assert(!ns_known(&fs.ns, n));
+
+	/* A directory swapped for a symlink lends nothing from outside. */
+	ck_assert_int_eq(ns_resolve(&fs.ns, "train/cat/b.jpg", &n), 0);
+	char q[512];
+	snprintf(p, sizeof(p), "%s/train/cat", root);
+	snprintf(q, sizeof(q), "%s/train/cat.moved", root);
+	ck_assert_int_eq(rename(p, q), 0);
+	ck_assert_int_eq(symlink("/etc", p), 0);
+	ck_assert_int_lt(fs.src->ops->stat(fs.src, &fs.ns, n, &st), 0);
+
+	/* Directories are lazy too; the root is known from the scan. */
+	ck_assert_int_eq(ns_resolve(&fs.ns, "train", &dir), 0);
+	ck_assert(!ns_known(&fs.ns, dir));
+	ck_assert(ns_known(&fs.ns, 0));
 	ns_fini(&fs.ns);
 	fs_source_destroy(fs.src);
 	rm_rf();
@@ -501,6 +602,7 @@ int main(void)
 	tcase_add_test(tc, listing_empty);
 	tcase_add_test(tc, listing_many_keys);
 	tcase_add_test(tc, snapshot_etag);
+	tcase_add_test(tc, attributes_at_first_lookup);
 	suite_add_tcase(s, tc);
 	return check_run(s);
 }
