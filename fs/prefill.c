@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * --prefill (prefill.h). A coordinator thread sizes the job (the bytes of
- * the units this node owns and lacks, capped by the cache's free room),
- * then runs the workers: each takes the next file from a shared cursor and
+ * the units this node owns and lacks, capped by the cache's free room,
+ * once the workers have taken every file's attributes, which the mount
+ * does not), then runs the workers: each takes the next file from a shared cursor and
  * admits its owned units with cache_prefill, which never fetches a unit
  * that has no room. Before each unit a worker waits while readers are
  * missing the cache (fs->readers_missing): any reader for a source whose
@@ -38,7 +39,8 @@ struct fs_prefill {
 	unsigned nthreads;
 	pthread_t coordinator;
 	_Atomic bool stop;
-	_Atomic uint32_t cursor; /* next node to look at */
+	_Atomic uint32_t cursor;      /* next node to look at */
+	_Atomic uint32_t attr_cursor; /* next node whose attributes to take */
 	_Atomic bool full;	 /* no room left for any unit */
 	_Atomic uint64_t target, done;
 	_Atomic bool running;
@@ -105,22 +107,54 @@ static void *worker(void *arg)
 	return NULL;
 }
 
+/* The mount took names only: take every file's attributes (a stat each,
+ * in parallel, as latency-bound as a cold tree walk) so the job can be
+ * sized. A file gone or changed since mount is left to its readers. */
+static void *attrs_worker(void *arg)
+{
+	struct fs_prefill *p = arg;
+	struct fs_ctx *fs = p->fs;
+
+	while (!atomic_load(&p->stop)) {
+		uint32_t node = atomic_fetch_add(&p->attr_cursor, 1);
+		if (node >= fs->ns.nnodes)
+			break;
+		if (ns_is_reg(&fs->ns, node))
+			(void)fs_node_attrs(fs, node);
+	}
+	return NULL;
+}
+
+/* Run fn on p->nthreads threads (on this one when none can start). */
+static void run_threads(struct fs_prefill *p, void *(*fn)(void *))
+{
+	pthread_t tids[MAX_THREADS];
+	unsigned started = 0;
+
+	for (unsigned t = 0; t < p->nthreads; t++) {
+		if (pthread_create(&tids[t], NULL, fn, p) != 0)
+			break;
+		started++;
+	}
+	if (started == 0)
+		fn(p);
+	for (unsigned t = 0; t < started; t++)
+		pthread_join(tids[t], NULL);
+}
+
 static void *coordinate(void *arg)
 {
 	struct fs_prefill *p = arg;
 	struct fs_ctx *fs = p->fs;
-	pthread_t tids[MAX_THREADS];
-	unsigned started = 0;
 	uint64_t owned = 0;
 	struct timespec t0, t1;
 	char human[32];
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	/* Sizing the job takes every file's attributes (the mount took names
-	 * only): a file gone or changed since mount is left to its readers. */
+	run_threads(p, attrs_worker);
 	for (uint32_t node = 0; node < fs->ns.nnodes && !atomic_load(&p->stop); node++) {
 		const struct ns_node *n = &fs->ns.nodes[node];
-		if (!ns_is_reg(&fs->ns, node) || fs_node_attrs(fs, node) < 0)
+		if (!ns_is_reg(&fs->ns, node) || !ns_known(&fs->ns, node))
 			continue;
 		for (uint32_t k = 0; k < n->count; k++)
 			if (!cache_holds(fs->cache, (uint64_t)n->first + k) &&
@@ -131,15 +165,7 @@ static void *coordinate(void *arg)
 	atomic_store(&p->target, owned < room ? owned : room);
 	log_info("prefill: %s to fetch with %u threads",
 		 size_format(atomic_load(&p->target), human, sizeof(human)), p->nthreads);
-	for (unsigned t = 0; t < p->nthreads; t++) {
-		if (pthread_create(&tids[t], NULL, worker, p) != 0)
-			break;
-		started++;
-	}
-	if (started == 0)
-		worker(p);
-	for (unsigned t = 0; t < started; t++)
-		pthread_join(tids[t], NULL);
+	run_threads(p, worker);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	log_msg(LOG_NOTICE, "prefill %s: %s in %.1f s", atomic_load(&p->stop) ? "stopped" : "done",
 		size_format(atomic_load(&p->done), human, sizeof(human)),
