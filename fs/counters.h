@@ -23,6 +23,7 @@ struct fs_stats {
 	uint64_t peer_fallbacks; /* reads of another node's unit served from SOURCE */
 	uint64_t prep_decodes, prep_shared, prep_errors, prep_staged_bytes, prep_refused, prep_jobs;
 	uint64_t prep_decoded_bytes, prep_decoded_hits, prep_decoded_files, prep_decoded_refused;
+	uint64_t prep_ahead, prep_ahead_wasted, prep_ahead_bytes;
 	uint64_t opens, reads, read_bytes;
 	uint64_t dataset_read_bytes; /* raw file reads + files read for decodes */
 };

@@ -39,6 +39,7 @@ static const struct fuse_opt fs_opt_spec[] = {
 	{"prepared", offsetof(struct fs_options, prepared), 1},
 	OPT2("--prepared-name=%s", "prepared_name=%s", prepared_name),
 	OPT2("--prep-threads=%s", "prep_threads=%s", prep_threads_arg),
+	OPT2("--prep-ahead=%s", "prep_ahead=%s", prep_ahead_arg),
 	OPT2("--prep-mem=%s", "prep_mem=%s", prep_mem),
 	OPT2("--prep-decoded-mem=%s", "prep_decoded_mem=%s", prep_decoded_mem),
 	OPT2("--seed=%s", "seed=%s", seed),
@@ -83,6 +84,8 @@ static const char fs_options_usage[] =
 	"  --prepared               enable the prepared view\n"
 	"  --prepared-name=NAME     its directory name (prepared)\n"
 	"  --prep-threads=N         decode threads (cores)\n"
+	"  --prep-ahead=N           low-priority threads decoding samples ahead (half\n"
+	"                           the cores, at least 1; 0: off)\n"
 	"  --prep-mem=SIZE          memory for prepared samples (1G)\n"
 	"  --prep-decoded-mem=SIZE  of it, for decoded images kept across epochs (half)\n"
 	"  --seed=N                 seed of the prepared view (random, logged)\n"
@@ -235,6 +238,19 @@ static int check_paths(struct fs_options *o)
 	return 0;
 }
 
+/* A decimal count in [lo, hi] into *out: 0, or -1. */
+static int parse_count(const char *arg, long lo, long hi, int *out)
+{
+	char *end;
+
+	errno = 0;
+	long n = strtol(arg, &end, 10);
+	if (errno || *end || end == arg || n < lo || n > hi)
+		return -1;
+	*out = (int)n;
+	return 0;
+}
+
 static int parse_sizes(struct fs_options *o)
 {
 	uint64_t phys = size_phys_mem();
@@ -269,13 +285,14 @@ static int parse_sizes(struct fs_options *o)
 			return -fs_fail("--prep-decoded-mem '%s' is more than --prep-mem '%s'",
 					o->prep_decoded_mem, o->prep_mem);
 	}
-	if (o->prep_threads_arg) {
-		char *end;
-		errno = 0;
-		long n = strtol(o->prep_threads_arg, &end, 10);
-		if (errno || *end || end == o->prep_threads_arg || n < 1 || n > 256)
-			return -fs_fail("bad --prep-threads '%s': want 1 to 256", o->prep_threads_arg);
-		o->prep_threads = (int)n;
+	if (o->prep_threads_arg &&
+	    parse_count(o->prep_threads_arg, 1, 256, &o->prep_threads) < 0)
+		return -fs_fail("bad --prep-threads '%s': want 1 to 256", o->prep_threads_arg);
+	if (!o->prep_ahead_arg) {
+		long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+		o->prep_ahead = cpus >= 4 ? (int)(cpus / 2) : 1;
+	} else if (parse_count(o->prep_ahead_arg, 0, 256, &o->prep_ahead) < 0) {
+		return -fs_fail("bad --prep-ahead '%s': want 0 to 256", o->prep_ahead_arg);
 	}
 	if (o->seed) {
 		char *end;
@@ -360,6 +377,7 @@ void fs_options_free(struct fs_options *o)
 	free(o->prepared_name);
 	free(o->prep_mem);
 	free(o->prep_decoded_mem);
+	free(o->prep_ahead_arg);
 	free(o->seed);
 	free(o->log_file);
 	free(o->endpoint);

@@ -27,6 +27,8 @@ struct fs_options {
 	char *prepared_name;
 	char *prep_threads_arg;
 	int prep_threads;
+	char *prep_ahead_arg;
+	int prep_ahead; /* decode-ahead threads (fs_options_check sets the default) */
 	char *prep_mem;
 	char *prep_decoded_mem;
 	char *seed;

@@ -656,11 +656,23 @@ static uint64_t src_file_size(void *arg, uint32_t node)
 	return fs->ns.nodes[node].size;
 }
 
+/* The key fs_prep_open gives the file: its path's hash (0 when the path
+ * cannot be named, which no open would give either). */
+static uint64_t src_file_key(void *arg, uint32_t node)
+{
+	struct fs_ctx *fs = arg;
+	char path[PATH_MAX];
+	int plen = ns_path(&fs->ns, node, path, sizeof(path));
+
+	return plen < 0 ? 0 : hash_bytes(path, (size_t)plen, 0);
+}
+
 static const struct prep_source_ops source_ops = {
 	.read_file = src_read_file,
 	.read_prefix = src_read_prefix,
 	.file_name = src_file_name,
 	.file_size = src_file_size,
+	.file_key = src_file_key,
 };
 
 int fs_prep_start(struct fs_ctx *fs)
@@ -675,6 +687,7 @@ int fs_prep_start(struct fs_ctx *fs)
 		.nfiles = fs->ns.nnodes,
 		.job_idle_s = 30,
 		.mem = &fs->mem,
+		.ahead_threads = (unsigned)fs->opt.prep_ahead,
 	};
 
 	/* Samples and decode buffers come and go by the thousand at up to a
@@ -722,4 +735,7 @@ void fs_prep_collect(struct fs_ctx *fs, struct fs_stats *s)
 	s->prep_decoded_hits = ps.decoded_hits;
 	s->prep_decoded_files = ps.decoded_files;
 	s->prep_decoded_refused = ps.decoded_refused;
+	s->prep_ahead = ps.ahead;
+	s->prep_ahead_wasted = ps.ahead_wasted;
+	s->prep_ahead_bytes = ps.ahead_bytes;
 }

@@ -133,7 +133,10 @@ static json_t *stats_tree(struct fs_ctx *fs, bool local)
 	     put(prep, "decoded_bytes", num(s.prep_decoded_bytes)) &&
 	     put(prep, "decoded_hits", num(s.prep_decoded_hits)) &&
 	     put(prep, "decoded_files", num(s.prep_decoded_files)) &&
-	     put(prep, "decoded_refused", num(s.prep_decoded_refused));
+	     put(prep, "decoded_refused", num(s.prep_decoded_refused)) &&
+	     put(prep, "ahead", num(s.prep_ahead)) &&
+	     put(prep, "ahead_wasted", num(s.prep_ahead_wasted)) &&
+	     put(prep, "ahead_bytes", num(s.prep_ahead_bytes));
 	/* kernel_cache: the kernel may serve reads from its page cache, which
 	 * then never reach these counters. */
 	ok = ok && put(fuse, "opens", num(s.opens)) && put(fuse, "reads", num(s.reads)) &&
@@ -262,6 +265,10 @@ void fs_stats_metrics(struct fs_ctx *fs, struct strbuf *sb)
 	metric(sb, "prep_decoded_refused_total", "counter",
 	       "Decodes not admitted to the decoded tier: its share was full.",
 	       (double)s.prep_decoded_refused);
+	metric(sb, "prep_ahead_total", "counter", "Samples decoded ahead and then opened.",
+	       (double)s.prep_ahead);
+	metric(sb, "prep_ahead_wasted_total", "counter",
+	       "Samples decoded ahead and dropped unread.", (double)s.prep_ahead_wasted);
 	metric(sb, "fuse_opens_total", "counter", "Files opened.", (double)s.opens);
 	metric(sb, "fuse_reads_total", "counter", "Read requests.", (double)s.reads);
 	metric(sb, "fuse_read_bytes_total", "counter", "Bytes returned to readers.",

@@ -123,6 +123,10 @@ struct prep_source_ops {
 	/* Optional: the file's size, reserved from cfg.mem before read_file
 	 * allocates it. NULL: charged once read_file returned. */
 	uint64_t (*file_size)(void *arg, uint32_t file_index);
+	/* Optional: the file_key prep_view_open is given for the file (the
+	 * seed of its random samples). Decoding ahead needs it: NULL turns
+	 * decode-ahead off. Called with the view's lock held: no I/O. */
+	uint64_t (*file_key)(void *arg, uint32_t file_index);
 };
 
 struct prep_config {
@@ -152,6 +156,15 @@ struct prep_config {
 	 * for the view's lifetime; deterministic samples then get 3/4 of the
 	 * rest of mem_budget. */
 	uint64_t decoded_mem;
+	/* Decode-ahead threads (0: none). At nice 19 they decode, for each
+	 * active job from its second epoch on, the next version of files the
+	 * job has not read this epoch (with the random recipe it last opened),
+	 * so that its open finds the sample staged; they only take memory that
+	 * is free (never dropping another sample, never waiting), and hold at
+	 * most a quarter of the staging share (mem_budget - decoded_mem) in
+	 * samples not yet read. Versions are never taken ahead: version k is
+	 * still a job's k-th open of a file. */
+	unsigned ahead_threads;
 };
 
 /* Jobs the view tracks at once (the table grows up to this); one uid may
@@ -237,6 +250,9 @@ struct prep_stats {
 	uint64_t decoded_hits;	  /* samples rendered from the tier (no file read) */
 	uint64_t decoded_files;	  /* images in the tier (a file once per DCT scale) */
 	uint64_t decoded_refused; /* decodes not admitted: the tier's share was full */
+	uint64_t ahead;		  /* samples decoded ahead and then opened */
+	uint64_t ahead_wasted;	  /* samples decoded ahead and dropped unread */
+	uint64_t ahead_bytes;	  /* bytes of samples decoded ahead, not yet opened */
 };
 
 /* Snapshot of the counters (relaxed reads). Thread-safe. */

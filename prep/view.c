@@ -27,6 +27,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -42,6 +44,8 @@
 #define PID_CACHE 1024
 #define PID_TTL_S 5.0
 #define PREFIX_BYTES (64u << 10)
+#define AHEAD_SCAN 65536 /* files a decode-ahead thread looks at per lock hold */
+#define AHEAD_NICE 19
 
 enum sample_state { SAMPLE_PENDING, SAMPLE_READY, SAMPLE_FAILED };
 
@@ -58,6 +62,7 @@ struct sample {
 	enum sample_state state;
 	int err;
 	bool in_table, staged, det;
+	bool ahead; /* decoded ahead, not opened yet */
 	struct sample *hnext;	   /* hash chain */
 	struct sample *fprev, *fnext; /* FIFO of staged random samples */
 	struct sample *qnext;	   /* decode queue */
@@ -73,6 +78,16 @@ struct job {
 	double last_active;
 	unsigned open;	/* opens not yet put: the slot is not reused meanwhile */
 	uint16_t *next; /* next version per file, calloc'd on first use */
+	/* decode-ahead: versions taken and files opened at least once (their
+	 * ratio is the epoch the job is in), the random recipe it opened
+	 * last, where the ahead threads look next, and the epoch in which they
+	 * found nothing left to do */
+	uint64_t opens;
+	uint32_t seen;
+	bool has_recipe;
+	struct prep_recipe recipe;
+	uint32_t ahead_at, ahead_seen;
+	uint32_t ahead_done; /* maxv + 1 of the epoch found done, 0: none */
 };
 
 /* One open: what prep_view_open hands out. */
@@ -129,8 +144,16 @@ struct prep_view {
 	unsigned nthreads;
 	pthread_t *threads;
 
+	/* decode-ahead (cfg.ahead_threads): ahead_bytes of samples decoded
+	 * ahead and not opened yet, at most ahead_cap; under lock */
+	pthread_cond_t ahead_wake;
+	unsigned nahead, ahead_job;
+	pthread_t *ahead_tids;
+	uint64_t ahead_bytes, ahead_cap;
+
 	_Atomic uint64_t st_decodes, st_shared, st_errors, st_staged, st_refused, st_jobs;
 	_Atomic uint64_t st_dec_bytes, st_dec_hits, st_dec_files, st_dec_refused;
+	_Atomic uint64_t st_ahead, st_ahead_wasted;
 	_Atomic int64_t log_sec;			 /* second of the failure-log window */
 	_Atomic unsigned log_count, log_dropped; /* lines in it, lines left out */
 };
@@ -254,6 +277,12 @@ static void table_remove(struct prep_view *v, struct sample *s)
 	s->hnext = NULL;
 	s->in_table = false;
 	v->count--;
+	if (s->ahead) {
+		stat_add(&v->st_ahead_wasted, 1);
+		if (s->staged)
+			v->ahead_bytes -= s->len;
+		s->ahead = false;
+	}
 	if (s->staged) {
 		v->staged_total -= s->len;
 		stat_add(&v->st_staged, -(int64_t)s->len);
@@ -298,12 +327,17 @@ static void evict_for_mem(struct prep_view *v, uint64_t n)
 /* Reserve n bytes of the budget: at once, else after dropping unreferenced
  * random samples, else waiting up to mem_wait_ms. 0 or -ENOMEM. Never
  * called with view->lock held. */
+/* Set on decode-ahead threads: they take only memory that is free. */
+static _Thread_local bool on_ahead_thread;
+
 static int mem_reserve(struct prep_view *v, uint64_t n)
 {
 	struct budget *b = v->cfg.mem;
 
 	if (!b || n == 0 || budget_try(b, n))
 		return 0;
+	if (on_ahead_thread)
+		return -ENOMEM;
 	if (b->limit && n <= b->limit) {
 		pthread_mutex_lock(&v->lock);
 		evict_for_mem(v, n);
@@ -330,6 +364,8 @@ static void admit(struct prep_view *v, struct sample *s)
 	}
 	if (s->det)
 		ok = v->det_bytes + n <= v->det_cap && make_room(v, n);
+	else if (s->ahead) /* only into room that is free */
+		ok = v->ahead_bytes + n <= v->ahead_cap && v->staged_total + n <= v->cfg.mem_budget;
 	else
 		ok = make_room(v, n);
 	if (!ok) {
@@ -338,6 +374,8 @@ static void admit(struct prep_view *v, struct sample *s)
 	}
 	s->staged = true;
 	v->staged_total += n;
+	if (s->ahead)
+		v->ahead_bytes += n;
 	stat_add(&v->st_staged, (int64_t)n);
 	if (s->det)
 		v->det_bytes += n;
@@ -586,7 +624,8 @@ settle:
 }
 
 /* Decode s and publish the result. The caller holds one of the
- * cfg.threads decode slots (v->active) and gives it back here. */
+ * cfg.threads decode slots (v->active) and gives it back here, unless it
+ * is a decode-ahead thread, which takes no slot. */
 static void decode_one(struct prep_view *v, struct sample *s)
 {
 	uint8_t *ppm = NULL;
@@ -598,22 +637,27 @@ static void decode_one(struct prep_view *v, struct sample *s)
 	if (rc < 0) {
 		mem_release(v, s->charged);
 		s->charged = 0;
-		if (rc != -ENOMEM) { /* memory refusals are counted per open */
-			stat_add(&v->st_errors, 1);
-			log_failure(v, s, rc);
-		}
 	}
 	pthread_mutex_lock(&v->lock);
+	/* Memory refusals are counted per open; a failure ahead that no open
+	 * is waiting for is the open's to count and log when it decodes the
+	 * file itself. */
+	bool report = rc < 0 && rc != -ENOMEM && !s->ahead;
 	s->data = ppm;
 	s->len = ppmlen;
 	s->err = rc;
 	s->state = rc < 0 ? SAMPLE_FAILED : SAMPLE_READY;
 	admit(v, s);
 	pthread_cond_broadcast(&s->done);
-	v->active--;
+	if (!on_ahead_thread)
+		v->active--;
 	if (v->q_head)
 		pthread_cond_signal(&v->work);
 	pthread_mutex_unlock(&v->lock);
+	if (report) { /* s stays alive: the caller holds a reference */
+		stat_add(&v->st_errors, 1);
+		log_failure(v, s, rc);
+	}
 }
 
 static bool still_needed(struct prep_view *v, const struct job *self, uint32_t f, uint32_t k,
@@ -675,6 +719,97 @@ static void *worker_main(void *arg)
 		pthread_mutex_unlock(&v->lock);
 		decode_one(v, s);
 		sample_unref(s); /* the queue's reference */
+		pthread_mutex_lock(&v->lock);
+	}
+	pthread_mutex_unlock(&v->lock);
+	return NULL;
+}
+
+/* ---- decode-ahead ---- */
+
+static bool job_active(const struct prep_view *v, const struct job *j, double now);
+static uint64_t expected_len(struct prep_view *v, uint32_t f, const struct prep_recipe *r);
+static struct sample *sample_new(struct prep_view *v, uint32_t f, uint64_t file_key,
+				 const struct prep_recipe *r, uint32_t version, bool det,
+				 uint64_t charged, bool inline_decode);
+
+/* The next sample to decode ahead, in the table with the caller's
+ * reference and its expected bytes reserved, or NULL. For an active job
+ * that has opened each of its files e >= 1 times and is part way into its
+ * next pass (opens = e x files + some): a file it has not read in this
+ * pass (next[f] == e), whose version e is neither staged nor in flight,
+ * under the random recipe it opened last. Nothing at a pass boundary, so a
+ * job that ends leaves nothing decoded for a pass that never comes. Looks
+ * at AHEAD_SCAN files per call, taking up where it left off; a job whose
+ * whole table was seen without a candidate is skipped until its next pass.
+ * Under lock. */
+static struct sample *ahead_pick(struct prep_view *v)
+{
+	double now = now_s();
+
+	if (v->ahead_bytes >= v->ahead_cap)
+		return NULL;
+	for (unsigned t = 0; t < v->njobs; t++) {
+		unsigned ji = (v->ahead_job + t) % v->njobs;
+		struct job *j = v->jobs[ji];
+
+		if (!job_active(v, j, now) || !j->next || !j->has_recipe || j->seen == 0)
+			continue;
+		uint64_t pass = j->opens / j->seen;
+		if (pass == 0 || pass >= UINT16_MAX || j->opens % j->seen == 0 ||
+		    j->ahead_done == pass + 1)
+			continue;
+		uint32_t e = (uint32_t)pass;
+		for (uint32_t step = 0; step < AHEAD_SCAN; step++) {
+			uint32_t f = j->ahead_at;
+			j->ahead_at = f + 1 < v->cfg.nfiles ? f + 1 : 0;
+			if (++j->ahead_seen >= v->cfg.nfiles) {
+				j->ahead_seen = 0;
+				j->ahead_done = e + 1; /* nothing left this epoch */
+				break;
+			}
+			if (j->next[f] != e || table_find(v, f, &j->recipe, e))
+				continue;
+			uint64_t want = expected_len(v, f, &j->recipe);
+			if (v->cfg.mem && !budget_try(v->cfg.mem, want))
+				return NULL; /* no free memory: wait for some */
+			struct sample *s = sample_new(v, f, v->ops.file_key(v->arg, f), &j->recipe,
+						      e, false, want, true);
+			if (!s) {
+				mem_release(v, want);
+				return NULL;
+			}
+			s->ahead = true;
+			j->ahead_seen = 0;
+			v->ahead_job = ji;
+			return s;
+		}
+	}
+	return NULL;
+}
+
+static void *ahead_main(void *arg)
+{
+	struct prep_view *v = arg;
+
+	on_ahead_thread = true;
+	/* Low priority: the loader's processes come first on every core. */
+	if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), AHEAD_NICE) < 0)
+		log_warn("prep: decode-ahead thread: cannot lower its priority: %s",
+			 strerror(errno));
+	pthread_mutex_lock(&v->lock);
+	while (!v->stop) {
+		struct sample *s = ahead_pick(v);
+		if (!s) {
+			struct timespec until;
+			clock_gettime(CLOCK_REALTIME, &until);
+			until.tv_sec += 1;
+			pthread_cond_timedwait(&v->ahead_wake, &v->lock, &until);
+			continue;
+		}
+		pthread_mutex_unlock(&v->lock);
+		decode_one(v, s);
+		sample_unref(s); /* ours; the table keeps it staged */
 		pthread_mutex_lock(&v->lock);
 	}
 	pthread_mutex_unlock(&v->lock);
@@ -749,6 +884,10 @@ static struct job *job_get(struct prep_view *v, uid_t uid, const char *name, dou
 	snprintf(victim->name, sizeof(victim->name), "%s", name);
 	victim->last_active = now;
 	victim->open = 0;
+	victim->opens = 0;
+	victim->seen = 0;
+	victim->has_recipe = false;
+	victim->ahead_at = victim->ahead_seen = victim->ahead_done = 0;
 	return victim;
 }
 
@@ -772,6 +911,9 @@ static int job_take_version(struct prep_view *v, struct job *j, uint32_t f, uint
 	*version = j->next[f];
 	if (j->next[f] < UINT16_MAX)
 		j->next[f]++;
+	j->opens++;
+	if (*version == 0)
+		j->seen++;
 	return 0;
 }
 
@@ -852,6 +994,8 @@ struct prep_view *prep_view_create(const struct prep_config *cfg, const struct p
 			tier_unreserve(v, index);
 	}
 	pthread_cond_init(&v->work, NULL);
+	pthread_cond_init(&v->ahead_wake, NULL);
+	v->ahead_cap = (v->cfg.mem_budget - v->cfg.decoded_mem) / 4;
 	for (unsigned i = 0; i < v->cfg.threads; i++) {
 		if (pthread_create(&v->threads[i], NULL, worker_main, v) != 0) {
 			log_err("prep: cannot start decode thread %u", i);
@@ -864,6 +1008,17 @@ struct prep_view *prep_view_create(const struct prep_config *cfg, const struct p
 		}
 		v->nthreads++;
 	}
+	if (v->cfg.ahead_threads && v->ops.file_key && v->ahead_cap) {
+		unsigned n = v->cfg.ahead_threads < MAX_THREADS ? v->cfg.ahead_threads : MAX_THREADS;
+		v->ahead_tids = calloc(n, sizeof(*v->ahead_tids));
+		for (unsigned i = 0; v->ahead_tids && i < n; i++) {
+			if (pthread_create(&v->ahead_tids[i], NULL, ahead_main, v) != 0) {
+				log_warn("prep: started %u of %u decode-ahead threads", i, n);
+				break;
+			}
+			v->nahead++;
+		}
+	}
 	return v;
 }
 
@@ -874,9 +1029,13 @@ void prep_view_destroy(struct prep_view *v)
 	pthread_mutex_lock(&v->lock);
 	v->stop = true;
 	pthread_cond_broadcast(&v->work);
+	pthread_cond_broadcast(&v->ahead_wake);
 	pthread_mutex_unlock(&v->lock);
 	for (unsigned i = 0; i < v->nthreads; i++)
 		pthread_join(v->threads[i], NULL);
+	for (unsigned i = 0; i < v->nahead; i++)
+		pthread_join(v->ahead_tids[i], NULL);
+	free(v->ahead_tids);
 	/* Queued samples hold a queue reference besides the table's. */
 	for (struct sample *s = v->q_head, *next; s; s = next) {
 		next = s->qnext;
@@ -915,6 +1074,7 @@ void prep_view_destroy(struct prep_view *v)
 	mem_release(v, v->tier_used);
 	pthread_mutex_destroy(&v->tier_lock);
 	pthread_cond_destroy(&v->work);
+	pthread_cond_destroy(&v->ahead_wake);
 	pthread_mutex_destroy(&v->lock);
 	pthread_mutex_destroy(&v->pid_lock);
 	free(v);
@@ -1014,6 +1174,10 @@ int prep_view_open_job(struct prep_view *v, uid_t uid, const char *job, uint32_t
 		if ((rc = job_take_version(v, j, file_index, &version)) < 0)
 			goto refused;
 		taken = true;
+		j->recipe = rr;
+		j->has_recipe = true;
+		if (v->nahead)
+			pthread_cond_signal(&v->ahead_wake);
 	}
 	s = table_find(v, file_index, &rr, version);
 	if (!s) {
@@ -1064,6 +1228,12 @@ int prep_view_open_job(struct prep_view *v, uid_t uid, const char *job, uint32_t
 	} else {
 		atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed);
 		stat_add(&v->st_shared, 1);
+		if (s->ahead) { /* decoded ahead for this open */
+			s->ahead = false;
+			stat_add(&v->st_ahead, 1);
+			if (s->staged)
+				v->ahead_bytes -= s->len;
+		}
 	}
 	while (s->state == SAMPLE_PENDING)
 		pthread_cond_wait(&s->done, &v->lock);
@@ -1237,4 +1407,9 @@ void prep_view_stats(struct prep_view *v, struct prep_stats *out)
 	out->decoded_hits = atomic_load_explicit(&v->st_dec_hits, memory_order_relaxed);
 	out->decoded_files = atomic_load_explicit(&v->st_dec_files, memory_order_relaxed);
 	out->decoded_refused = atomic_load_explicit(&v->st_dec_refused, memory_order_relaxed);
+	out->ahead = atomic_load_explicit(&v->st_ahead, memory_order_relaxed);
+	out->ahead_wasted = atomic_load_explicit(&v->st_ahead_wasted, memory_order_relaxed);
+	pthread_mutex_lock(&v->lock);
+	out->ahead_bytes = v->ahead_bytes;
+	pthread_mutex_unlock(&v->lock);
 }

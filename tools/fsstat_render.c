@@ -553,6 +553,10 @@ int fsstat_render(FILE *out, const json_t *stats, const struct fsstat_view *view
 		fmt_count(get_counter(stats, "prep.decoded_files"), b, sizeof(b)),
 		fmt_count(get_counter(stats, "prep.decoded_hits"), c, sizeof(c)),
 		fmt_count(get_counter(stats, "prep.decoded_refused"), d, sizeof(d)));
+	fprintf(out, LABEL "read %s  dropped unread %s  waiting %s\n", "ahead",
+		fmt_count(get_counter(stats, "prep.ahead"), a, sizeof(a)),
+		fmt_count(get_counter(stats, "prep.ahead_wasted"), b, sizeof(b)),
+		fmt_size(get_counter(stats, "prep.ahead_bytes"), c, sizeof(c)));
 	fprintf(out, LABEL "opens %s  reads %s  read %s\n", "fuse",
 		fmt_count(get_counter(stats, "fuse.opens"), a, sizeof(a)),
 		fmt_count(get_counter(stats, "fuse.reads"), b, sizeof(b)),

@@ -14,7 +14,10 @@ Readers are prep_reader.py subprocesses. Checks:
     its workers are one job: its two epochs give versions 0 and 1 of every
     file, the same bytes that COORDFS_JOB=x gets on its first and second
     read on a fresh mount with the same seed; another process is another
-    job; the threads of one process are one job.
+    job; the threads of one process are one job;
+  - decode-ahead: a job stalled half way through its second epoch finds
+    the rest of the epoch decoded ahead, reads it, and gets the bytes it
+    gets with --prep-ahead=0.
 """
 
 import os
@@ -189,15 +192,22 @@ def test_three_jobs(c, template, results):
 		decodes = s1['decodes'] - s0['decodes']
 		shared = s1['shared'] - s0['shared']
 		opens = 3 * NFILES * EPOCHS
+		# decode-ahead (on by default) may have decoded samples no job
+		# opened: version 1 of warm/w.jpg, read once per job
+		unread = s1['ahead_wasted'] - s0['ahead_wasted'] + \
+			s1['ahead_bytes'] // SAMPLE_LEN
 		c.ge('prep.decodes >= files x epochs (each version made once)',
 		     decodes, NFILES * EPOCHS)
-		c.le('prep.decodes <= files x epochs x 1.1 + 2 (shared, '
-		     'not x 3)', decodes, int(NFILES * EPOCHS * 1.1) + 2)
+		c.le('prep.decodes, less those decoded ahead and never opened, '
+		     '<= files x epochs x 1.1 + 2 (shared, not x 3)',
+		     decodes - unread, int(NFILES * EPOCHS * 1.1) + 2)
 		c.ge('prep.shared + prep.decodes >= opens', shared + decodes,
 		     opens)
 		c.eq('prep.errors unchanged', s1['errors'], s0['errors'])
-		c.eq('prep.staged_bytes back to 0: every job read every sample',
-		     s1['staged_bytes'], 0)
+		c.eq('prep.staged_bytes back to what waits decoded ahead: every '
+		     'job read every sample', s1['staged_bytes'], s1['ahead_bytes'])
+		c.le('samples decoded ahead and waiting: at most one per job '
+		     '(w.jpg)', s1['ahead_bytes'], 3 * SAMPLE_LEN)
 		results['abc'] = out['a']['epochs']
 		results['files'] = files
 
@@ -260,6 +270,75 @@ def test_killed_job(c, template, results):
 		if rc == 0:
 			c.check('the later job gets version 0 as a2 did',
 				late.output()['epochs'][0] == oa['epochs'][0])
+
+
+def run_paused(c, m, label, files, gate_check):
+	"""Job 'p' reads 2 epochs of files, waiting at the middle of the
+	second until gate_check(m) (polled) lets it go. Its output."""
+	gate = os.path.join(m.root, f'gate.{label}')
+	lst = os.path.join(m.root, f'files.{label}.txt')
+	with open(lst, 'w') as f:
+		for rel in files:
+			f.write(os.path.join(m.mnt, 'prepared', 'rrc224', 'train',
+					     rel) + '\n')
+	r = Reader(m.root, f'p.{label}', ['files', lst, '--epochs', '2',
+					   '--wait-at', f'1:{NFILES // 2}:{gate}'], 'p')
+	try:
+		waiting = ct.wait_until(lambda: r.proc.poll() is not None or
+					gate_check(m), RUN_TIMEOUT)
+		open(gate, 'w').close()
+		rc = r.wait(RUN_TIMEOUT)
+	finally:
+		r.kill()
+	c.eq(f'{label}: reader exits 0', rc, 0)
+	if rc != 0:
+		print(r.log_text()[-2000:])
+		return None, waiting
+	return r.output(), waiting
+
+
+def test_decode_ahead(c, template, results):
+	"""A job that stalls half way through its second epoch: the idle
+	decode-ahead thread decodes the rest of that epoch's samples; the job
+	then reads them (prep.ahead), and gets exactly the bytes it gets with
+	decode-ahead off (same seed, version k still its k-th open), within
+	the memory that was free."""
+	files = None
+	with ct.Mount(['--prepared', f'--seed={SEED}', '--prep-threads=2',
+		       '--prep-ahead=1'],
+		      populate=ct.copy_tree_into(template)) as m:
+		files = train_files(m)
+		rest = NFILES - NFILES // 2
+		out_on, waited = run_paused(
+			c, m, 'ahead on', files,
+			lambda m: m.stats()['prep']['ahead_bytes'] >= rest * SAMPLE_LEN)
+		s = m.stats()['prep']
+		print(f'# decode-ahead on: prep {s}')
+		c.check('while the job waits, the rest of its epoch is decoded '
+			'ahead (prep.ahead_bytes)', waited, f'prep {s}')
+		c.ge('the job read the samples decoded ahead (prep.ahead)',
+		     s['ahead'], rest)
+		c.eq('nothing decoded ahead was dropped (prep.ahead_wasted)',
+		     s['ahead_wasted'], 0)
+		c.eq('nothing waits decoded ahead after the last pass '
+		     '(prep.ahead_bytes)', s['ahead_bytes'], 0)
+		c.le('prep.staged_bytes within --prep-mem (1G)', s['staged_bytes'],
+		     1 << 30)
+	with ct.Mount(['--prepared', f'--seed={SEED}', '--prep-threads=2',
+		       '--prep-ahead=0'],
+		      populate=ct.copy_tree_into(template)) as m:
+		out_off, _ = run_paused(c, m, 'ahead off', files, lambda m: True)
+		s = m.stats()['prep']
+		c.eq('--prep-ahead=0: nothing decoded ahead', s['ahead'], 0)
+	if out_on and out_off:
+		for e in range(2):
+			c.eq(f'epoch {e}: the same bytes with decode-ahead on and off '
+			     '(files with equal sha256)',
+			     sum(a == b for a, b in zip(out_on['epochs'][e],
+							out_off['epochs'][e])), NFILES)
+		c.eq('epochs differ (new versions)',
+		     sum(a == b for a, b in zip(out_on['epochs'][0],
+						out_on['epochs'][1])), 0)
 
 
 def test_job_guess(c, template, results):
@@ -353,6 +432,7 @@ def main():
 		c.group(test_three_jobs, c, template, results)
 		c.group(test_killed_job, c, template, results)
 		c.group(test_job_guess, c, template, results)
+		c.group(test_decode_ahead, c, template, results)
 	c.finish()
 
 
