@@ -44,8 +44,10 @@
 #define PID_CACHE 1024
 #define PID_TTL_S 5.0
 #define PREFIX_BYTES (64u << 10)
-#define AHEAD_SCAN 65536 /* files a decode-ahead thread looks at per lock hold */
+#define AHEAD_SCAN 4096 /* files a decode-ahead thread looks at per lock hold */
 #define AHEAD_NICE 19
+#define AHEAD_IDLE_MS 100  /* how often decode-ahead looks at the CPUs' idle time */
+#define AHEAD_IDLE_MIN 0.5 /* cores idle, at least, for decoding ahead */
 
 enum sample_state { SAMPLE_PENDING, SAMPLE_READY, SAMPLE_FAILED };
 
@@ -62,7 +64,8 @@ struct sample {
 	enum sample_state state;
 	int err;
 	bool in_table, staged, det;
-	bool ahead; /* decoded ahead, not opened yet */
+	bool ahead;	 /* decoded ahead, not opened yet */
+	pid_t ahead_tid; /* the decode-ahead thread decoding it */
 	struct sample *hnext;	   /* hash chain */
 	struct sample *fprev, *fnext; /* FIFO of staged random samples */
 	struct sample *qnext;	   /* decode queue */
@@ -150,6 +153,7 @@ struct prep_view {
 	unsigned nahead, ahead_job;
 	pthread_t *ahead_tids;
 	uint64_t ahead_bytes, ahead_cap;
+	_Atomic uint64_t ahead_cpu_ns; /* CPU time of the ahead threads' decodes */
 
 	_Atomic uint64_t st_decodes, st_shared, st_errors, st_staged, st_refused, st_jobs;
 	_Atomic uint64_t st_dec_bytes, st_dec_hits, st_dec_files, st_dec_refused;
@@ -780,6 +784,7 @@ static struct sample *ahead_pick(struct prep_view *v)
 				return NULL;
 			}
 			s->ahead = true;
+			s->ahead_tid = (pid_t)syscall(SYS_gettid);
 			j->ahead_seen = 0;
 			v->ahead_job = ji;
 			return s;
@@ -788,32 +793,110 @@ static struct sample *ahead_pick(struct prep_view *v)
 	return NULL;
 }
 
+/* Idle time of the machine as decode-ahead sees it: cores idle (idle +
+ * iowait in /proc/stat) plus the cores the ahead threads themselves use,
+ * over the time since the last look. */
+struct idle_probe {
+	double at;	 /* monotonic seconds of the last look */
+	double idle_s;	 /* /proc/stat idle + iowait, in seconds, then */
+	double ahead_s;	 /* CPU seconds of the ahead threads, then */
+	bool verdict;	 /* at least AHEAD_IDLE_MIN cores idle in the last window */
+};
+
+static double proc_idle_s(void)
+{
+	unsigned long long v[5] = {0};
+	FILE *f = fopen("/proc/stat", "re");
+	int n = f ? fscanf(f, "cpu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4])
+		  : 0;
+
+	if (f)
+		fclose(f);
+	long hz = sysconf(_SC_CLK_TCK);
+	return n == 5 && hz > 0 ? (double)(v[3] + v[4]) / (double)hz : -1;
+}
+
+/* Whether decoding ahead may go on: looks again once AHEAD_IDLE_MS have
+ * passed, and while the verdict is no, sleeps (without the lock) and looks
+ * again. Decoding ahead only uses time the loaders leave: on cores they
+ * keep busy it does nothing at all (its decodes would take turns on the
+ * CPU, and their samples might be waited for). false: stop. */
+static bool ahead_may_run(struct prep_view *v, struct idle_probe *p)
+{
+	for (;;) {
+		double now = now_s();
+		if (now - p->at >= AHEAD_IDLE_MS / 1000.0) {
+			double idle = proc_idle_s();
+			double ahead = (double)atomic_load(&v->ahead_cpu_ns) / 1e9;
+			if (idle < 0) {
+				p->verdict = true; /* no /proc/stat: nice 19 alone */
+			} else if (p->at > 0) {
+				double cores = (idle - p->idle_s + ahead - p->ahead_s) / (now - p->at);
+				p->verdict = cores >= AHEAD_IDLE_MIN;
+			}
+			p->at = now;
+			p->idle_s = idle;
+			p->ahead_s = ahead;
+		}
+		if (p->verdict)
+			return true;
+		struct timespec ts = {0, AHEAD_IDLE_MS * 1000000L};
+		nanosleep(&ts, NULL);
+		pthread_mutex_lock(&v->lock);
+		bool stop = v->stop;
+		pthread_mutex_unlock(&v->lock);
+		if (stop)
+			return false;
+	}
+}
+
+static double thread_cpu_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
 static void *ahead_main(void *arg)
 {
 	struct prep_view *v = arg;
+	struct idle_probe probe = {0};
+	pid_t self = (pid_t)syscall(SYS_gettid);
 
 	on_ahead_thread = true;
 	/* Low priority: the loader's processes come first on every core. */
-	if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), AHEAD_NICE) < 0)
+	if (setpriority(PRIO_PROCESS, (id_t)self, AHEAD_NICE) < 0)
 		log_warn("prep: decode-ahead thread: cannot lower its priority: %s",
 			 strerror(errno));
-	pthread_mutex_lock(&v->lock);
-	while (!v->stop) {
-		struct sample *s = ahead_pick(v);
+	for (;;) {
+		/* Look at the CPUs first: a sample in the table is waited for
+		 * by its opener, so nothing is picked before it can be decoded. */
+		if (!ahead_may_run(v, &probe))
+			return NULL;
+		pthread_mutex_lock(&v->lock);
+		struct sample *s = v->stop ? NULL : ahead_pick(v);
 		if (!s) {
-			struct timespec until;
-			clock_gettime(CLOCK_REALTIME, &until);
-			until.tv_sec += 1;
-			pthread_cond_timedwait(&v->ahead_wake, &v->lock, &until);
+			if (!v->stop) {
+				struct timespec until;
+				clock_gettime(CLOCK_REALTIME, &until);
+				until.tv_sec += 1;
+				pthread_cond_timedwait(&v->ahead_wake, &v->lock, &until);
+			}
+			bool stop = v->stop;
+			pthread_mutex_unlock(&v->lock);
+			if (stop)
+				return NULL;
 			continue;
 		}
 		pthread_mutex_unlock(&v->lock);
+		double t0 = thread_cpu_s();
 		decode_one(v, s);
 		sample_unref(s); /* ours; the table keeps it staged */
-		pthread_mutex_lock(&v->lock);
+		atomic_fetch_add(&v->ahead_cpu_ns, (uint64_t)((thread_cpu_s() - t0) * 1e9));
+		/* back to low priority if an open waiting for s raised it */
+		(void)setpriority(PRIO_PROCESS, (id_t)self, AHEAD_NICE);
 	}
-	pthread_mutex_unlock(&v->lock);
-	return NULL;
 }
 
 /* ---- jobs ---- */
@@ -1233,6 +1316,11 @@ int prep_view_open_job(struct prep_view *v, uid_t uid, const char *job, uint32_t
 			stat_add(&v->st_ahead, 1);
 			if (s->staged)
 				v->ahead_bytes -= s->len;
+			/* Still being decoded at nice 19: this open waits for
+			 * it, so it runs at the opener's priority from now on
+			 * (root only; the thread lowers it again when done). */
+			if (s->state == SAMPLE_PENDING)
+				(void)setpriority(PRIO_PROCESS, (id_t)s->ahead_tid, 0);
 		}
 	}
 	while (s->state == SAMPLE_PENDING)
