@@ -40,6 +40,7 @@ static const struct fuse_opt fs_opt_spec[] = {
 	OPT2("--prepared-name=%s", "prepared_name=%s", prepared_name),
 	OPT2("--prep-threads=%s", "prep_threads=%s", prep_threads_arg),
 	OPT2("--prep-ahead=%s", "prep_ahead=%s", prep_ahead_arg),
+	OPT2("--prep-ahead-idle=%s", "prep_ahead_idle=%s", prep_ahead_idle_arg),
 	OPT2("--prep-mem=%s", "prep_mem=%s", prep_mem),
 	OPT2("--prep-decoded-mem=%s", "prep_decoded_mem=%s", prep_decoded_mem),
 	OPT2("--seed=%s", "seed=%s", seed),
@@ -86,6 +87,7 @@ static const char fs_options_usage[] =
 	"  --prep-threads=N         decode threads (cores)\n"
 	"  --prep-ahead=N           low-priority threads decoding samples ahead (half\n"
 	"                           the cores, at least 1; 0: off)\n"
+	"  --prep-ahead-idle=CORES  idle cores they wait for (0.5; 0: do not wait)\n"
 	"  --prep-mem=SIZE          memory for prepared samples (1G)\n"
 	"  --prep-decoded-mem=SIZE  of it, for decoded images kept across epochs (half)\n"
 	"  --seed=N                 seed of the prepared view (random, logged)\n"
@@ -294,6 +296,16 @@ static int parse_sizes(struct fs_options *o)
 	} else if (parse_count(o->prep_ahead_arg, 0, 256, &o->prep_ahead) < 0) {
 		return -fs_fail("bad --prep-ahead '%s': want 0 to 256", o->prep_ahead_arg);
 	}
+	o->prep_ahead_idle = 0.5;
+	if (o->prep_ahead_idle_arg) {
+		char *end;
+		errno = 0;
+		o->prep_ahead_idle = strtod(o->prep_ahead_idle_arg, &end);
+		if (errno || *end || end == o->prep_ahead_idle_arg || !(o->prep_ahead_idle >= 0) ||
+		    o->prep_ahead_idle > 4096)
+			return -fs_fail("bad --prep-ahead-idle '%s': want a number of cores, 0 or more",
+					o->prep_ahead_idle_arg);
+	}
 	if (o->seed) {
 		char *end;
 		errno = 0;
@@ -378,6 +390,7 @@ void fs_options_free(struct fs_options *o)
 	free(o->prep_mem);
 	free(o->prep_decoded_mem);
 	free(o->prep_ahead_arg);
+	free(o->prep_ahead_idle_arg);
 	free(o->seed);
 	free(o->log_file);
 	free(o->endpoint);

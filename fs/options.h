@@ -29,6 +29,8 @@ struct fs_options {
 	int prep_threads;
 	char *prep_ahead_arg;
 	int prep_ahead; /* decode-ahead threads (fs_options_check sets the default) */
+	char *prep_ahead_idle_arg;
+	double prep_ahead_idle; /* idle cores decode-ahead waits for; 0.5 by default */
 	char *prep_mem;
 	char *prep_decoded_mem;
 	char *seed;

@@ -688,6 +688,7 @@ int fs_prep_start(struct fs_ctx *fs)
 		.job_idle_s = 30,
 		.mem = &fs->mem,
 		.ahead_threads = (unsigned)fs->opt.prep_ahead,
+		.ahead_idle = fs->opt.prep_ahead_idle,
 	};
 
 	/* Samples and decode buffers come and go by the thousand at up to a

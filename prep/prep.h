@@ -159,12 +159,17 @@ struct prep_config {
 	/* Decode-ahead threads (0: none). At nice 19 they decode, for each
 	 * active job from its second epoch on, the next version of files the
 	 * job has not read this epoch (with the random recipe it last opened),
-	 * so that its open finds the sample staged; they only take memory that
+	 * so that its open finds the sample staged, while a core is idle (see
+ * ahead_idle); they only take memory that
 	 * is free (never dropping another sample, never waiting), and hold at
 	 * most a quarter of the staging share (mem_budget - decoded_mem) in
 	 * samples not yet read. Versions are never taken ahead: version k is
 	 * still a job's k-th open of a file. */
 	unsigned ahead_threads;
+	/* Cores that must have been idle (over the last 100 ms, counting the
+	 * ahead threads' own time as idle) for decoding ahead to go on; < 0
+	 * means the default, 0.5; 0: whenever there is work (nice 19 only). */
+	double ahead_idle;
 };
 
 /* Jobs the view tracks at once (the table grows up to this); one uid may

@@ -47,7 +47,7 @@
 #define AHEAD_SCAN 4096 /* files a decode-ahead thread looks at per lock hold */
 #define AHEAD_NICE 19
 #define AHEAD_IDLE_MS 100  /* how often decode-ahead looks at the CPUs' idle time */
-#define AHEAD_IDLE_MIN 0.5 /* cores idle, at least, for decoding ahead */
+#define AHEAD_IDLE_MIN 0.5 /* cores idle, at least, for decoding ahead (default) */
 
 enum sample_state { SAMPLE_PENDING, SAMPLE_READY, SAMPLE_FAILED };
 
@@ -800,7 +800,7 @@ struct idle_probe {
 	double at;	 /* monotonic seconds of the last look */
 	double idle_s;	 /* /proc/stat idle + iowait, in seconds, then */
 	double ahead_s;	 /* CPU seconds of the ahead threads, then */
-	bool verdict;	 /* at least AHEAD_IDLE_MIN cores idle in the last window */
+	bool verdict;	 /* at least cfg.ahead_idle cores idle in the last window */
 };
 
 static double proc_idle_s(void)
@@ -823,6 +823,8 @@ static double proc_idle_s(void)
  * CPU, and their samples might be waited for). false: stop. */
 static bool ahead_may_run(struct prep_view *v, struct idle_probe *p)
 {
+	if (v->cfg.ahead_idle <= 0)
+		return true;
 	for (;;) {
 		double now = now_s();
 		if (now - p->at >= AHEAD_IDLE_MS / 1000.0) {
@@ -832,7 +834,7 @@ static bool ahead_may_run(struct prep_view *v, struct idle_probe *p)
 				p->verdict = true; /* no /proc/stat: nice 19 alone */
 			} else if (p->at > 0) {
 				double cores = (idle - p->idle_s + ahead - p->ahead_s) / (now - p->at);
-				p->verdict = cores >= AHEAD_IDLE_MIN;
+				p->verdict = cores >= v->cfg.ahead_idle;
 			}
 			p->at = now;
 			p->idle_s = idle;
@@ -1079,6 +1081,8 @@ struct prep_view *prep_view_create(const struct prep_config *cfg, const struct p
 	pthread_cond_init(&v->work, NULL);
 	pthread_cond_init(&v->ahead_wake, NULL);
 	v->ahead_cap = (v->cfg.mem_budget - v->cfg.decoded_mem) / 4;
+	if (v->cfg.ahead_idle < 0)
+		v->cfg.ahead_idle = AHEAD_IDLE_MIN;
 	for (unsigned i = 0; i < v->cfg.threads; i++) {
 		if (pthread_create(&v->threads[i], NULL, worker_main, v) != 0) {
 			log_err("prep: cannot start decode thread %u", i);
