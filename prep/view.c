@@ -1266,6 +1266,8 @@ int prep_view_open_job(struct prep_view *v, uid_t uid, const char *job, uint32_t
 		if (v->nahead)
 			pthread_cond_signal(&v->ahead_wake);
 	}
+	bool from_ahead = false;
+again:
 	s = table_find(v, file_index, &rr, version);
 	if (!s) {
 		/* A new sample: its bytes are reserved before anything is
@@ -1317,6 +1319,7 @@ int prep_view_open_job(struct prep_view *v, uid_t uid, const char *job, uint32_t
 		stat_add(&v->st_shared, 1);
 		if (s->ahead) { /* decoded ahead for this open */
 			s->ahead = false;
+			from_ahead = true;
 			stat_add(&v->st_ahead, 1);
 			if (s->staged)
 				v->ahead_bytes -= s->len;
@@ -1329,6 +1332,15 @@ int prep_view_open_job(struct prep_view *v, uid_t uid, const char *job, uint32_t
 	}
 	while (s->state == SAMPLE_PENDING)
 		pthread_cond_wait(&s->done, &v->lock);
+	if (s->state == SAMPLE_FAILED && s->err == -ENOMEM && from_ahead) {
+		/* Decoding ahead takes only free memory and gave up: this
+		 * open decodes it itself, waiting for memory like any other. */
+		pthread_mutex_unlock(&v->lock);
+		sample_unref(s);
+		pthread_mutex_lock(&v->lock);
+		from_ahead = false;
+		goto again;
+	}
 	if (s->state == SAMPLE_FAILED) {
 		rc = s->err;
 	} else if (!det && s->in_table && !still_needed(v, j, file_index, version, now)) {
