@@ -64,8 +64,7 @@ struct sample {
 	enum sample_state state;
 	int err;
 	bool in_table, staged, det;
-	bool ahead;	 /* decoded ahead, not opened yet */
-	pid_t ahead_tid; /* the decode-ahead thread decoding it */
+	bool ahead; /* decoded ahead, not opened yet (in the table only once ready) */
 	struct sample *hnext;	   /* hash chain */
 	struct sample *fprev, *fnext; /* FIFO of staged random samples */
 	struct sample *qnext;	   /* decode queue */
@@ -191,6 +190,20 @@ static void sample_free(struct sample *s)
 	if (s->mem)
 		budget_release(s->mem, s->charged);
 	free(s);
+}
+
+static void sample_init(struct prep_view *v, struct sample *s, uint32_t f, uint64_t file_key,
+			const struct prep_recipe *r, uint32_t version, bool det, uint64_t charged)
+{
+	s->mem = v->cfg.mem;
+	s->charged = charged;
+	s->file_index = f;
+	s->version = version;
+	s->recipe = *r;
+	s->file_key = file_key;
+	s->det = det;
+	s->state = SAMPLE_PENDING;
+	pthread_cond_init(&s->done, NULL);
 }
 
 static void sample_unref(struct sample *s)
@@ -628,8 +641,7 @@ settle:
 }
 
 /* Decode s and publish the result. The caller holds one of the
- * cfg.threads decode slots (v->active) and gives it back here, unless it
- * is a decode-ahead thread, which takes no slot. */
+ * cfg.threads decode slots (v->active) and gives it back here. */
 static void decode_one(struct prep_view *v, struct sample *s)
 {
 	uint8_t *ppm = NULL;
@@ -643,18 +655,14 @@ static void decode_one(struct prep_view *v, struct sample *s)
 		s->charged = 0;
 	}
 	pthread_mutex_lock(&v->lock);
-	/* Memory refusals are counted per open; a failure ahead that no open
-	 * is waiting for is the open's to count and log when it decodes the
-	 * file itself. */
-	bool report = rc < 0 && rc != -ENOMEM && !s->ahead;
+	bool report = rc < 0 && rc != -ENOMEM; /* memory refusals are counted per open */
 	s->data = ppm;
 	s->len = ppmlen;
 	s->err = rc;
 	s->state = rc < 0 ? SAMPLE_FAILED : SAMPLE_READY;
 	admit(v, s);
 	pthread_cond_broadcast(&s->done);
-	if (!on_ahead_thread)
-		v->active--;
+	v->active--;
 	if (v->q_head)
 		pthread_cond_signal(&v->work);
 	pthread_mutex_unlock(&v->lock);
@@ -733,12 +741,10 @@ static void *worker_main(void *arg)
 
 static bool job_active(const struct prep_view *v, const struct job *j, double now);
 static uint64_t expected_len(struct prep_view *v, uint32_t f, const struct prep_recipe *r);
-static struct sample *sample_new(struct prep_view *v, uint32_t f, uint64_t file_key,
-				 const struct prep_recipe *r, uint32_t version, bool det,
-				 uint64_t charged, bool inline_decode);
 
-/* The next sample to decode ahead, in the table with the caller's
- * reference and its expected bytes reserved, or NULL. For an active job
+/* The next sample to decode ahead, outside the table (opens never wait
+ * for a decode at low priority: the sample joins the table once ready,
+ * ahead_publish), with its expected bytes reserved, or NULL. For an active job
  * that has opened each of its files e >= 1 times and is part way into its
  * next pass (opens = e x files + some): a file it has not read in this
  * pass (next[f] == e), whose version e is neither staged nor in flight,
@@ -777,14 +783,14 @@ static struct sample *ahead_pick(struct prep_view *v)
 			uint64_t want = expected_len(v, f, &j->recipe);
 			if (v->cfg.mem && !budget_try(v->cfg.mem, want))
 				return NULL; /* no free memory: wait for some */
-			struct sample *s = sample_new(v, f, v->ops.file_key(v->arg, f), &j->recipe,
-						      e, false, want, true);
+			struct sample *s = calloc(1, sizeof(*s));
 			if (!s) {
 				mem_release(v, want);
 				return NULL;
 			}
+			atomic_init(&s->refs, 1);
+			sample_init(v, s, f, v->ops.file_key(v->arg, f), &j->recipe, e, false, want);
 			s->ahead = true;
-			s->ahead_tid = (pid_t)syscall(SYS_gettid);
 			j->ahead_seen = 0;
 			v->ahead_job = ji;
 			return s;
@@ -860,6 +866,39 @@ static double thread_cpu_s(void)
 	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* Decode s (from ahead_pick) and put it in the table, staged, unless an
+ * open made the same sample meanwhile, no active job needs it any more, or
+ * it does not fit where decode-ahead may stage (admit): then it is dropped
+ * (ahead_wasted). A failure is left to the open that decodes the file. */
+static void ahead_decode(struct prep_view *v, struct sample *s)
+{
+	uint8_t *ppm = NULL;
+	size_t ppmlen = 0;
+	int rc = decode_charged(v, s, &ppm, &ppmlen);
+
+	stat_add(&v->st_decodes, 1);
+	if (rc < 0) {
+		mem_release(v, s->charged);
+		s->charged = 0;
+		sample_unref(s);
+		return;
+	}
+	s->data = ppm;
+	s->len = ppmlen;
+	s->state = SAMPLE_READY;
+	pthread_mutex_lock(&v->lock);
+	if (table_find(v, s->file_index, &s->recipe, s->version) ||
+	    !still_needed(v, NULL, s->file_index, s->version, now_s())) {
+		stat_add(&v->st_ahead_wasted, 1);
+		pthread_mutex_unlock(&v->lock);
+		sample_unref(s);
+		return;
+	}
+	table_insert(v, s); /* our reference becomes the table's */
+	admit(v, s);
+	pthread_mutex_unlock(&v->lock);
+}
+
 static void *ahead_main(void *arg)
 {
 	struct prep_view *v = arg;
@@ -893,11 +932,8 @@ static void *ahead_main(void *arg)
 		}
 		pthread_mutex_unlock(&v->lock);
 		double t0 = thread_cpu_s();
-		decode_one(v, s);
-		sample_unref(s); /* ours; the table keeps it staged */
+		ahead_decode(v, s);
 		atomic_fetch_add(&v->ahead_cpu_ns, (uint64_t)((thread_cpu_s() - t0) * 1e9));
-		/* back to low priority if an open waiting for s raised it */
-		(void)setpriority(PRIO_PROCESS, (id_t)self, AHEAD_NICE);
 	}
 }
 
@@ -1213,15 +1249,7 @@ static struct sample *sample_new(struct prep_view *v, uint32_t f, uint64_t file_
 		return NULL;
 	/* table, caller, and the queue's unless decoded inline */
 	atomic_init(&s->refs, inline_decode ? 2 : 3);
-	s->mem = v->cfg.mem;
-	s->charged = charged;
-	s->file_index = f;
-	s->version = version;
-	s->recipe = *r;
-	s->file_key = file_key;
-	s->det = det;
-	s->state = SAMPLE_PENDING;
-	pthread_cond_init(&s->done, NULL);
+	sample_init(v, s, f, file_key, r, version, det, charged);
 	table_insert(v, s);
 	return s;
 }
@@ -1266,8 +1294,6 @@ int prep_view_open_job(struct prep_view *v, uid_t uid, const char *job, uint32_t
 		if (v->nahead)
 			pthread_cond_signal(&v->ahead_wake);
 	}
-	bool from_ahead = false;
-again:
 	s = table_find(v, file_index, &rr, version);
 	if (!s) {
 		/* A new sample: its bytes are reserved before anything is
@@ -1319,28 +1345,13 @@ again:
 		stat_add(&v->st_shared, 1);
 		if (s->ahead) { /* decoded ahead for this open */
 			s->ahead = false;
-			from_ahead = true;
 			stat_add(&v->st_ahead, 1);
 			if (s->staged)
 				v->ahead_bytes -= s->len;
-			/* Still being decoded at nice 19: this open waits for
-			 * it, so it runs at the opener's priority from now on
-			 * (root only; the thread lowers it again when done). */
-			if (s->state == SAMPLE_PENDING)
-				(void)setpriority(PRIO_PROCESS, (id_t)s->ahead_tid, 0);
 		}
 	}
 	while (s->state == SAMPLE_PENDING)
 		pthread_cond_wait(&s->done, &v->lock);
-	if (s->state == SAMPLE_FAILED && s->err == -ENOMEM && from_ahead) {
-		/* Decoding ahead takes only free memory and gave up: this
-		 * open decodes it itself, waiting for memory like any other. */
-		pthread_mutex_unlock(&v->lock);
-		sample_unref(s);
-		pthread_mutex_lock(&v->lock);
-		from_ahead = false;
-		goto again;
-	}
 	if (s->state == SAMPLE_FAILED) {
 		rc = s->err;
 	} else if (!det && s->in_table && !still_needed(v, j, file_index, version, now)) {

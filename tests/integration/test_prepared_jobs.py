@@ -320,8 +320,10 @@ def test_decode_ahead(c, template, results):
 			'ahead (prep.ahead_bytes)', waited, f'prep {s}')
 		c.ge('the job read the samples decoded ahead (prep.ahead)',
 		     s['ahead'], rest)
-		c.eq('nothing decoded ahead was dropped (prep.ahead_wasted)',
-		     s['ahead_wasted'], 0)
+		# an ahead decode that an open overtakes (the job reads in file
+		# order before it pauses) is dropped: only those can be wasted
+		c.le('dropped unread: only samples an open made first '
+		     '(prep.ahead_wasted)', s['ahead_wasted'], NFILES // 2)
 		c.eq('nothing waits decoded ahead after the last pass '
 		     '(prep.ahead_bytes)', s['ahead_bytes'], 0)
 		c.le('prep.staged_bytes within --prep-mem (1G)', s['staged_bytes'],
