@@ -488,7 +488,12 @@ int prep__resample_with(const uint8_t *src, size_t src_stride, unsigned src_x0, 
 
 	size_t rows = cy->hi - cy->lo;
 	size_t tmp_stride = (size_t)cx->n * 3;
-	uint8_t *tmp = malloc(tmp_stride * rows);
+	size_t tmp_cap = 0;
+	/* From the pool: a malloc'd buffer would be fresh pages whenever the
+	 * heap's free memory was trimmed or fragmented by samples freed
+	 * elsewhere (decode-ahead threads render samples other threads free:
+	 * 14 page faults per sample before) */
+	uint8_t *tmp = prep__scratch_get(tmp_stride * rows, &tmp_cap);
 	int rc;
 
 	if (!tmp)
@@ -506,13 +511,14 @@ int prep__resample_with(const uint8_t *src, size_t src_stride, unsigned src_x0, 
 		prep__hpass(in, count, src_x0, cx, out, allow_simd);
 	}
 	rc = prep__vpass(tmp, cx, cy, flip, dst, dst_stride, allow_simd);
-	free(tmp);
+	prep__scratch_put(tmp, tmp_cap);
 	return rc;
 }
 
 /*
- * Reusable decode buffers. At most `threads` decodes run at once, each
- * taking a region buffer and a row buffer; a few slots of up to
+ * Reusable decode buffers. At most `threads` decodes (and the decode-ahead
+ * threads' renders) run at once, each taking a region buffer and a row
+ * buffer, or prep__resample's horizontally reduced rows; a few slots of up to
  * SCRATCH_KEEP bytes each keep them between decodes, so a sample mallocs
  * neither (nor page-faults them in again after glibc returned them to the
  * kernel). Larger buffers are freed after use. prep__scratch_drop frees
