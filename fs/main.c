@@ -276,6 +276,27 @@ static void fuse_log_to_ours(enum fuse_log_level level, const char *fmt, va_list
 	used = 0;
 }
 
+/* Settings kept out of the command line, read once at start for measuring
+ * (tools/bench/RESULTS.md, "Reply path"); a bad value is ignored. */
+static void loop_settings(struct fs_ctx *fs)
+{
+	const char *v = getenv("COORDFS_REPLY");
+	char *end;
+
+	fs->splice_replies = false;
+	fs->max_threads = 32;
+	fs->clone_fd = true;
+	if (v && strcmp(v, "splice") == 0)
+		fs->splice_replies = true;
+	if ((v = getenv("COORDFS_MAX_THREADS")) && *v) {
+		unsigned long n = strtoul(v, &end, 10);
+		if (!*end && n >= 1 && n <= 1024)
+			fs->max_threads = (unsigned)n;
+	}
+	if ((v = getenv("COORDFS_CLONE_FD")) && (strcmp(v, "0") == 0 || strcmp(v, "1") == 0))
+		fs->clone_fd = v[0] == '1';
+}
+
 int main(int argc, char *argv[])
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
@@ -293,6 +314,7 @@ int main(int argc, char *argv[])
 	raise_nofile_limit();
 	fs->listen_fd = -1;
 	fs->report_fd = -1;
+	loop_settings(fs);
 	if ((rc = fs_options_parse(&args, &fs->opt)) != 0) {
 		ret = rc < 0;
 		goto out;
@@ -445,8 +467,8 @@ int main(int argc, char *argv[])
 		snprintf(why, sizeof(why), "out of memory");
 		goto out;
 	}
-	fuse_loop_cfg_set_clone_fd(lc, 1);
-	fuse_loop_cfg_set_max_threads(lc, 32);
+	fuse_loop_cfg_set_clone_fd(lc, fs->clone_fd);
+	fuse_loop_cfg_set_max_threads(lc, fs->max_threads);
 	rc = fuse_session_loop_mt(se, lc);
 	fuse_loop_cfg_destroy(lc);
 	if (fs->report_fd >= 0 && !why[0])
