@@ -54,6 +54,7 @@ struct fs_ctx {
 	 * (main.c, for measuring): COORDFS_REPLY=copy|splice,
 	 * COORDFS_MAX_THREADS, COORDFS_CLONE_FD=0|1. */
 	bool splice_replies;
+	size_t splice_max; /* larger replies copy: libfuse's pipe would not hold them */
 	unsigned max_threads;
 	bool clone_fd;
 	int report_fd; /* main.c: pipe to the waiting parent until ready, else -1 */

@@ -288,6 +288,18 @@ static void loop_settings(struct fs_ctx *fs)
 	fs->clone_fd = true;
 	if (v && strcmp(v, "splice") == 0)
 		fs->splice_replies = true;
+	/* libfuse splices a reply through a per-thread pipe of the reply's
+	 * size plus three pages, grown with F_SETPIPE_SZ: beyond
+	 * pipe-max-size (without CAP_SYS_RESOURCE) it falls back to reading
+	 * the descriptor into a fresh buffer, slower than our copy. */
+	fs->splice_max = (1u << 20) - 3 * 4096;
+	FILE *f = fopen("/proc/sys/fs/pipe-max-size", "re");
+	unsigned long pmax;
+	if (f) {
+		if (fscanf(f, "%lu", &pmax) == 1 && pmax > 3 * 4096)
+			fs->splice_max = pmax - 3 * 4096;
+		fclose(f);
+	}
 	if ((v = getenv("COORDFS_MAX_THREADS")) && *v) {
 		unsigned long n = strtoul(v, &end, 10);
 		if (!*end && n >= 1 && n <= 1024)

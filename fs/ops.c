@@ -313,7 +313,7 @@ static bool reply_spliced(struct fs_ctx *fs, fuse_req_t req, uint32_t node, uint
 	uint64_t pos;
 	int fd;
 
-	if (len == 0 || !fs_cached_range_fd(fs, node, off, len, &fd, &pos))
+	if (len == 0 || len > fs->splice_max || !fs_cached_range_fd(fs, node, off, len, &fd, &pos))
 		return false;
 	bv.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK | FUSE_BUF_FD_RETRY;
 	bv.buf[0].fd = fd;
