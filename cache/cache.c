@@ -386,24 +386,6 @@ bool cache_holds(const struct cache *c, uint64_t unit)
 	return (load_state(c, unit) & 3u) == STATE_HELD;
 }
 
-int cache_memfd(const struct cache *c)
-{
-	return c->memfd;
-}
-
-int cache_unit_offset(const struct cache *c, uint64_t unit, uint64_t *off)
-{
-	uint64_t st;
-
-	if (unit >= c->nunits)
-		return -ENOENT;
-	st = load_state(c, unit);
-	if ((st & 3u) != STATE_HELD)
-		return -ENOENT;
-	*off = st >> 2;
-	return 0;
-}
-
 void cache_get_stats(const struct cache *c, struct cache_stats *out)
 {
 	struct cache *m = (struct cache *)c;

@@ -87,21 +87,6 @@ int cache_prefill(struct cache *c, uint64_t unit, size_t unit_len, cache_fill_fn
 /* Whether unit is held (a cheap load; no counters move). */
 bool cache_holds(const struct cache *c, uint64_t unit);
 
-/*
- * The memfd the arena is mapped from, or -1 for a cache of capacity 0.
- * Owned by the cache (never close it); valid until cache_destroy(). Lets a
- * caller hand cached bytes to the kernel by descriptor (splice) instead of
- * copying them from the pointer cache_get() returns.
- */
-int cache_memfd(const struct cache *c);
-
-/*
- * Where a held unit's bytes start in the memfd: 0 and *off, or -ENOENT when
- * the unit is not held (empty, being filled or failed). A held unit never
- * moves, so *off stays right until cache_destroy(); its bytes are the ones
- * cache_get() points to.
- */
-int cache_unit_offset(const struct cache *c, uint64_t unit, uint64_t *off);
 
 void cache_get_stats(const struct cache *c, struct cache_stats *out);
 

@@ -50,13 +50,6 @@ struct fs_ctx {
 	bool mem_ready;
 	struct fs_counters ctr;
 	bool no_open; /* the kernel sends no opens (FUSE_CAP_NO_OPEN_SUPPORT) */
-	/* Session loops and read replies, from the environment at start
-	 * (main.c, for measuring): COORDFS_REPLY=copy|splice,
-	 * COORDFS_MAX_THREADS, COORDFS_CLONE_FD=0|1. */
-	bool splice_replies;
-	size_t splice_max; /* larger replies copy: libfuse's pipe would not hold them */
-	unsigned max_threads;
-	bool clone_fd;
 	int report_fd; /* main.c: pipe to the waiting parent until ready, else -1 */
 	/* Readers that missed the cache and wait on SOURCE or a peer: prefill
 	 * yields to them. */

@@ -343,23 +343,6 @@ ssize_t fs_read_file(struct fs_ctx *fs, uint32_t node, int fd, uint64_t off, siz
 	return n;
 }
 
-bool fs_cached_range_fd(struct fs_ctx *fs, uint32_t node, uint64_t off, size_t len, int *fd,
-			uint64_t *pos)
-{
-	const struct ns_node *n = &fs->ns.nodes[node];
-	uint64_t chunk = fs->ns.chunk_size;
-	uint32_t k = (uint32_t)(off / chunk);
-	uint64_t uoff = off - (uint64_t)k * chunk;
-	uint64_t base;
-
-	*fd = cache_memfd(fs->cache);
-	if (*fd < 0 || k >= n->count || uoff + len > ns_unit_len(&fs->ns, node, k) ||
-	    cache_unit_offset(fs->cache, (uint64_t)n->first + k, &base) < 0)
-		return false;
-	*pos = base + uoff;
-	return true;
-}
-
 bool fs_file_cached(struct fs_ctx *fs, uint32_t node)
 {
 	const struct ns_node *n = &fs->ns.nodes[node];

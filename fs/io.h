@@ -67,13 +67,6 @@ ssize_t fs_read_file_handle(struct fs_ctx *fs, uint32_t node, int fd, struct fs_
 ssize_t fs_read_file_local(struct fs_ctx *fs, uint32_t node, uint64_t off, size_t len, void *buf,
 			   const void **direct);
 
-/* Where the bytes of a read that fs_read_file_* answered with *direct lie
- * in the cache's memfd (cache_memfd): [off, off+len) of file node is within
- * one held unit. true and *fd, *pos; false when the cache has no memfd or
- * the range is not in one held unit. */
-bool fs_cached_range_fd(struct fs_ctx *fs, uint32_t node, uint64_t off, size_t len, int *fd,
-			uint64_t *pos);
-
 /* Open SOURCE's file for node, checking it still matches the snapshot:
  * 0 and *fh (a handle >= 0, or -1 for a source without handles), or -errno:
  * -EIO (and a log line) when it changed or cannot be opened, -EMFILE when

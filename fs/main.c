@@ -276,39 +276,6 @@ static void fuse_log_to_ours(enum fuse_log_level level, const char *fmt, va_list
 	used = 0;
 }
 
-/* Settings kept out of the command line, read once at start for measuring
- * (tools/bench/RESULTS.md, "Reply path"); a bad value is ignored. */
-static void loop_settings(struct fs_ctx *fs)
-{
-	const char *v = getenv("COORDFS_REPLY");
-	char *end;
-
-	fs->splice_replies = false;
-	fs->max_threads = 32;
-	fs->clone_fd = true;
-	if (v && strcmp(v, "splice") == 0)
-		fs->splice_replies = true;
-	/* libfuse splices a reply through a per-thread pipe of the reply's
-	 * size plus three pages, grown with F_SETPIPE_SZ: beyond
-	 * pipe-max-size (without CAP_SYS_RESOURCE) it falls back to reading
-	 * the descriptor into a fresh buffer, slower than our copy. */
-	fs->splice_max = (1u << 20) - 3 * 4096;
-	FILE *f = fopen("/proc/sys/fs/pipe-max-size", "re");
-	unsigned long pmax;
-	if (f) {
-		if (fscanf(f, "%lu", &pmax) == 1 && pmax > 3 * 4096)
-			fs->splice_max = pmax - 3 * 4096;
-		fclose(f);
-	}
-	if ((v = getenv("COORDFS_MAX_THREADS")) && *v) {
-		unsigned long n = strtoul(v, &end, 10);
-		if (!*end && n >= 1 && n <= 1024)
-			fs->max_threads = (unsigned)n;
-	}
-	if ((v = getenv("COORDFS_CLONE_FD")) && (strcmp(v, "0") == 0 || strcmp(v, "1") == 0))
-		fs->clone_fd = v[0] == '1';
-}
-
 int main(int argc, char *argv[])
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
@@ -326,7 +293,6 @@ int main(int argc, char *argv[])
 	raise_nofile_limit();
 	fs->listen_fd = -1;
 	fs->report_fd = -1;
-	loop_settings(fs);
 	if ((rc = fs_options_parse(&args, &fs->opt)) != 0) {
 		ret = rc < 0;
 		goto out;
@@ -479,8 +445,8 @@ int main(int argc, char *argv[])
 		snprintf(why, sizeof(why), "out of memory");
 		goto out;
 	}
-	fuse_loop_cfg_set_clone_fd(lc, fs->clone_fd);
-	fuse_loop_cfg_set_max_threads(lc, fs->max_threads);
+	fuse_loop_cfg_set_clone_fd(lc, 1);
+	fuse_loop_cfg_set_max_threads(lc, 32);
 	rc = fuse_session_loop_mt(se, lc);
 	fuse_loop_cfg_destroy(lc);
 	if (fs->report_fd >= 0 && !why[0])

@@ -63,8 +63,10 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
 	if (conn->capable & FUSE_CAP_CACHE_SYMLINKS)
 		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
-	if (conn->capable & FUSE_CAP_SPLICE_WRITE)
-		conn->want |= FUSE_CAP_SPLICE_WRITE;
+	/* No FUSE_CAP_SPLICE_WRITE: replies copy (fuse_reply_buf). Splicing
+	 * cached bytes from the memfd was measured slower here: the kernel
+	 * copies a spliced reply all the same, and the cache's pages must
+	 * not be moved (tools/bench/RESULTS.md, "Reply path"). */
 	/* 1 MiB read-ahead: the kernel offers its device's setting, which main.c
 	 * raises right after the mount (as root), and keeps the smaller of the
 	 * two; a larger value here is not an error. */
@@ -299,31 +301,6 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		handle_free(fs, h); /* interrupted or disconnected: no release will come */
 }
 
-/* Reply to a read that lies in one held cache unit by descriptor: libfuse
- * splices the bytes from the cache's memfd through a pipe into the FUSE
- * device (FUSE_CAP_SPLICE_WRITE, asked for in op_init), falling back to a
- * copy itself when splicing is not possible (small replies, a pipe it cannot
- * grow). FUSE_CAP_SPLICE_MOVE is never asked for: moving would take pages
- * away from the cache, so libfuse ignores FUSE_BUF_SPLICE_MOVE here. false:
- * no reply was sent; the caller copies. */
-static bool reply_spliced(struct fs_ctx *fs, fuse_req_t req, uint32_t node, uint64_t off,
-			  size_t len)
-{
-	struct fuse_bufvec bv = FUSE_BUFVEC_INIT(len);
-	uint64_t pos;
-	int fd;
-
-	if (len == 0 || len > fs->splice_max || !fs_cached_range_fd(fs, node, off, len, &fd, &pos))
-		return false;
-	bv.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK | FUSE_BUF_FD_RETRY;
-	bv.buf[0].fd = fd;
-	bv.buf[0].pos = (off_t)pos;
-	/* Once sent, the reply is done whatever the result: -ENOENT (the
-	 * reader was interrupted) is not an error of ours either. */
-	(void)fuse_reply_data(req, &bv, FUSE_BUF_SPLICE_MOVE);
-	return true;
-}
-
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
@@ -348,9 +325,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	if (h)
-		node = h->node;
-	ssize_t n = h ? fs_read_file_handle(fs, node, h->fd, fs->peers ? &h->peer : NULL,
+	ssize_t n = h ? fs_read_file_handle(fs, h->node, h->fd, fs->peers ? &h->peer : NULL,
 					    &h->ra, (uint64_t)off, size, buf, &direct)
 		      : fs_read_file_ref(fs, node, -1, NULL, (uint64_t)off, size, buf, &direct);
 	if (n < 0) {
@@ -358,9 +333,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	} else {
 		fs_count(&fs->ctr.read_bytes, (uint64_t)n);
 		fs_count(&fs->ctr.dataset_read_bytes, (uint64_t)n);
-		if (!direct || !fs->splice_replies || !reply_spliced(fs, req, node, (uint64_t)off,
-									(size_t)n))
-			fuse_reply_buf(req, direct ? direct : buf, (size_t)n);
+		fuse_reply_buf(req, direct ? direct : buf, (size_t)n);
 	}
 	free(buf);
 }
@@ -544,8 +517,6 @@ static void prep_op_init(void *userdata, struct fuse_conn_info *conn)
 {
 	(void)userdata;
 	conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
-	if (conn->capable & FUSE_CAP_SPLICE_WRITE)
-		conn->want |= FUSE_CAP_SPLICE_WRITE;
 	conn->max_readahead = 1u << 20;
 }
 

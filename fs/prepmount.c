@@ -46,8 +46,6 @@ struct fs_prepmount {
 	pthread_t thread;
 	bool running;
 	dev_t dev; /* the mount's device: its connection in fusectl; 0 unknown */
-	unsigned max_threads; /* the main session's loop settings (fs.h) */
-	bool clone_fd;
 };
 
 /* The device of the mount at path, from the mount table (never from the
@@ -178,8 +176,6 @@ int fs_prepmount_mount(struct fs_ctx *fs, const char *mount_opts,
 	*out = NULL;
 	if (!pm)
 		return -ENOMEM;
-	pm->max_threads = fs->max_threads;
-	pm->clone_fd = fs->clone_fd;
 	if ((rc = base_dir(base, sizeof(base))) < 0) {
 		snprintf(err, errlen, "no private directory for the prepared view's mount "
 			 "(/run/coordfs as root, else $XDG_RUNTIME_DIR/coordfs): %s", strerror(-rc));
@@ -237,8 +233,8 @@ static void *loop_main(void *arg)
 		log_err("prepared view: out of memory for its session loop");
 		return NULL;
 	}
-	fuse_loop_cfg_set_clone_fd(lc, pm->clone_fd);
-	fuse_loop_cfg_set_max_threads(lc, pm->max_threads);
+	fuse_loop_cfg_set_clone_fd(lc, 1);
+	fuse_loop_cfg_set_max_threads(lc, 32);
 	if (fuse_session_loop_mt(pm->se, lc) < 0)
 		log_warn("prepared view: its FUSE session ended with an error");
 	fuse_loop_cfg_destroy(lc);

@@ -2,7 +2,6 @@
 /* Unit tests for cache/: MinIO admission, no eviction, budget, single flight. */
 #include <check.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -138,56 +137,6 @@ START_TEST(zero_capacity_admits_nothing)
 	ck_assert_int_eq(cache_get(c, 3, 10, 10, true, fill_pattern, &f, &d), -EINVAL);
 	cache_destroy(c);
 	cache_destroy(NULL);
-}
-END_TEST
-
-/* The memfd and a held unit's offset give the same bytes as cache_get's
- * pointer, by pread and by splice into a pipe (what a FUSE reply does). */
-START_TEST(memfd_offsets_give_the_units_bytes)
-{
-	struct cache *c;
-	struct filler f = {.fail_unit = 3, .fail_rc = -ESTALE};
-	const size_t lens[3] = {5000, 1, 70000};
-	uint64_t offs[3], off;
-	const void *d;
-	unsigned char buf[70000];
-
-	ck_assert_int_eq(cache_create(1 << 20, 8, &c), 0);
-	int fd = cache_memfd(c);
-	ck_assert_int_ge(fd, 0);
-	ck_assert_int_eq(cache_unit_offset(c, 0, &off), -ENOENT); /* not filled yet */
-	for (uint64_t u = 0; u < 3; u++) {
-		ck_assert_int_eq(cache_get(c, u, lens[u], lens[u], true, fill_pattern, &f, &d), 0);
-		ck_assert_int_eq(cache_unit_offset(c, u, &offs[u]), 0);
-		ck_assert_int_eq(pread(fd, buf, lens[u], (off_t)offs[u]), (ssize_t)lens[u]);
-		check_pattern(buf, u, lens[u]);
-		ck_assert_int_eq(memcmp(buf, d, lens[u]), 0);
-	}
-	for (int i = 0; i < 3; i++) /* disjoint */
-		for (int j = 0; j < 3; j++)
-			ck_assert(i == j || offs[i] + lens[i] <= offs[j] || offs[j] + lens[j] <= offs[i]);
-	/* Part of unit 2, from the middle, through a pipe. */
-	int p[2];
-	ck_assert_int_eq(pipe(p), 0);
-	loff_t from = (loff_t)(offs[2] + 1000);
-	ck_assert_int_eq(splice(fd, &from, p[1], NULL, 4096, 0), 4096);
-	ck_assert_int_eq(read(p[0], buf, 4096), 4096);
-	for (size_t i = 0; i < 4096; i++)
-		ck_assert_uint_eq(buf[i], (unsigned char)(2 * 7 + 1000 + i));
-	close(p[0]);
-	close(p[1]);
-	/* Failed, never filled, and out-of-range units have no offset. */
-	ck_assert_int_eq(cache_get(c, 3, 100, 100, true, fill_pattern, &f, &d), -EIO);
-	ck_assert_int_eq(cache_unit_offset(c, 3, &off), -ENOENT);
-	ck_assert_int_eq(cache_unit_offset(c, 4, &off), -ENOENT);
-	ck_assert_int_eq(cache_unit_offset(c, 8, &off), -ENOENT);
-	ck_assert_int_eq(cache_unit_offset(c, 1u << 30, &off), -ENOENT);
-	cache_destroy(c);
-
-	ck_assert_int_eq(cache_create(0, 3, &c), 0);
-	ck_assert_int_eq(cache_memfd(c), -1);
-	ck_assert_int_eq(cache_unit_offset(c, 0, &off), -ENOENT);
-	cache_destroy(c);
 }
 END_TEST
 
@@ -586,7 +535,6 @@ int main(void)
 	tcase_add_test(tc, admits_until_full_then_refuses_and_never_evicts);
 	tcase_add_test(tc, sparse_unit_ids);
 	tcase_add_test(tc, zero_capacity_admits_nothing);
-	tcase_add_test(tc, memfd_offsets_give_the_units_bytes);
 	tcase_add_test(tc, transient_fill_error_retries);
 	tcase_add_test(tc, failed_fill_marks_the_unit_failed);
 	tcase_add_test(tc, failed_fill_behind_another_returns_its_space);
