@@ -63,8 +63,10 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
 	if (conn->capable & FUSE_CAP_CACHE_SYMLINKS)
 		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
-	if (conn->capable & FUSE_CAP_SPLICE_WRITE)
-		conn->want |= FUSE_CAP_SPLICE_WRITE;
+	/* No FUSE_CAP_SPLICE_WRITE: replies copy (fuse_reply_buf). Splicing
+	 * cached bytes from the memfd was measured slower here: the kernel
+	 * copies a spliced reply all the same, and the cache's pages must
+	 * not be moved (tools/bench/RESULTS.md, "Reply path"). */
 	/* 1 MiB read-ahead: the kernel offers its device's setting, which main.c
 	 * raises right after the mount (as root), and keeps the smaller of the
 	 * two; a larger value here is not an error. */
@@ -515,8 +517,6 @@ static void prep_op_init(void *userdata, struct fuse_conn_info *conn)
 {
 	(void)userdata;
 	conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
-	if (conn->capable & FUSE_CAP_SPLICE_WRITE)
-		conn->want |= FUSE_CAP_SPLICE_WRITE;
 	conn->max_readahead = 1u << 20;
 }
 

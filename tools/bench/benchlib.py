@@ -411,12 +411,16 @@ def _coordfs_ready(mnt):
         return False
 
 
-def coordfs_mount(source, mnt, opts=(), cgroups=(), log_path=None, binary=None):
+def coordfs_mount(source, mnt, opts=(), cgroups=(), log_path=None, binary=None, env=None):
     """coordfs in the foreground; BENCH_COORDFS_OPTS (space-separated) adds
     daemon options to every mount, e.g. to compare --no-kernel-cache;
-    BENCH_DAEMON_NICE runs it under nice -n VALUE."""
+    BENCH_DAEMON_NICE runs it under nice -n VALUE; env (a dict) is added to
+    the daemon's environment."""
     extra = os.environ.get("BENCH_COORDFS_OPTS", "").split()
     argv = [binary or coordfs_bin(), "-f"] + list(opts) + extra + [source, mnt]
+    if env:
+        # env execs the daemon: the pid stays the same.
+        argv = ["env"] + ["%s=%s" % kv for kv in sorted(env.items())] + argv
     nice = os.environ.get("BENCH_DAEMON_NICE")
     if nice:
         # nice execs the daemon: the pid (and its cgroups) stay the same.
