@@ -85,8 +85,7 @@ static const char fs_options_usage[] =
 	"  --prepared               enable the prepared view\n"
 	"  --prepared-name=NAME     its directory name (prepared)\n"
 	"  --prep-threads=N         decode threads (cores)\n"
-	"  --prep-ahead=N           low-priority threads decoding samples ahead (half\n"
-	"                           the cores, at least 1; 0: off)\n"
+	"  --prep-ahead=N           low-priority threads decoding samples ahead (0: off)\n"
 	"  --prep-ahead-idle=CORES  idle cores they wait for (0.5; 0: do not wait)\n"
 	"  --prep-mem=SIZE          memory for prepared samples (1G)\n"
 	"  --prep-decoded-mem=SIZE  of it, for decoded images kept across epochs (half)\n"
@@ -290,10 +289,10 @@ static int parse_sizes(struct fs_options *o)
 	if (o->prep_threads_arg &&
 	    parse_count(o->prep_threads_arg, 1, 256, &o->prep_threads) < 0)
 		return -fs_fail("bad --prep-threads '%s': want 1 to 256", o->prep_threads_arg);
-	if (!o->prep_ahead_arg) {
-		long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-		o->prep_ahead = cpus >= 4 ? (int)(cpus / 2) : 1;
-	} else if (parse_count(o->prep_ahead_arg, 0, 256, &o->prep_ahead) < 0) {
+	/* Off by default: measured on 2 cores with the decoded tier, it cost
+	 * images/s (tools/bench/RESULTS-prepared.md, "Decode-ahead"). */
+	o->prep_ahead = 0;
+	if (o->prep_ahead_arg && parse_count(o->prep_ahead_arg, 0, 256, &o->prep_ahead) < 0) {
 		return -fs_fail("bad --prep-ahead '%s': want 0 to 256", o->prep_ahead_arg);
 	}
 	o->prep_ahead_idle = 0.5;

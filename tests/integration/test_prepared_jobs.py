@@ -192,8 +192,8 @@ def test_three_jobs(c, template, results):
 		decodes = s1['decodes'] - s0['decodes']
 		shared = s1['shared'] - s0['shared']
 		opens = 3 * NFILES * EPOCHS
-		# decode-ahead (on by default) may have decoded samples no job
-		# opened: version 1 of warm/w.jpg, read once per job
+		# decode-ahead (if on by default) may have decoded samples no
+		# job opened: version 1 of warm/w.jpg, read once per job
 		unread = s1['ahead_wasted'] - s0['ahead_wasted'] + \
 			s1['ahead_bytes'] // SAMPLE_LEN
 		c.ge('prep.decodes >= files x epochs (each version made once)',
