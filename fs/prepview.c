@@ -440,6 +440,19 @@ void fs_prep_readdir(fuse_req_t req, struct fs_ctx *fs, fuse_ino_t ino, size_t s
 			  &r);
 }
 
+/* The key of file node's samples: its path's hash, so a remount makes the
+ * same samples. 0, or -ENAMETOOLONG. */
+static int file_key(struct fs_ctx *fs, uint32_t node, uint64_t *key)
+{
+	char path[PATH_MAX];
+	int plen = ns_path(&fs->ns, node, path, sizeof(path));
+
+	if (plen < 0)
+		return plen;
+	*key = hash_bytes(path, (size_t)plen, 0);
+	return 0;
+}
+
 /*
  * A prepared file's handle. Reads hold a reference across their reply, so
  * a release racing with the tail of a reply never frees the bytes in use.
@@ -543,13 +556,11 @@ void fs_prep_open(fuse_req_t req, struct fs_ctx *fs, fuse_ino_t ino, struct fuse
 		return;
 	}
 	node = file;
-	int plen = ns_path(&fs->ns, node, path, sizeof(path));
-	if (plen < 0) {
+	uint64_t key;
+	if (file_key(fs, node, &key) < 0) {
 		fuse_reply_err(req, ENAMETOOLONG);
 		return;
 	}
-	/* The key depends on the path only, so a remount makes the same samples. */
-	uint64_t key = hash_bytes(path, (size_t)plen, 0);
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	int rc = prep_view_open(fs->prep, ctx->pid, ctx->uid, node, key, &r, &sample);
 	if (rc == -ENOMEM || rc == -EAGAIN) {
@@ -656,15 +667,13 @@ static uint64_t src_file_size(void *arg, uint32_t node)
 	return fs->ns.nodes[node].size;
 }
 
-/* The key fs_prep_open gives the file: its path's hash (0 when the path
+/* For decode-ahead: the key fs_prep_open gives the file (0 when the path
  * cannot be named, which no open would give either). */
 static uint64_t src_file_key(void *arg, uint32_t node)
 {
-	struct fs_ctx *fs = arg;
-	char path[PATH_MAX];
-	int plen = ns_path(&fs->ns, node, path, sizeof(path));
+	uint64_t key;
 
-	return plen < 0 ? 0 : hash_bytes(path, (size_t)plen, 0);
+	return file_key(arg, node, &key) < 0 ? 0 : key;
 }
 
 static const struct prep_source_ops source_ops = {

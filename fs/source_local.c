@@ -36,42 +36,38 @@ static struct local_source *local_of(struct fs_source *src)
 	return (struct local_source *)src;
 }
 
-static int open_beneath(int dirfd, const char *relpath)
+/* relpath under dirfd with no symlink followed on the way (flags get
+ * O_CLOEXEC | O_NOFOLLOW). */
+static int open_beneath(int dirfd, const char *relpath, int flags)
 {
 	struct open_how how = {
-	    .flags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, /* a FIFO must not block */
+	    .flags = (uint64_t)(flags | O_CLOEXEC | O_NOFOLLOW),
 	    .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
 	};
 	long fd = syscall(SYS_openat2, dirfd, relpath, &how, sizeof(how));
 
 	if (fd < 0 && errno == ENOSYS)
-		fd = openat(dirfd, relpath, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+		fd = openat(dirfd, relpath, flags | O_CLOEXEC | O_NOFOLLOW);
 	return (int)fd;
 }
 
 static int local_stat(struct fs_source *src, const struct ns *ns, uint32_t node, struct stat *st)
 {
 	char path[PATH_MAX];
-	struct open_how how = {
-	    .flags = O_PATH | O_CLOEXEC | O_NOFOLLOW,
-	    .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
-	};
 	int dfd = local_of(src)->dir_fd;
 
-	if (ns_path(ns, node, path, sizeof(path)) < 0)
-		return -ENAMETOOLONG;
 	if (node == 0)
 		return fstat(dfd, st) < 0 ? -errno : 0;
+	if (ns_path(ns, node, path, sizeof(path)) < 0)
+		return -ENAMETOOLONG;
 	/* An O_PATH handle of the entry itself (a symlink as the link), with
 	 * no symlink followed on the way: a directory of SOURCE replaced by a
 	 * symlink after mount cannot lend its target's attributes. */
-	long fd = syscall(SYS_openat2, dfd, path, &how, sizeof(how));
-	if (fd < 0 && errno == ENOSYS)
-		return fstatat(dfd, path, st, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
+	int fd = open_beneath(dfd, path, O_PATH);
 	if (fd < 0)
 		return -errno;
-	int rc = fstat((int)fd, st) < 0 ? -errno : 0;
-	close((int)fd);
+	int rc = fstat(fd, st) < 0 ? -errno : 0;
+	close(fd);
 	return rc;
 }
 
@@ -100,7 +96,8 @@ static int local_open(struct fs_source *src, const struct ns *ns, uint32_t node,
 
 	if (ns_path(ns, node, path, sizeof(path)) < 0)
 		return -ENAMETOOLONG;
-	int fd = open_beneath(local_of(src)->dir_fd, path);
+	int fd = open_beneath(local_of(src)->dir_fd, path,
+			      O_RDONLY | O_NONBLOCK /* a FIFO must not block */);
 	if (fd < 0) {
 		int e = errno;
 		/* Out of descriptors is the daemon's state, not the file's: the
