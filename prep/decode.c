@@ -509,6 +509,8 @@ struct dctx {
 	unsigned done; /* region rows through the horizontal pass */
 	uint8_t *tmp;
 	size_t buf_cap, tmp_cap; /* buf and tmp come from prep__scratch_get */
+	uint8_t *dst;		 /* full mode: the caller's buffer for buf, when it fits */
+	size_t dst_cap;
 	unsigned W, H; /* source size */
 };
 
@@ -520,7 +522,8 @@ static int rows_alloc(struct dctx *d, unsigned width, unsigned bpp)
 
 	d->stride = (size_t)width * bpp;
 	if (d->full) { /* handed to the caller */
-		d->buf = malloc(d->stride * nrows + PREP__PAD);
+		size_t n = d->stride * nrows + PREP__PAD;
+		d->buf = d->dst && n <= d->dst_cap ? d->dst : malloc(n);
 		return d->buf ? 0 : -ENOMEM;
 	}
 	d->buf = prep__scratch_get(d->stride * nrows + PREP__PAD, &d->buf_cap);
@@ -1318,6 +1321,12 @@ int prep__decode_full(const void *data, size_t len, struct prep__image *out)
 
 int prep__decode_scaled(const void *data, size_t len, unsigned M, struct prep__image *out)
 {
+	return prep__decode_scaled_into(data, len, M, NULL, 0, out);
+}
+
+int prep__decode_scaled_into(const void *data, size_t len, unsigned M, uint8_t *dst, size_t cap,
+			     struct prep__image *out)
+{
 	struct dctx d;
 	int rc;
 
@@ -1326,8 +1335,11 @@ int prep__decode_scaled(const void *data, size_t len, unsigned M, struct prep__i
 	memset(&d, 0, sizeof(d));
 	d.full = true;
 	d.scale_num = M;
+	d.dst = dst;
+	d.dst_cap = cap;
 	if ((rc = decode_any(data, len, &d)) < 0) {
-		free(d.buf);
+		if (d.buf != dst)
+			free(d.buf);
 		return rc;
 	}
 	/* Pack rows to w*3 (CMYK rows keep a 4-byte stride). */
@@ -1335,6 +1347,15 @@ int prep__decode_scaled(const void *data, size_t len, unsigned M, struct prep__i
 	if (d.stride != row)
 		for (unsigned y = 1; y < d.ry1; y++)
 			memmove(d.buf + y * row, d.buf + y * d.stride, row);
+	if (dst && d.buf != dst) { /* decoded at a wider stride than dst holds */
+		if (row * d.ry1 + PREP__PAD > cap) {
+			free(d.buf);
+			return -ENOSPC;
+		}
+		memcpy(dst, d.buf, row * d.ry1);
+		free(d.buf);
+		d.buf = dst;
+	}
 	out->w = d.rx1; /* the scaled size: libjpeg's ceil(W * M / 8) */
 	out->h = d.ry1;
 	out->rgb = d.buf;

@@ -142,7 +142,7 @@ int prep__render_geom(const void *data, size_t len, prep__plan_fn plan, void *ar
 /* A whole image decoded to RGB at full resolution (tests, tools). */
 struct prep__image {
 	unsigned w, h;
-	uint8_t *rgb;	/* w*h*3 (+ PREP__PAD readable bytes), malloc'd */
+	uint8_t *rgb;	/* w*h*3 (+ PREP__PAD readable bytes): malloc'd, or the caller's */
 	unsigned scale; /* M of the DCT scale M/8 it was decoded at */
 };
 int prep__decode_full(const void *data, size_t len, struct prep__image *out);
@@ -150,6 +150,11 @@ int prep__decode_full(const void *data, size_t len, struct prep__image *out);
  * gives full resolution, out->scale 8): what the region decoder of
  * prep__render_geom reconstructs at that scale, for the decoded tier. */
 int prep__decode_scaled(const void *data, size_t len, unsigned M, struct prep__image *out);
+/* The same into dst (cap bytes; prep__scaled_bytes of the frame fits), so
+ * out->rgb == dst: the decoded tier carves its images out of large mappings.
+ * -ENOSPC when the frame is larger than cap. */
+int prep__decode_scaled_into(const void *data, size_t len, unsigned M, uint8_t *dst, size_t cap,
+			     struct prep__image *out);
 /* Bytes a prep__decode_scaled image of a W x H source at scale M holds. */
 uint64_t prep__scaled_bytes(unsigned W, unsigned H, unsigned M);
 
