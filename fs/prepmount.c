@@ -65,8 +65,13 @@ static dev_t mount_dev(const char *path)
 	return dev;
 }
 
+#define FUSECTL_DIR "/sys/fs/fuse/connections"
+
 /* Abort the session's connection (fusectl), so that its loop's reads end
- * even while a reader still holds a file of the lazily detached mount. */
+ * even while a reader still holds a file of the lazily detached mount.
+ * Where nothing mounted fusectl (systemd does at boot; containers and
+ * minimal systems may not), root mounts it at its usual place: without it
+ * a held sample would keep the session, and the unmount, waiting. */
 static void abort_connection(dev_t dev)
 {
 	char path[64];
@@ -74,10 +79,19 @@ static void abort_connection(dev_t dev)
 
 	if (!dev)
 		return;
-	snprintf(path, sizeof(path), "/sys/fs/fuse/connections/%u/abort", minor(dev));
+	snprintf(path, sizeof(path), FUSECTL_DIR "/%u/abort", minor(dev));
 	fd = open(path, O_WRONLY | O_CLOEXEC);
-	if (fd < 0)
+	if (fd < 0 && errno == ENOENT && geteuid() == 0) {
+		if (mount("fusectl", FUSECTL_DIR, "fusectl", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+			  NULL) == 0)
+			log_msg(LOG_NOTICE, "mounted fusectl on " FUSECTL_DIR
+				 " (to end the prepared view's session)");
+		fd = open(path, O_WRONLY | O_CLOEXEC);
+	}
+	if (fd < 0) {
+		log_debug("%s: %s", path, strerror(errno));
 		return;
+	}
 	if (write(fd, "1", 1) < 0)
 		log_debug("%s: %s", path, strerror(errno));
 	close(fd);

@@ -26,6 +26,7 @@ import os
 import random
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import coordfs_test as ct	# noqa: E402
@@ -226,6 +227,7 @@ def test_prepared_unmount(c):
 			holder = open(os.path.join(sample, sorted(
 				os.path.relpath(os.path.join(d, f), sample)
 				for d, _, fs in os.walk(sample) for f in fs)[0]), 'rb')
+			t0 = time.monotonic()
 			end(m)
 			gone = ct.wait_until(lambda: not ct.is_mounted(m.mnt) and
 					     not ct.is_mounted(target) and
@@ -235,6 +237,12 @@ def test_prepared_unmount(c):
 				f'main {ct.is_mounted(m.mnt)} private {ct.is_mounted(target)}')
 			c.check(f'{way}: the daemon exited',
 				ct.wait_until(lambda: not ct.pid_alive(m.pids[0]), 15))
+			# The held sample's session is aborted through fusectl (which
+			# root mounts when nothing did): the daemon does not wait out
+			# its 5 s grace for a session that will not end.
+			took = time.monotonic() - t0
+			c.check(f'{way}: the view\'s session ended at once (not after the 5 s grace)',
+				took < 4.5, f'{took:.1f} s')
 			holder.close()
 	# SIGKILL leaves a dead private mount; the next daemon removes it
 	with ct.Mount(['--cache-size=16M', '--prepared'], populate=populate_images) as m:
