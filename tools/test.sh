@@ -21,6 +21,7 @@ t_start=$(date +%s)
 
 bash tools/install-deps.sh || { echo "test.sh: installing dependencies failed" >&2; exit 1; }
 
+TEST_PROCS=${TEST_PROCS:-2}
 total_pass=0
 total_fail=0
 status=0
@@ -34,7 +35,9 @@ run_build() { # name, meson options...
 		meson configure "$dir" "$@" >/dev/null || return 1
 	fi
 	ninja -C "$dir" || return 1
-	meson test -C "$dir" --print-errorlogs --num-processes 1 ${TEST_ARGS:-} ${SUITE_ARGS:-}
+	# Two at a time: unit tests share the cores; the integration tests are
+	# is_parallel: false in meson, so each of them still runs alone.
+	meson test -C "$dir" --print-errorlogs --num-processes "$TEST_PROCS" ${TEST_ARGS:-} ${SUITE_ARGS:-}
 }
 
 count_results() { # meson's JSON test log
@@ -58,7 +61,7 @@ if [ "${SKIP_VALGRIND:-0}" != 1 ]; then
 	# libjpeg-turbo's SIMD code trips memcheck on padding columns it never
 	# returns; the C paths compute the same bytes.
 	JSIMD_FORCENONE=1 meson test -C build-ci --suite unit --no-suite remote --no-suite fsstat \
-		--print-errorlogs --num-processes 1 \
+		--print-errorlogs --num-processes "$TEST_PROCS" \
 		--wrapper 'valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite --trace-children=yes --trace-children-skip=*python*' \
 		--timeout-multiplier 10 || status=1
 	count_results build-ci/meson-logs/testlog-valgrind.json
