@@ -1907,8 +1907,70 @@ START_TEST(view_decoded_failed_not_admitted)
 	ck_assert_uint_eq(st.errors, 6);
 	unsigned w, h;
 	ck_assert_int_eq(prep_probe(s.data[0], s.len[0], &w, &h), 0);
-	ck_assert_uint_le(st.decoded_bytes, 3 * sizeof(void *) + prep__scaled_bytes(w, h, 8) + 256);
+	/* one slot (entry + pixels), charged in pages */
+	ck_assert_uint_le(st.decoded_bytes, 3 * sizeof(void *) + prep__scaled_bytes(w, h, 8) + 4096);
 	prep_view_destroy(v);
+	src_free(&s);
+}
+END_TEST
+
+/* A share of 64 MiB or more: images carved out of huge-page mappings,
+ * charged in 2 MiB steps as they fill; a failed decode gives its slot back,
+ * charge included; everything returns to the budget with the view. */
+START_TEST(view_tier_huge_slots)
+{
+	struct src s;
+	struct prep_stats st;
+	struct prep_recipe r;
+	struct budget b;
+	enum { N = 4 };
+	const uint64_t index = N * sizeof(void *), step = 2u << 20;
+
+	tier_src_fill(&s, N);
+	s.len[1] = s.len[1] * 2 / 3; /* truncated in its scan data */
+	prep_recipe_parse("center96", &r); /* full size on these sources */
+	budget_init(&b, 512u << 20);
+	struct prep_config cfg = {.seed = 3, .mem_budget = 256u << 20, .threads = 1, .nfiles = N,
+				  .mem = &b, .decoded_mem = 128u << 20};
+	struct prep_view *v = prep_view_create(&cfg, &src_ops, &s);
+	struct prep_sample *x;
+	ck_assert_ptr_nonnull(v);
+	ck_assert_int_eq(prep_view_open_job(v, 0, "A", 0, 0, &r, &x), 0);
+	prep_sample_put(v, x);
+	prep_view_stats(v, &st);
+	ck_assert_uint_eq(st.decoded_files, 1);
+	ck_assert_uint_eq(st.decoded_bytes, index + step);
+	ck_assert_int_eq(prep_view_open_job(v, 0, "A", 1, 1, &r, &x), -EIO);
+	prep_view_stats(v, &st);
+	ck_assert_uint_eq(st.decoded_files, 1);
+	ck_assert_uint_eq(st.decoded_bytes, index + step);
+	for (uint32_t f = 2; f < N; f++) {
+		ck_assert_int_eq(prep_view_open_job(v, 0, "A", f, f, &r, &x), 0);
+		prep_sample_put(v, x);
+	}
+	prep_view_stats(v, &st);
+	ck_assert_uint_eq(st.decoded_files, N - 1);
+	uint64_t pixels = 0;
+	for (uint32_t f = 0; f < N; f++) {
+		unsigned w, h;
+		ck_assert_int_eq(prep_probe(s.data[f], s.len[f], &w, &h), 0);
+		pixels += f == 1 ? 0 : prep__scaled_bytes(w, h, 8);
+	}
+	ck_assert_uint_eq(st.decoded_bytes, index + (pixels + N * 256 + step - 1) / step * step);
+	ck_assert_uint_eq(atomic_load(&b.kept), st.decoded_bytes);
+	/* another job's random samples of the held files are hits */
+	struct prep_recipe rr;
+	prep_recipe_parse("rrc160", &rr);
+	for (uint32_t f = 0; f < N; f += 2) {
+		ck_assert_int_eq(prep_view_open_job(v, 0, "B", f, f, &rr, &x), 0);
+		prep_sample_put(v, x);
+	}
+	prep_view_stats(v, &st);
+	ck_assert_uint_eq(st.decoded_hits, 2);
+	prep_view_destroy(v);
+	ck_assert_uint_eq(budget_used(&b), 0);
+	ck_assert_uint_eq(atomic_load(&b.kept), 0);
+	budget_fini(&b);
 	src_free(&s);
 }
 END_TEST
@@ -2008,6 +2070,7 @@ int main(void)
 	tcase_add_test(tc, view_decoded_tier);
 	tcase_add_test(tc, view_decoded_share);
 	tcase_add_test(tc, view_decoded_failed_not_admitted);
+	tcase_add_test(tc, view_tier_huge_slots);
 	tcase_add_test(tc, job_identity);
 	suite_add_tcase(s, tc);
 	return check_run(s);
