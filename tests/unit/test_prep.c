@@ -1750,6 +1750,16 @@ static void tier_src_fill(struct src *s, unsigned n)
 	}
 }
 
+/* The end of a tier test: the view gone, everything back in the budget. */
+static void tier_view_end(struct prep_view *v, struct budget *b, struct src *s)
+{
+	prep_view_destroy(v);
+	ck_assert_uint_eq(budget_used(b), 0);
+	ck_assert_uint_eq(atomic_load(&b->kept), 0);
+	budget_fini(b);
+	src_free(s);
+}
+
 /* Through the view: the first decode of a file admits it, later versions
  * and recipes at that scale are hits (no source read), and every sample
  * equals prep_render on the file. */
@@ -1809,11 +1819,7 @@ START_TEST(view_decoded_tier)
 	ck_assert_uint_ge(budget_used(&b), st.decoded_bytes);
 	/* held for good: budget_trim leaves them out of its load test */
 	ck_assert_uint_eq(atomic_load(&b.kept), st.decoded_bytes);
-	prep_view_destroy(v);
-	ck_assert_uint_eq(budget_used(&b), 0);
-	ck_assert_uint_eq(atomic_load(&b.kept), 0);
-	budget_fini(&b);
-	src_free(&s);
+	tier_view_end(v, &b, &s);
 }
 END_TEST
 
@@ -1967,11 +1973,7 @@ START_TEST(view_tier_huge_slots)
 	}
 	prep_view_stats(v, &st);
 	ck_assert_uint_eq(st.decoded_hits, 2);
-	prep_view_destroy(v);
-	ck_assert_uint_eq(budget_used(&b), 0);
-	ck_assert_uint_eq(atomic_load(&b.kept), 0);
-	budget_fini(&b);
-	src_free(&s);
+	tier_view_end(v, &b, &s);
 }
 END_TEST
 
