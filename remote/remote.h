@@ -42,6 +42,10 @@ struct strbuf;
  * (every new one). Over this, the oldest of them is dropped, so a flood of
  * idle or trickling connections never holds the slots peers need. */
 #define REMOTE_SERVER_MAX_UNAUTH 64
+/* Open connections over which a new one closes the least recently used
+ * idle keep-alive connection, so peers' idle connections never fill the
+ * cap: leaves room for the unauthenticated ones and a burst of new peers. */
+#define REMOTE_SERVER_IDLE_LIMIT (REMOTE_SERVER_MAX_CONNECTIONS - REMOTE_SERVER_MAX_UNAUTH - 32)
 /* Whole time a connection has to send one authenticated request (its
  * headers complete) before it is dropped: defeats a header trickle. */
 #define REMOTE_SERVER_HEADER_DEADLINE_MS 5000
@@ -139,6 +143,7 @@ struct remote_server_stats {
 	uint64_t rejected;     /* 4xx answers (auth, bad path, unknown route) */
 	uint64_t connections;  /* TCP connections accepted */
 	uint64_t dropped;      /* unauthenticated connections closed (deadline, cap) */
+	uint64_t recycled;     /* idle keep-alive connections closed to make room */
 	uint64_t busy;	       /* 503 answers: no memory for the response now */
 	uint64_t unavailable;  /* 409 answers: the file failed on this node */
 	uint64_t mismatched;   /* 412 answers: If-Match named another snapshot */

@@ -19,8 +19,18 @@
  * however slowly it trickles bytes. Dropping is shutdown(2) of the socket,
  * done under the list's lock; libmicrohttpd reports a connection closed
  * (and we unlist it) before it closes the descriptor, so the descriptor
- * shut down is always the connection's own. Authenticated keep-alive
- * connections are never dropped this way; they share the total cap only.
+ * shut down is always the connection's own.
+ *
+ * Authenticated keep-alive connections waiting for their next request go
+ * on an "idle" list (least recently used first). Each node's client keeps
+ * a connection per pooled handle to every peer it has read from, so in a
+ * large cluster idle connections alone could fill the cap and every new
+ * peer would be refused; once more than REMOTE_SERVER_IDLE_LIMIT
+ * connections are open, a new one closes the least recently used idle one
+ * (`recycled`), the same way. A connection in the middle of a request is
+ * never closed for room, and a client whose idle connection was closed
+ * just connects again (libcurl retries a request that died on a reused
+ * connection on a fresh one).
  */
 #include "remote/remote_int.h"
 
@@ -53,8 +63,15 @@
 struct conn {
 	int fd;
 	int64_t started_ms;
-	bool listed; /* in the unauthenticated list */
+	enum { LIST_NONE, LIST_UNAUTH, LIST_IDLE } list; /* which list it is on */
+	bool authed; /* a request of it passed authentication */
 	struct conn *prev, *next;
+};
+
+/* A list of connections, oldest (or least recently used) first. */
+struct conn_list {
+	struct conn *head, *tail;
+	unsigned count;
 };
 
 struct remote_server {
@@ -63,11 +80,13 @@ struct remote_server {
 	void *arg;
 	char *secret; /* NULL without a secret */
 	size_t secret_len;
-	/* the unauthenticated connections, oldest first */
+	/* connections: unauthenticated, oldest first; authenticated and idle,
+	 * least recently used first; live = all of them open (conn_lock) */
 	pthread_mutex_t conn_lock;
 	pthread_cond_t reaper_wake;
-	struct conn *unauth_head, *unauth_tail;
-	unsigned unauth_count;
+	struct conn_list unauth, idle;
+	unsigned live;
+	_Atomic unsigned idle_limit; /* REMOTE_SERVER_IDLE_LIMIT */
 	bool stopping;
 	bool reaper_running;
 	pthread_t reaper;
@@ -76,6 +95,7 @@ struct remote_server {
 	_Atomic uint64_t rejected;
 	_Atomic uint64_t connections;
 	_Atomic uint64_t dropped;
+	_Atomic uint64_t recycled;
 	_Atomic uint64_t busy;
 	_Atomic uint64_t unavailable;
 	_Atomic uint64_t mismatched;
@@ -513,46 +533,100 @@ static int64_t now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+static struct conn_list *list_of(struct remote_server *s, const struct conn *c)
+{
+	return c->list == LIST_UNAUTH ? &s->unauth : c->list == LIST_IDLE ? &s->idle : NULL;
+}
+
 /* Under conn_lock. */
 static void unlist(struct remote_server *s, struct conn *c)
 {
-	if (!c->listed)
+	struct conn_list *l = list_of(s, c);
+
+	if (!l)
 		return;
 	if (c->prev)
 		c->prev->next = c->next;
 	else
-		s->unauth_head = c->next;
+		l->head = c->next;
 	if (c->next)
 		c->next->prev = c->prev;
 	else
-		s->unauth_tail = c->prev;
+		l->tail = c->prev;
 	c->prev = c->next = NULL;
-	c->listed = false;
-	s->unauth_count--;
+	c->list = LIST_NONE;
+	l->count--;
 }
 
-/* Under conn_lock: close an unauthenticated connection (its thread sees
- * the socket end and MHD closes it). */
-static void drop(struct remote_server *s, struct conn *c)
+/* Under conn_lock: c (on no list) to the tail of list `which`. */
+static void enlist(struct remote_server *s, struct conn *c, int which)
+{
+	c->list = which;
+	struct conn_list *l = list_of(s, c);
+
+	c->prev = l->tail;
+	c->next = NULL;
+	if (l->tail)
+		l->tail->next = c;
+	else
+		l->head = c;
+	l->tail = c;
+	l->count++;
+}
+
+/* Under conn_lock: close a connection of one of the lists (its thread sees
+ * the socket end and MHD closes it), counted in *counter first: whoever
+ * sees the socket end may read the count. */
+static void drop_counted(struct remote_server *s, struct conn *c, _Atomic uint64_t *counter)
 {
 	unlist(s, c);
-	/* Counted first: whoever sees the socket end may read the count. */
-	atomic_fetch_add_explicit(&s->dropped, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(counter, 1, memory_order_relaxed);
 	if (c->fd >= 0)
 		shutdown(c->fd, SHUT_RDWR);
 }
 
-/* The connection sent a complete request that passed authentication. */
-static void conn_authenticated(struct remote_server *s, struct MHD_Connection *mc)
+/* Under conn_lock: an unauthenticated connection past its deadline or cap. */
+static void drop(struct remote_server *s, struct conn *c)
+{
+	drop_counted(s, c, &s->dropped);
+}
+
+static struct conn *conn_of(struct MHD_Connection *mc)
 {
 	const union MHD_ConnectionInfo *ci =
 	    MHD_get_connection_info(mc, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-	struct conn *c = ci ? ci->socket_context : NULL;
+
+	return ci ? ci->socket_context : NULL;
+}
+
+/* What happened to a connection's request, for its lists. */
+enum conn_event {
+	CONN_AUTHED, /* a complete request passed authentication */
+	CONN_BUSY,   /* a new request's headers arrived */
+	CONN_IDLE,   /* a request ended and the connection stays open */
+};
+
+static void conn_event(struct remote_server *s, struct MHD_Connection *mc, enum conn_event ev)
+{
+	struct conn *c = conn_of(mc);
 
 	if (!c)
 		return;
 	pthread_mutex_lock(&s->conn_lock);
-	unlist(s, c);
+	switch (ev) {
+	case CONN_AUTHED: /* off the unauthenticated list for good */
+		c->authed = true;
+		unlist(s, c);
+		break;
+	case CONN_BUSY: /* off the idle list while it is served */
+		if (c->list == LIST_IDLE)
+			unlist(s, c);
+		break;
+	case CONN_IDLE: /* the most recently used idle one */
+		if (c->authed && c->list == LIST_NONE)
+			enlist(s, c, LIST_IDLE);
+		break;
+	}
 	pthread_mutex_unlock(&s->conn_lock);
 }
 
@@ -567,9 +641,9 @@ static void *reaper_main(void *arg)
 		pthread_cond_timedwait(&s->reaper_wake, &s->conn_lock, &until);
 		int64_t now = now_ms();
 
-		while (s->unauth_head &&
-		       now - s->unauth_head->started_ms >= (int64_t)atomic_load(&s->header_deadline_ms))
-			drop(s, s->unauth_head);
+		while (s->unauth.head &&
+		       now - s->unauth.head->started_ms >= (int64_t)atomic_load(&s->header_deadline_ms))
+			drop(s, s->unauth.head);
 	}
 	pthread_mutex_unlock(&s->conn_lock);
 	return NULL;
@@ -583,6 +657,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	struct request *req = *con_cls;
 
 	if (!req) {
+		conn_event(s, conn, CONN_BUSY);
 		req = calloc(1, sizeof(*req));
 		if (!req)
 			return MHD_NO;
@@ -604,7 +679,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	}
 	if (!auth_ok(s, conn))
 		return queue_text(s, conn, MHD_HTTP_UNAUTHORIZED, "unauthorized\n");
-	conn_authenticated(s, conn);
+	conn_event(s, conn, CONN_AUTHED);
 	if (strcmp(method, MHD_HTTP_METHOD_GET) != 0)
 		return queue_text(s, conn, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed\n");
 	if (strlen(url) > REMOTE_MAX_REQUEST_URL)
@@ -642,6 +717,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	}
 	free(req);
 	*con_cls = NULL;
+	if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)
+		conn_event(s, conn, CONN_IDLE); /* when it closes, NOTIFY_CLOSED unlists it */
 }
 
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
@@ -656,6 +733,7 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
 			return;
 		pthread_mutex_lock(&s->conn_lock);
 		unlist(s, c);
+		s->live--;
 		pthread_mutex_unlock(&s->conn_lock);
 		free(c);
 		*socket_context = NULL;
@@ -677,18 +755,15 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
 	c->fd = ci ? ci->connect_fd : -1;
 	c->started_ms = now_ms();
 	pthread_mutex_lock(&s->conn_lock);
-	c->prev = s->unauth_tail;
-	if (s->unauth_tail)
-		s->unauth_tail->next = c;
-	else
-		s->unauth_head = c;
-	s->unauth_tail = c;
-	c->listed = true;
-	s->unauth_count++;
+	s->live++;
+	enlist(s, c, LIST_UNAUTH);
 	/* Over the cap, the oldest goes: a peer's fresh connection sends its
 	 * request at once and is unlisted long before it becomes the oldest. */
-	while (s->unauth_count > REMOTE_SERVER_MAX_UNAUTH)
-		drop(s, s->unauth_head);
+	while (s->unauth.count > REMOTE_SERVER_MAX_UNAUTH)
+		drop(s, s->unauth.head);
+	/* Room for the next ones: the least recently used idle connections. */
+	for (unsigned n = s->live; n > atomic_load(&s->idle_limit) && s->idle.head; n--)
+		drop_counted(s, s->idle.head, &s->recycled);
 	pthread_mutex_unlock(&s->conn_lock);
 	*socket_context = c;
 }
@@ -738,6 +813,7 @@ struct remote_server *remote_server_start(int listen_fd, const char *secret,
 	s->ops = ops;
 	s->arg = arg;
 	atomic_init(&s->header_deadline_ms, REMOTE_SERVER_HEADER_DEADLINE_MS);
+	atomic_init(&s->idle_limit, REMOTE_SERVER_IDLE_LIMIT);
 	pthread_mutex_init(&s->conn_lock, NULL);
 	pthread_condattr_t ca;
 
@@ -830,6 +906,7 @@ void remote_server_get_stats(const struct remote_server *s, struct remote_server
 	out->rejected = atomic_load_explicit(&s->rejected, memory_order_relaxed);
 	out->connections = atomic_load_explicit(&s->connections, memory_order_relaxed);
 	out->dropped = atomic_load_explicit(&s->dropped, memory_order_relaxed);
+	out->recycled = atomic_load_explicit(&s->recycled, memory_order_relaxed);
 	out->busy = atomic_load_explicit(&s->busy, memory_order_relaxed);
 	out->unavailable = atomic_load_explicit(&s->unavailable, memory_order_relaxed);
 	out->mismatched = atomic_load_explicit(&s->mismatched, memory_order_relaxed);
@@ -838,4 +915,9 @@ void remote_server_get_stats(const struct remote_server *s, struct remote_server
 void remote__server_set_header_deadline_ms(struct remote_server *s, unsigned ms)
 {
 	atomic_store(&s->header_deadline_ms, ms);
+}
+
+void remote__server_set_idle_limit(struct remote_server *s, unsigned n)
+{
+	atomic_store(&s->idle_limit, n);
 }

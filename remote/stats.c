@@ -38,12 +38,13 @@ json_t *remote_stats_json_value(const struct remote_client *c, const struct remo
 
 	remote_client_get_stats(c, &cs);
 	remote_server_get_stats(s, &ss);
-	obj = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "fetches",
+	obj = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "fetches",
 			(json_int_t)cs.fetches, "bytes", (json_int_t)cs.bytes, "errors",
 			(json_int_t)cs.errors, "skipped", (json_int_t)cs.skipped, "mismatches",
 			(json_int_t)cs.mismatches, "unavailable", (json_int_t)cs.unavailable,
 			"served", (json_int_t)ss.served, "served_bytes", (json_int_t)ss.served_bytes,
-			"rejected", (json_int_t)ss.rejected, "dropped", (json_int_t)ss.dropped);
+			"rejected", (json_int_t)ss.rejected, "dropped", (json_int_t)ss.dropped,
+			"recycled", (json_int_t)ss.recycled);
 	if (obj && json_object_set_new(obj, "nodes", peers_json_value(c)) < 0) {
 		json_decref(obj);
 		obj = NULL;
@@ -107,6 +108,8 @@ void remote_metrics(const struct remote_client *c, const struct remote_server *s
 	       cs.unavailable);
 	metric(out, "coordfs_peer_dropped_total", "counter",
 	       "Unauthenticated connections dropped (header deadline or cap).", ss.dropped);
+	metric(out, "coordfs_peer_recycled_total", "counter",
+	       "Idle keep-alive connections closed to make room for new ones.", ss.recycled);
 	metric(out, "coordfs_peer_busy_total", "counter",
 	       "Peer requests answered 503: no memory for the response.", ss.busy);
 	strbuf_puts(out, "# HELP coordfs_peer_up Whether a peer is usable (1) or in back-off (0).\n"

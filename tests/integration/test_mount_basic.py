@@ -193,7 +193,7 @@ STATS_KEYS = {
 	'prefill': ['target_bytes', 'done_bytes', 'running'],
 	'peers': ['fetches', 'bytes', 'errors', 'served', 'served_bytes', 'node',
 		  'mismatches', 'unavailable', 'fallbacks', 'skipped', 'rejected',
-		  'dropped', 'nodes'],
+		  'dropped', 'recycled', 'nodes'],
 	'prep': ['decodes', 'shared', 'errors', 'staged_bytes', 'refused', 'jobs'],
 	'fuse': ['opens', 'reads', 'read_bytes', 'kernel_cache'],
 	'namespace': ['files', 'dirs', 'skipped', 'skipped_special',

@@ -985,6 +985,49 @@ static int keepalive_get(int fd, const char *auth)
 	return atoi(buf + 9);
 }
 
+/* Idle keep-alive connections are recycled once more than the idle limit
+ * are open: the least recently used goes, the one used since stays, and
+ * the new connection is served. */
+START_TEST(idle_keepalive_recycled)
+{
+	enum { LIMIT = 4 };
+	unsigned port;
+	struct remote_server *s = start_server(NULL, &port);
+	struct remote_server_stats ss;
+	int fds[LIMIT + 2];
+
+	remote__server_set_idle_limit(s, LIMIT);
+	for (int i = 0; i < LIMIT; i++) {
+		fds[i] = connect_port(port);
+		ck_assert_int_eq(keepalive_get(fds[i], NULL), 200);
+		sleep_ms(20); /* its request completed: idle, in this order */
+	}
+	for (int i = 0; i < LIMIT; i++)
+		ck_assert_msg(!closed_within(fds[i], 0), "connection %d closed at the limit", i);
+	ck_assert_int_eq(keepalive_get(fds[0], NULL), 200); /* now the most recent */
+	sleep_ms(20);
+	/* one over the limit: fds[1], the least recently used, goes */
+	fds[LIMIT] = connect_port(port);
+	ck_assert_msg(closed_within(fds[1], 5000), "the least recently used idle one stayed");
+	ck_assert_int_eq(keepalive_get(fds[LIMIT], NULL), 200);
+	ck_assert_int_eq(keepalive_get(fds[0], NULL), 200);
+	sleep_ms(20);
+	/* again: now fds[2] */
+	fds[LIMIT + 1] = connect_port(port);
+	ck_assert_msg(closed_within(fds[2], 5000), "the next least recently used stayed");
+	ck_assert_int_eq(keepalive_get(fds[LIMIT + 1], NULL), 200);
+	for (int i = 3; i <= LIMIT; i++)
+		ck_assert_msg(!closed_within(fds[i], 0), "connection %d closed", i);
+	ck_assert_int_eq(keepalive_get(fds[3], NULL), 200);
+	remote_server_get_stats(s, &ss);
+	ck_assert_uint_eq(ss.recycled, 2);
+	ck_assert_uint_eq(ss.dropped, 0);
+	for (int i = 0; i < LIMIT + 2; i++)
+		close(fds[i]);
+	remote_server_stop(s);
+}
+END_TEST
+
 /* The header deadline the three tests of it give their servers. */
 #define TEST_HEADER_DEADLINE_MS 1000
 
@@ -1722,6 +1765,7 @@ int main(void)
 	tcase_add_test(net, traversal_refused);
 	tcase_add_test(net, caps_headers_and_connections);
 	tcase_add_test(net, header_deadline_closes_trickle);
+	tcase_add_test(net, idle_keepalive_recycled);
 	tcase_add_test(net, authenticated_through_flood);
 	tcase_add_test(net, etag_and_statuses);
 	tcase_add_test(net, verified_fetch_per_file_failures);
