@@ -119,8 +119,14 @@ static size_t on_header(char *ptr, size_t size, size_t nmemb, void *userdata);
 static CURL *handle_get(struct remote_client *c, int *rc)
 {
 	CURL *e = remote_http_get_wait(c->pool, c->cfg.timeout_ms, rc);
-	/* Each handle keeps a connection to every peer it has talked to. */
+	/* Each handle keeps a connection to every peer it has talked to, up to
+	 * REMOTE_CLIENT_CONNS_PER_HANDLE (libcurl closes the least recently
+	 * used beyond): in a large cluster, 32 handles times every peer would
+	 * be more sockets than a process may open. */
 	long maxconn = c->count > 5 ? (long)c->count + 2 : 7;
+
+	if (maxconn > REMOTE_CLIENT_CONNS_PER_HANDLE)
+		maxconn = REMOTE_CLIENT_CONNS_PER_HANDLE;
 
 	if (!e)
 		return NULL;

@@ -111,7 +111,10 @@ int remote_peers_parse(const char *list, struct remote_peers **out, char *err, s
 		if (*c == ',')
 			n++;
 	if (n > REMOTE_MAX_PEERS) {
-		set_err(err, errlen, "--peers: more than %s peers", "256");
+		char max[16];
+
+		snprintf(max, sizeof(max), "%u", (unsigned)REMOTE_MAX_PEERS);
+		set_err(err, errlen, "--peers: more than %s peers", max);
 		return -EINVAL;
 	}
 	p = calloc(1, sizeof(*p) + n * sizeof(p->peer[0]));

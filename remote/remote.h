@@ -30,7 +30,7 @@ struct strbuf;
 
 /* ---- hard caps ---------------------------------------------------------- */
 
-#define REMOTE_MAX_PEERS 256		  /* entries in --peers */
+#define REMOTE_MAX_PEERS 1024		  /* entries in --peers */
 #define REMOTE_MAX_URL_LEN 256		  /* one peer URL */
 #define REMOTE_MAX_RELPATH 4096		  /* decoded relative path, bytes */
 #define REMOTE_MAX_NAME 255		  /* one path component, bytes */
@@ -52,6 +52,7 @@ struct strbuf;
 #define REMOTE_SERVER_CONN_TIMEOUT_S 30	      /* idle keep-alive / stalled client */
 #define REMOTE_SERVER_CONN_MEMORY (64 * 1024) /* request line + headers */
 #define REMOTE_CLIENT_MAX_HANDLES 32	      /* default concurrent fetches (= connections per peer) */
+#define REMOTE_CLIENT_CONNS_PER_HANDLE 64  /* keep-alive connections one handle keeps */
 
 /* ---- peer list and ownership -------------------------------------------- */
 

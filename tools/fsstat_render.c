@@ -16,6 +16,9 @@
 
 #define LABEL "%-9s"
 #define MAX_SHOWN_STRING 200
+/* Nodes listed one per line; a larger cluster gets a count and the nodes
+ * that are not up (this many at most). */
+#define FSSTAT_NODES_LISTED 16
 
 int fsstat_parse(const char *text, size_t len, json_t **out, char *errbuf, size_t errlen)
 {
@@ -254,13 +257,29 @@ static void render_peers(FILE *out, const json_t *s)
 		fprintf(out, LABEL "single node (no peers)\n", "");
 		return;
 	}
-	for (size_t i = 0; i < json_array_size(nodes); i++) {
+	/* A large cluster: a count, then only the nodes that are not up. */
+	size_t count = json_array_size(nodes), nup = 0, listed = 0;
+	bool summary = count > FSSTAT_NODES_LISTED;
+
+	if (summary) {
+		for (size_t i = 0; i < count; i++)
+			nup += json_is_true(json_object_get(json_array_get(nodes, i), "up"));
+		fprintf(out, LABEL "nodes %zu  up %zu  not up %zu\n", "", count, nup, count - nup);
+	}
+	for (size_t i = 0; i < count; i++) {
 		const json_t *n = json_array_get(nodes, i);
 		const json_t *up = json_is_object(n) ? json_object_get(n, "up") : NULL;
 		const char *url = json_is_object(n) ? json_string_value(json_object_get(n, "url")) : NULL;
 		const char *state = json_is_boolean(up) ? (json_is_true(up) ? "up" : "DOWN") : "-";
 		char shown_url[MAX_SHOWN_STRING + 1];
 
+		if (summary && json_is_true(up))
+			continue;
+		if (summary && listed == FSSTAT_NODES_LISTED) {
+			fprintf(out, LABEL "... %zu more not up\n", "", count - nup - listed);
+			break;
+		}
+		listed++;
 		fprintf(out, LABEL "node %zu  %-4s  %s\n", "", i, state,
 			shown(url, shown_url, sizeof(shown_url)));
 	}

@@ -304,6 +304,65 @@ START_TEST(table_shows_missing_fields_as_dash)
 }
 END_TEST
 
+/* Up to 16 nodes, one line each; more: a count, and only the nodes that
+ * are not up (16 of them at most, then how many more). */
+START_TEST(render_large_cluster_summarized)
+{
+	char *doc = NULL, *out;
+	size_t len = 0;
+	FILE *f = open_memstream(&doc, &len);
+
+	ck_assert_ptr_nonnull(f);
+	fputs("{\"peers\": {\"nodes\": [", f);
+	for (int i = 0; i < 40; i++) /* 38, 39 down; 20 without a state */
+		fprintf(f, "%s{\"url\": \"http://10.0.0.%d:7070\"%s}", i ? ", " : "", i,
+			i >= 38 ? ", \"up\": false" : i == 20 ? "" : ", \"up\": true");
+	fputs("]}}", f);
+	fclose(f);
+	out = render_text(doc, NULL);
+	assert_contains(out, "nodes 40  up 37  not up 3");
+	assert_contains(out, "node 20  -     http://10.0.0.20:7070");
+	assert_contains(out, "node 38  DOWN  http://10.0.0.38:7070");
+	assert_contains(out, "node 39  DOWN  http://10.0.0.39:7070");
+	assert_lacks(out, "node 0  up");
+	assert_lacks(out, "more not up");
+	free(out);
+	free(doc);
+
+	/* 100 nodes, all down: 16 listed, then the rest counted */
+	doc = NULL;
+	f = open_memstream(&doc, &len);
+	fputs("{\"peers\": {\"nodes\": [", f);
+	for (int i = 0; i < 100; i++)
+		fprintf(f, "%s{\"url\": \"http://n%d\", \"up\": false}", i ? ", " : "", i);
+	fputs("]}}", f);
+	fclose(f);
+	out = render_text(doc, NULL);
+	assert_contains(out, "nodes 100  up 0  not up 100");
+	assert_contains(out, "node 15  DOWN  http://n15");
+	assert_lacks(out, "node 16  DOWN");
+	assert_contains(out, "... 84 more not up");
+	free(out);
+	free(doc);
+
+	/* 16 nodes: listed one by one, as before */
+	out = render_text("{\"peers\": {\"nodes\": [{\"url\": \"a\", \"up\": true}, "
+			  "{\"url\": \"b\", \"up\": true}, {\"url\": \"c\", \"up\": true}, "
+			  "{\"url\": \"d\", \"up\": true}, {\"url\": \"e\", \"up\": true}, "
+			  "{\"url\": \"f\", \"up\": true}, {\"url\": \"g\", \"up\": true}, "
+			  "{\"url\": \"h\", \"up\": true}, {\"url\": \"i\", \"up\": true}, "
+			  "{\"url\": \"j\", \"up\": true}, {\"url\": \"k\", \"up\": true}, "
+			  "{\"url\": \"l\", \"up\": true}, {\"url\": \"m\", \"up\": true}, "
+			  "{\"url\": \"n\", \"up\": true}, {\"url\": \"o\", \"up\": true}, "
+			  "{\"url\": \"p\", \"up\": false}]}}",
+			  NULL);
+	assert_contains(out, "node 0  up    a");
+	assert_contains(out, "node 15  DOWN  p");
+	assert_lacks(out, "not up");
+	free(out);
+}
+END_TEST
+
 START_TEST(table_refuses_non_objects_and_masks_control_chars)
 {
 	json_t *v = json_loads("[1, 2]", 0, NULL);
@@ -881,6 +940,7 @@ int main(void)
 	tcase_add_test(table, table_shows_known_numbers);
 	tcase_add_test(table, table_shows_missing_fields_as_dash);
 	tcase_add_test(table, table_refuses_non_objects_and_masks_control_chars);
+	tcase_add_test(table, render_large_cluster_summarized);
 	tcase_add_test(table, bar_fill);
 	tcase_add_test(table, watch_rates_from_two_samples);
 	tcase_add_test(table, watch_rates_fallbacks);

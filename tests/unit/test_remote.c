@@ -421,6 +421,32 @@ START_TEST(peers_parse_and_normalize)
 }
 END_TEST
 
+/* The longest peer list is taken, one more refused with a clear message. */
+START_TEST(peers_parse_cluster_sizes)
+{
+	for (unsigned n = REMOTE_MAX_PEERS; n <= REMOTE_MAX_PEERS + 1; n++) {
+		struct strbuf sb;
+		struct remote_peers *p = NULL;
+		char err[256] = "";
+
+		strbuf_init(&sb);
+		for (unsigned i = 0; i < n; i++)
+			strbuf_printf(&sb, "%shttp://10.%u.%u.1:7070", i ? "," : "", i / 256, i % 256);
+		int rc = remote_peers_parse(sb.buf, &p, err, sizeof(err));
+		if (n == REMOTE_MAX_PEERS) {
+			ck_assert_int_eq(rc, 0);
+			ck_assert_uint_eq(remote_peers_count(p), n);
+			remote_peers_destroy(p);
+		} else {
+			ck_assert_int_eq(rc, -EINVAL);
+			ck_assert_ptr_null(p);
+			ck_assert_msg(strstr(err, "more than 1024 peers"), "message '%s'", err);
+		}
+		strbuf_fini(&sb);
+	}
+}
+END_TEST
+
 static const char *const four[] = {"http://10.0.0.1:7000", "http://10.0.0.2:7000",
 				   "http://10.0.0.3:7000", "http://10.0.0.4:7000",
 				   "http://10.0.0.5:7000"};
@@ -1766,6 +1792,7 @@ int main(void)
 	tcase_add_test(net, caps_headers_and_connections);
 	tcase_add_test(net, header_deadline_closes_trickle);
 	tcase_add_test(net, idle_keepalive_recycled);
+	tcase_add_test(net, peers_parse_cluster_sizes);
 	tcase_add_test(net, authenticated_through_flood);
 	tcase_add_test(net, etag_and_statuses);
 	tcase_add_test(net, verified_fetch_per_file_failures);
