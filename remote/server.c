@@ -64,7 +64,8 @@ struct conn {
 	int fd;
 	int64_t started_ms;
 	enum { LIST_NONE, LIST_UNAUTH, LIST_IDLE } list; /* which list it is on */
-	bool authed; /* a request of it passed authentication */
+	bool authed;	/* a request of it passed authentication */
+	bool recycling; /* closed for room, not yet reported closed */
 	struct conn *prev, *next;
 };
 
@@ -85,7 +86,7 @@ struct remote_server {
 	pthread_mutex_t conn_lock;
 	pthread_cond_t reaper_wake;
 	struct conn_list unauth, idle;
-	unsigned live;
+	unsigned live, recycling; /* open; of those, closed for room and not gone yet */
 	_Atomic unsigned idle_limit; /* REMOTE_SERVER_IDLE_LIMIT */
 	bool stopping;
 	bool reaper_running;
@@ -734,6 +735,7 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
 		pthread_mutex_lock(&s->conn_lock);
 		unlist(s, c);
 		s->live--;
+		s->recycling -= c->recycling;
 		pthread_mutex_unlock(&s->conn_lock);
 		free(c);
 		*socket_context = NULL;
@@ -761,9 +763,14 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
 	 * request at once and is unlisted long before it becomes the oldest. */
 	while (s->unauth.count > REMOTE_SERVER_MAX_UNAUTH)
 		drop(s, s->unauth.head);
-	/* Room for the next ones: the least recently used idle connections. */
-	for (unsigned n = s->live; n > atomic_load(&s->idle_limit) && s->idle.head; n--)
+	/* Room for the next ones: the least recently used idle connections
+	 * (those already closing count as gone, so a burst of newcomers closes
+	 * one each, not all of them). */
+	while (s->live - s->recycling > atomic_load(&s->idle_limit) && s->idle.head) {
+		s->idle.head->recycling = true;
+		s->recycling++;
 		drop_counted(s, s->idle.head, &s->recycled);
+	}
 	pthread_mutex_unlock(&s->conn_lock);
 	*socket_context = c;
 }

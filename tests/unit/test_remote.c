@@ -1048,6 +1048,21 @@ START_TEST(idle_keepalive_recycled)
 	remote_server_get_stats(s, &ss);
 	ck_assert_uint_eq(ss.recycled, 2);
 	ck_assert_uint_eq(ss.dropped, 0);
+	/* a burst of two newcomers at the limit closes two idle ones, not more
+	 * (one closing already counts as gone) */
+	sleep_ms(20);
+	int burst[2] = {connect_port(port), connect_port(port)};
+	int open_left = 0, live[4] = {fds[0], fds[3], fds[4], fds[5]};
+	for (int i = 0; i < 2; i++)
+		ck_assert_int_eq(keepalive_get(burst[i], NULL), 200);
+	sleep_ms(200);
+	for (int i = 0; i < 4; i++)
+		open_left += !closed_within(live[i], 0);
+	remote_server_get_stats(s, &ss);
+	ck_assert_uint_eq(ss.recycled, 4);
+	ck_assert_int_eq(open_left, 2);
+	for (int i = 0; i < 2; i++)
+		close(burst[i]);
 	for (int i = 0; i < LIMIT + 2; i++)
 		close(fds[i]);
 	remote_server_stop(s);
