@@ -306,20 +306,24 @@ void fsstat_passes_update(struct fsstat_passes *p, const json_t *stats)
 {
 	struct counter ds = get_counter(stats, "dataset_bytes"), rd = dataset_read(stats);
 	struct counter src = get_counter(stats, "source.bytes"), up = get_counter(stats, "uptime_s");
-	unsigned long long k0, k1, k;
-
-	if (!ds.ok || ds.v <= 0 || !rd.ok || !src.ok || rd.v / ds.v > 1e15)
-		return;
-	/* A restarted daemon counts from zero again. */
-	if (p->have_sample && ((up.ok && up.v < p->last_uptime) || rd.v < p->last_read || src.v < p->last_source))
-		fsstat_passes_init(p);
 	/* Sizes are taken at first lookup: until every file has been looked
 	 * up dataset_bytes is short of the dataset, and the first pass is
 	 * still under way (its end is found once the size is whole). */
 	struct counter known = get_counter(stats, "namespace.attrs_known");
 	struct counter files = get_counter(stats, "files");
 	bool partial = known.ok && files.ok && known.v < files.v;
+	unsigned long long k0, k1, k;
 
+	if (!rd.ok || !src.ok)
+		return;
+	/* A restarted daemon counts from zero again. */
+	if (p->have_sample && ((up.ok && up.v < p->last_uptime) || rd.v < p->last_read || src.v < p->last_source))
+		fsstat_passes_init(p);
+	/* No size known yet (nothing looked up): no boundary to place, but the
+	 * sample is still where the next one counts from, or a first pass that
+	 * ends before the next sample would be merged with the second. */
+	if (!ds.ok || ds.v <= 0 || rd.v / ds.v > 1e15)
+		goto record;
 	if (p->have_sample && rd.v > p->last_read && !partial) {
 		k0 = (unsigned long long)(p->last_read / ds.v);
 		k1 = (unsigned long long)(rd.v / ds.v);
@@ -331,6 +335,7 @@ void fsstat_passes_update(struct fsstat_passes *p, const json_t *stats)
 			passes_push(p, k, p->last_source + frac * (src.v - p->last_source));
 		}
 	}
+record:
 	p->have_sample = true;
 	p->last_uptime = up.ok ? up.v : 0;
 	p->last_read = rd.v;

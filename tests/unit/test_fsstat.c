@@ -567,6 +567,30 @@ START_TEST(passes_seen_from_the_middle)
 }
 END_TEST
 
+/* fsstat --watch started right after mount, before any file was looked up
+ * (dataset_bytes 0), and the whole first pass ended before its next sample:
+ * pass 1's boundary is still placed, so passes 1 and 2 are not merged. */
+START_TEST(passes_first_sample_before_any_lookup)
+{
+	struct fsstat_passes p;
+	json_t *v;
+	char *out;
+
+	fsstat_passes_init(&p);
+	v = parse_ok("{\"uptime_s\": 0.2, \"files\": 4, \"dataset_bytes\": 0,"
+		     " \"source\": {\"bytes\": 0}, \"fuse\": {\"read_bytes\": 0}}");
+	fsstat_passes_update(&p, v);
+	json_decref(v);
+	/* 1000 read by the first pass, 500 of the second: 1000 + 0.5 * 200. */
+	free(feed(&p, 2, 1500, 1100));
+	out = feed(&p, 3, 2000, 1200);
+	assert_contains(out, "pass 1       from source 1000 B  1.00x optimum\n");
+	assert_contains(out, "pass 2       from source 200 B  0.50x optimum");
+	assert_lacks(out, "passes 1-2");
+	free(out);
+}
+END_TEST
+
 START_TEST(passes_without_tracker_or_dataset)
 {
 	json_t *v = pass_sample(5, 2500, 1600, false);
@@ -946,6 +970,7 @@ int main(void)
 	tcase_add_test(table, watch_rates_fallbacks);
 	tcase_add_test(table, passes_from_mount);
 	tcase_add_test(table, passes_seen_from_the_middle);
+	tcase_add_test(table, passes_first_sample_before_any_lookup);
 	tcase_add_test(table, kernel_cache_note_only_when_on);
 	tcase_add_test(table, passes_without_tracker_or_dataset);
 	tcase_add_test(table, prefill_and_requests_only_when_reported);
