@@ -581,11 +581,11 @@ START_TEST(passes_first_sample_before_any_lookup)
 		     " \"source\": {\"bytes\": 0}, \"fuse\": {\"read_bytes\": 0}}");
 	fsstat_passes_update(&p, v);
 	json_decref(v);
-	/* 1000 read by the first pass, 500 of the second: 1000 + 0.5 * 200. */
-	free(feed(&p, 2, 1500, 1100));
-	out = feed(&p, 3, 2000, 1200);
+	/* Pass 1 ends two thirds of the way to this sample: 1500 * 2/3. */
+	free(feed(&p, 2, 1500, 1500));
+	out = feed(&p, 3, 2000, 1600);
 	assert_contains(out, "pass 1       from source 1000 B  1.00x optimum\n");
-	assert_contains(out, "pass 2       from source 200 B  0.50x optimum");
+	assert_contains(out, "pass 2       from source 600 B  1.50x optimum");
 	assert_lacks(out, "passes 1-2");
 	free(out);
 }
