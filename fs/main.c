@@ -330,8 +330,10 @@ int main(int argc, char *argv[])
 			.profile = fs->opt.profile,
 			.addressing = fs->opt.s3_addressing,
 			.no_sign = fs->opt.no_sign_request,
-			.uid = getuid(),
-			.gid = getgid(),
+			.uid = fs->opt.obj_uid,
+			.gid = fs->opt.obj_gid,
+			.file_mode = fs->opt.obj_file_mode,
+			.dir_mode = fs->opt.obj_dir_mode,
 		};
 		rc = fs_source_s3_create(&so, &fs->src, err, sizeof(err));
 	} else {
@@ -382,7 +384,10 @@ int main(int argc, char *argv[])
 	char *mount_opts = mount_options(fs->opt.source);
 	rc = mount_opts ? fuse_opt_add_arg(&args, mount_opts) : -1;
 	free(mount_opts);
-	if (rc < 0 || (geteuid() == 0 && fuse_opt_add_arg(&args, "-oallow_other") < 0)) {
+	/* No allow_other unless asked for, root's mounts included: a root
+	 * mount of a bucket would otherwise let every local user read it with
+	 * root's credentials. */
+	if (rc < 0) {
 		ret = fs_fail("out of memory");
 		goto out;
 	}

@@ -117,9 +117,14 @@ int ns_listing_add(struct ns_listing *l, const char *key, size_t key_len, uint64
 		   const char *etag, int64_t mtime_ns);
 /* The number of records added. */
 size_t ns_listing_count(const struct ns_listing *l);
+/* Who owns a listing's files and directories, and their permission bits. */
+struct ns_owner {
+	uint32_t uid, gid;
+	uint32_t file_mode, dir_mode; /* permission bits only: 0444, 0555 by default */
+};
 /* Build ns from l (l may be destroyed afterwards). 0, or -errno with err
  * naming the problem (-ENOMEM, -EOVERFLOW). */
-int ns_build(struct ns *ns, struct ns_listing *l, uint64_t chunk_size, uint32_t uid, uint32_t gid,
+int ns_build(struct ns *ns, struct ns_listing *l, uint64_t chunk_size, const struct ns_owner *owner,
 	     uint64_t *skipped, char *err, size_t errlen);
 
 /* Whether node i's attributes are known. */

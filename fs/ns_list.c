@@ -294,7 +294,7 @@ int ns_etag(const struct ns *ns, uint32_t i, char *buf, size_t buflen)
 
 /* Lay the tree out breadth-first into ns. */
 static int layout(struct ns *ns, struct tree *t, const struct ns_listing *l, uint64_t chunk_size,
-		  uint32_t uid, uint32_t gid)
+		  const struct ns_owner *owner)
 {
 	struct ns_text pool = {0};
 	uint32_t off;
@@ -319,15 +319,15 @@ static int layout(struct ns *ns, struct tree *t, const struct ns_listing *l, uin
 		struct tnode *tn = &t->v[order[i]];
 		struct ns_node *n = &ns->nodes[i];
 		n->parent = tn->parent == NONE ? 0 : t->v[tn->parent].final;
-		n->uid = uid;
-		n->gid = gid;
+		n->uid = owner->uid;
+		n->gid = owner->gid;
 		n->name_len = (uint16_t)tn->name_len;
 		if (i > 0) {
 			if ((rc = ns_text_put(&pool, tn->name, tn->name_len, true, &n->name_off)) < 0)
 				break;
 		}
 		if (tn->rec == NONE) {
-			n->mode = S_IFDIR | 0555;
+			n->mode = S_IFDIR | (owner->dir_mode & 07777);
 			n->first = (uint32_t)tail;
 			for (uint32_t c = tn->first_child; c != NONE; c = t->v[c].next_sibling) {
 				t->v[c].final = (uint32_t)tail;
@@ -337,7 +337,7 @@ static int layout(struct ns *ns, struct tree *t, const struct ns_listing *l, uin
 			continue;
 		}
 		const struct listing_rec *r = &l->recs[tn->rec];
-		n->mode = S_IFREG | 0444;
+		n->mode = S_IFREG | (owner->file_mode & 07777);
 		n->size = r->size;
 		n->mtime_ns = r->mtime_ns;
 		if (r->etag_len &&
@@ -374,7 +374,7 @@ fail:
 	return rc;
 }
 
-int ns_build(struct ns *ns, struct ns_listing *l, uint64_t chunk_size, uint32_t uid, uint32_t gid,
+int ns_build(struct ns *ns, struct ns_listing *l, uint64_t chunk_size, const struct ns_owner *owner,
 	     uint64_t *skipped, char *err, size_t errlen)
 {
 	struct tree t = {0};
@@ -457,7 +457,7 @@ int ns_build(struct ns *ns, struct ns_listing *l, uint64_t chunk_size, uint32_t 
 		if ((rc = tree_add(&t, stack[d - 1], p, (size_t)(end - p), (uint32_t)i, &idx)) < 0)
 			goto out;
 	}
-	rc = layout(ns, &t, l, chunk_size, uid, gid);
+	rc = layout(ns, &t, l, chunk_size, owner);
 	if (rc == 0)
 		rc = ns_set_known(ns, true);
 out:

@@ -58,6 +58,10 @@ static const struct fuse_opt fs_opt_spec[] = {
 	{"--no-sign-request", offsetof(struct fs_options, no_sign_request), 1},
 	{"no_sign_request", offsetof(struct fs_options, no_sign_request), 1},
 	OPT2("--s3-addressing=%s", "s3_addressing=%s", s3_addressing),
+	OPT2("--uid=%s", "uid=%s", uid_arg),
+	OPT2("--gid=%s", "gid=%s", gid_arg),
+	OPT2("--file-mode=%s", "file_mode=%s", file_mode_arg),
+	OPT2("--dir-mode=%s", "dir_mode=%s", dir_mode_arg),
 	FUSE_OPT_KEY("-h", KEY_HELP),
 	FUSE_OPT_KEY("--help", KEY_HELP),
 	FUSE_OPT_KEY("-V", KEY_VERSION),
@@ -104,7 +108,12 @@ static const char fs_options_usage[] =
 	"  --no-sign-request        anonymous requests (public buckets)\n"
 	"  --s3-addressing=path|virtual  bucket in the path or the host name (virtual on\n"
 	"                           AWS, path with --endpoint)\n"
+	"  --uid=N, --gid=N         owner and group of the objects (the mounting user's)\n"
+	"  --file-mode=OCTAL        mode of the objects (0444)\n"
+	"  --dir-mode=OCTAL         mode of the directories (0555)\n"
 	"  -o OPT[,OPT...]          the same as key=value (cache_size=8G), and FUSE mount options\n"
+	"                           (-o allow_other: let other users in; by default only the\n"
+	"                           user who mounted, root included, can use the mount)\n"
 	"  -V, --version, -h, --help\n";
 
 /* Mount options: 1 passed on to libfuse and the kernel, 0 dropped as harmless
@@ -170,6 +179,10 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 			return 0;
 		}
 		int known = known_mount_option(arg);
+		if (!strcmp(arg, "allow_other"))
+			o->allow_other = true;
+		if (!strcmp(arg, "allow_root"))
+			o->allow_root = true;
 		if (known < 0 && !o->parse_error &&
 		    asprintf(&o->parse_error, "unknown mount option '%s' (see --help)", arg) < 0)
 			o->parse_error = NULL;
@@ -252,6 +265,48 @@ static int parse_count(const char *arg, long lo, long hi, int *out)
 	return 0;
 }
 
+/* An id or a mode: digits in base 10 (ids) or 8 (modes) up to max, into *out: 0 or -1. */
+static int parse_number(const char *arg, int base, unsigned long max, uint32_t *out)
+{
+	char *end;
+
+	if (!arg[0] || arg[0] == '-' || arg[0] == '+' || arg[0] == ' ')
+		return -1;
+	errno = 0;
+	unsigned long n = strtoul(arg, &end, base);
+	if (errno || *end || n > max)
+		return -1;
+	*out = (uint32_t)n;
+	return 0;
+}
+
+/* Object-store files have no owner or mode of their own: the mounting
+ * user's and 0444/0555, unless given (as mountpoint-s3 offers). */
+static int parse_owner(struct fs_options *o)
+{
+	o->obj_uid = getuid();
+	o->obj_gid = getgid();
+	o->obj_file_mode = 0444;
+	o->obj_dir_mode = 0555;
+	/* (uid_t)-1 means "unchanged" to chown(2) and the kernel: never an owner. */
+	if (o->uid_arg && parse_number(o->uid_arg, 10, 0xfffffffeUL, &o->obj_uid) < 0)
+		return -fs_fail("bad --uid '%s': want a numeric user id", o->uid_arg);
+	if (o->gid_arg && parse_number(o->gid_arg, 10, 0xfffffffeUL, &o->obj_gid) < 0)
+		return -fs_fail("bad --gid '%s': want a numeric group id", o->gid_arg);
+	/* Permission bits only: the mount is read-only, and set-id or sticky
+	 * bits on objects would only mislead. Write bits are cleared, as for
+	 * every file of the mount. */
+	if (o->file_mode_arg && parse_number(o->file_mode_arg, 8, 0777, &o->obj_file_mode) < 0)
+		return -fs_fail("bad --file-mode '%s': want octal permission bits, 0 to 0777",
+				o->file_mode_arg);
+	if (o->dir_mode_arg && parse_number(o->dir_mode_arg, 8, 0777, &o->obj_dir_mode) < 0)
+		return -fs_fail("bad --dir-mode '%s': want octal permission bits, 0 to 0777",
+				o->dir_mode_arg);
+	o->obj_file_mode &= 0555;
+	o->obj_dir_mode &= 0555;
+	return 0;
+}
+
 static int parse_sizes(struct fs_options *o)
 {
 	uint64_t phys = size_phys_mem();
@@ -330,10 +385,19 @@ static int parse_sizes(struct fs_options *o)
 				      : o->profile	    ? "--profile"
 				      : o->no_sign_request ? "--no-sign-request"
 				      : o->s3_addressing   ? "--s3-addressing"
+				      : o->uid_arg	    ? "--uid"
+				      : o->gid_arg	    ? "--gid"
+				      : o->file_mode_arg   ? "--file-mode"
+				      : o->dir_mode_arg    ? "--dir-mode"
 							    : NULL;
 		if (s3_only)
-			return -fs_fail("%s applies only to an s3://BUCKET[/PREFIX] SOURCE", s3_only);
+			return -fs_fail("%s applies only to an s3://BUCKET[/PREFIX] SOURCE%s", s3_only,
+					o->uid_arg || o->gid_arg || o->file_mode_arg || o->dir_mode_arg
+						? " (a directory's files keep their own owners and modes)"
+						: "");
 	}
+	if (parse_owner(o) < 0)
+		return -1;
 	if (o->prepared_name && (!*o->prepared_name || strchr(o->prepared_name, '/') ||
 				 !strcmp(o->prepared_name, ".") || !strcmp(o->prepared_name, "..")))
 		return -fs_fail("bad --prepared-name '%s': want a plain file name", o->prepared_name);
@@ -396,5 +460,9 @@ void fs_options_free(struct fs_options *o)
 	free(o->region);
 	free(o->profile);
 	free(o->s3_addressing);
+	free(o->uid_arg);
+	free(o->gid_arg);
+	free(o->file_mode_arg);
+	free(o->dir_mode_arg);
 	free(o->parse_error);
 }

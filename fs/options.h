@@ -43,6 +43,12 @@ struct fs_options {
 	char *profile;
 	bool no_sign_request;
 	char *s3_addressing;
+	/* object-store files' owner and modes (--uid, --gid, --file-mode, --dir-mode) */
+	char *uid_arg, *gid_arg, *file_mode_arg, *dir_mode_arg;
+	/* -o allow_other / allow_root: who besides the mounting user may use
+	 * the mount (the prepared view's own mount gets the same) */
+	bool allow_other;
+	bool allow_root;
 	bool show_help;
 	bool show_version;
 	/* parsed and checked by fs_options_check */
@@ -51,6 +57,8 @@ struct fs_options {
 	uint64_t prep_mem_bytes;
 	uint64_t prep_decoded_bytes; /* of prep_mem_bytes, the decoded tier's share */
 	uint64_t seed_value; /* --seed, else random */
+	uint32_t obj_uid, obj_gid;	     /* the mounting user's unless --uid/--gid */
+	uint32_t obj_file_mode, obj_dir_mode; /* 0444 and 0555 unless --file-mode/--dir-mode */
 	int npos;          /* positional arguments seen while parsing */
 	char *parse_error; /* first problem found while parsing */
 };

@@ -208,7 +208,8 @@ int fs_prepmount_mount(struct fs_ctx *fs, const char *mount_opts,
 	pm->path = strdup(path);
 	if (!pm->path || fuse_opt_add_arg(&args, "coordfs") < 0 ||
 	    fuse_opt_add_arg(&args, mount_opts) < 0 ||
-	    (geteuid() == 0 && fuse_opt_add_arg(&args, "-oallow_other") < 0)) {
+	    (fs->opt.allow_other && fuse_opt_add_arg(&args, "-oallow_other") < 0) ||
+	    (fs->opt.allow_root && fuse_opt_add_arg(&args, "-oallow_root") < 0)) {
 		rc = -ENOMEM;
 		snprintf(err, errlen, "out of memory");
 		goto fail;

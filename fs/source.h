@@ -132,8 +132,9 @@ struct fs_source_s3_options {
 	const char *url; /* s3://BUCKET[/PREFIX] */
 	const char *endpoint, *region, *profile, *addressing;
 	bool no_sign;
-	uid_t uid;
+	uid_t uid; /* the objects' owner and group (--uid, --gid) */
 	gid_t gid;
+	mode_t file_mode, dir_mode; /* their permission bits (--file-mode, --dir-mode) */
 };
 
 /* Whether SOURCE names an object store (s3://...). */

@@ -31,7 +31,7 @@ struct s3_source {
 	struct fs_source base;
 	char *url, *bucket, *prefix, *endpoint, *region, *profile;
 	struct remote_s3_config cfg;
-	uint32_t uid, gid;
+	struct ns_owner owner;
 	struct remote_http *pool;
 	struct remote_s3 *s3;
 	uint64_t skipped;
@@ -94,7 +94,7 @@ static int s3_build_ns(struct fs_source *src, struct ns *ns, uint64_t chunk_size
 	rc = remote_s3_list(ss->s3, S3_LIST_PARALLEL, list_one, l, err, errlen);
 	if (rc < 0)
 		goto out;
-	rc = ns_build(ns, l, chunk_size, ss->uid, ss->gid, &ss->skipped, err, errlen);
+	rc = ns_build(ns, l, chunk_size, &ss->owner, &ss->skipped, err, errlen);
 	if (rc == 0)
 		log_info("listed %s: %zu objects, %llu skipped", ss->url, ns_listing_count(l),
 			 (unsigned long long)ss->skipped);
@@ -239,8 +239,7 @@ int fs_source_s3_create(const struct fs_source_s3_options *o, struct fs_source *
 	if (!ss)
 		return -ENOMEM;
 	ss->base.ops = &s3_ops;
-	ss->uid = o->uid;
-	ss->gid = o->gid;
+	ss->owner = (struct ns_owner){ o->uid, o->gid, o->file_mode, o->dir_mode };
 	if ((rc = fs_source_s3_parse_url(o->url, &ss->bucket, &ss->prefix, err, errlen)) < 0)
 		goto fail;
 	if (o->endpoint && strncmp(o->endpoint, "http://", 7) &&

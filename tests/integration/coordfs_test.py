@@ -22,6 +22,7 @@ import errno
 import hashlib
 import json
 import os
+import pwd
 import random
 import shutil
 import signal
@@ -32,6 +33,7 @@ import tempfile
 import threading
 import time
 import traceback
+import uuid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -1000,3 +1002,67 @@ __all__ += [
 	'free_ports', 'peer_url', 'Cluster', 'http_request', 'ManyReader',
 	'FakePeer',
 ]
+
+
+# ---------------------------------------------------------------- other users
+
+# Run as the test user: [["open"|"list", path], ...] -> [result, ...]
+PROBE = r'''
+import hashlib, json, os, sys
+out = []
+for op, path in json.loads(sys.argv[1]):
+    try:
+        if op == "list":
+            out.append(["ok", sorted(os.listdir(path))])
+        else:
+            with open(path, "rb", buffering=0) as f:
+                data = b""
+                while True:
+                    b = f.read(1 << 20)
+                    if not b:
+                        break
+                    data += b
+            out.append(["ok", hashlib.sha256(data).hexdigest(), len(data)])
+    except OSError as e:
+        out.append(["errno", e.errno])
+print(json.dumps(out))
+'''
+
+
+class TestUser:
+	"""A system user made for a test and removed on exit; run(ops) runs
+	PROBE as it."""
+
+	def __init__(self, prefix='cfsuser'):
+		self.name = prefix + uuid.uuid4().hex[:8]
+		subprocess.run(['useradd', '--system', '--no-create-home',
+				'--shell', '/usr/sbin/nologin', self.name],
+			       check=True, capture_output=True, timeout=30)
+		pw = pwd.getpwnam(self.name)
+		self.uid, self.gid = pw.pw_uid, pw.pw_gid
+
+	def __enter__(self):
+		return self
+
+	def __exit__(self, *exc):
+		subprocess.run(['userdel', self.name], capture_output=True,
+			       timeout=30)
+		return False
+
+	def run(self, ops, job=None, timeout=60):
+		"""PROBE as this user; list of results, one per op."""
+		env = {'PATH': '/usr/bin:/bin'}
+		if job:
+			env['COORDFS_JOB'] = job
+		proc = subprocess.run([sys.executable, '-c', PROBE,
+				       json.dumps(ops)], user=self.uid,
+				      group=self.gid, extra_groups=[], env=env,
+				      capture_output=True, text=True,
+				      timeout=timeout, cwd='/')
+		if proc.returncode != 0:
+			raise RuntimeError(f'probe as {self.name} exited '
+					   f'{proc.returncode}: {proc.stderr}')
+		return json.loads(proc.stdout)
+
+
+__all__ += ['PROBE', 'TestUser']

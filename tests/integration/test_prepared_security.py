@@ -24,14 +24,11 @@ Checks:
 """
 
 import errno
-import hashlib
 import json
 import os
-import pwd
 import shutil
 import subprocess
 import sys
-import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import coordfs_test as ct	# noqa: E402
@@ -39,70 +36,12 @@ import coordfs_test as ct	# noqa: E402
 SEED = 99
 VIEWS = ['', 'prepared/center224/', 'prepared/rrc224/', 'prepared/resize64/']
 
-# Run as the test user: [["open"|"list", path], ...] -> [result, ...]
-PROBE = r'''
-import hashlib, json, os, sys
-out = []
-for op, path in json.loads(sys.argv[1]):
-    try:
-        if op == "list":
-            out.append(["ok", sorted(os.listdir(path))])
-        else:
-            with open(path, "rb", buffering=0) as f:
-                data = b""
-                while True:
-                    b = f.read(1 << 20)
-                    if not b:
-                        break
-                    data += b
-            out.append(["ok", hashlib.sha256(data).hexdigest(), len(data)])
-    except OSError as e:
-        out.append(["errno", e.errno])
-print(json.dumps(out))
-'''
-
-
-class TestUser:
-	"""A system user made for this test and removed on exit."""
-
-	def __init__(self):
-		self.name = 'cfsprep' + uuid.uuid4().hex[:8]
-		subprocess.run(['useradd', '--system', '--no-create-home',
-				'--shell', '/usr/sbin/nologin', self.name],
-			       check=True, capture_output=True, timeout=30)
-		pw = pwd.getpwnam(self.name)
-		self.uid, self.gid = pw.pw_uid, pw.pw_gid
-
-	def __enter__(self):
-		return self
-
-	def __exit__(self, *exc):
-		subprocess.run(['userdel', self.name], capture_output=True,
-			       timeout=30)
-		return False
-
-	def run(self, ops, job=None, timeout=60):
-		"""PROBE as this user; list of results, one per op."""
-		env = {'PATH': '/usr/bin:/bin'}
-		if job:
-			env['COORDFS_JOB'] = job
-		proc = subprocess.run([sys.executable, '-c', PROBE,
-				       json.dumps(ops)], user=self.uid,
-				      group=self.gid, extra_groups=[], env=env,
-				      capture_output=True, text=True,
-				      timeout=timeout, cwd='/')
-		if proc.returncode != 0:
-			raise RuntimeError(f'probe as {self.name} exited '
-					   f'{proc.returncode}: {proc.stderr}')
-		return json.loads(proc.stdout)
-
-
 def run_root(ops, job=None, timeout=60):
 	"""PROBE as root, in its own process (its own job)."""
 	env = {'PATH': '/usr/bin:/bin'}
 	if job:
 		env['COORDFS_JOB'] = job
-	proc = subprocess.run([sys.executable, '-c', PROBE, json.dumps(ops)],
+	proc = subprocess.run([sys.executable, '-c', ct.PROBE, json.dumps(ops)],
 			      env=env, capture_output=True, text=True,
 			      timeout=timeout)
 	if proc.returncode != 0:
@@ -332,12 +271,14 @@ def main():
 	if shutil.which('useradd') is None:
 		c.check('useradd available (package passwd)', False)
 		c.finish()
-	with ct.TempDirs(prefix='coordfs-prepsec-') as data, TestUser() as user:
+	with ct.TempDirs(prefix='coordfs-prepsec-') as data, ct.TestUser('cfsprep') as user:
 		outside = os.path.join(data.root, 'outside.jpg')
 		save_jpeg(outside, 64, 48, 9)
 		log_path = os.path.join(data.root, 'daemon.log')
 		try:
-			m = ct.Mount(['--prepared', f'--seed={SEED}',
+			# other users read it: allow_other (coordfs(1): no one but
+			# the mounting user by default, root's mounts included)
+			m = ct.Mount(['--prepared', f'--seed={SEED}', '-o', 'allow_other',
 				      '--prep-threads=2', '--cache-size=32M',
 				      f'--log-file={log_path}'],
 				     populate=populate(outside))

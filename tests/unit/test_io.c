@@ -92,7 +92,8 @@ static void rig_init(struct rig *r, uint64_t cache_bytes, bool readahead, uint64
 	ck_assert_int_eq(ns_listing_create(&l), 0);
 	ck_assert_int_eq(ns_listing_add(l, "small", 5, 100000, "\"e1\"", 0), 0);
 	ck_assert_int_eq(ns_listing_add(l, "large", 5, 20 * MIB, "\"e2\"", 0), 0);
-	ck_assert_int_eq(ns_build(&r->fs.ns, l, 4 * MIB, 0, 0, &skipped, err, sizeof(err)), 0);
+	struct ns_owner owner = { 0, 0, 0444, 0555 };
+	ck_assert_int_eq(ns_build(&r->fs.ns, l, 4 * MIB, &owner, &skipped, err, sizeof(err)), 0);
 	ns_listing_destroy(l);
 	ck_assert_int_eq(ns_resolve(&r->fs.ns, "small", &r->small), 0);
 	ck_assert_int_eq(ns_resolve(&r->fs.ns, "large", &r->large), 0);

@@ -370,6 +370,8 @@ END_TEST
 
 /* ---- namespaces from object listings (ns_build) ---- */
 
+static const struct ns_owner default_owner = { 0, 0, 0444, 0555 };
+
 static void add(struct ns_listing *l, const char *key, uint64_t size, const char *etag,
 		int64_t mtime)
 {
@@ -397,7 +399,9 @@ START_TEST(listing_builds_tree)
 	add(l, "ctl\x01" "char", 3, md5, 30);
 	add(l, "a/z", 9, NULL, 40);
 	ck_assert_uint_eq(ns_listing_count(l), 8);
-	ck_assert_int_eq(ns_build(&ns, l, 4096, 1234, 5678, &skipped, err, sizeof(err)), 0);
+	/* --uid/--gid/--file-mode/--dir-mode as the daemon passes them */
+	struct ns_owner owner = { 1234, 5678, 0440, 0550 };
+	ck_assert_int_eq(ns_build(&ns, l, 4096, &owner, &skipped, err, sizeof(err)), 0);
 	ns_listing_destroy(l);
 
 	ck_assert_uint_eq(skipped, 0);
@@ -416,7 +420,8 @@ START_TEST(listing_builds_tree)
 
 	ck_assert_int_eq(ns_resolve(&ns, "train/cat", &d), 0);
 	ck_assert(ns_is_dir(&ns, d));
-	ck_assert_uint_eq(ns.nodes[d].mode, S_IFDIR | 0555);
+	ck_assert_uint_eq(ns.nodes[d].mode, S_IFDIR | 0550);
+	ck_assert_uint_eq(ns.nodes[d].uid, 1234);
 	ck_assert_uint_eq(ns.nodes[d].count, 2);
 	ck_assert_int_eq(ns.nodes[d].mtime_ns, 3000); /* its newest object */
 	ck_assert_int_eq(ns_resolve(&ns, "train", &d), 0);
@@ -425,7 +430,7 @@ START_TEST(listing_builds_tree)
 
 	ck_assert_int_eq(ns_resolve(&ns, "train/dog/big.bin", &n), 0);
 	ck_assert(ns_is_reg(&ns, n));
-	ck_assert_uint_eq(ns.nodes[n].mode, S_IFREG | 0444);
+	ck_assert_uint_eq(ns.nodes[n].mode, S_IFREG | 0440);
 	ck_assert_uint_eq(ns.nodes[n].uid, 1234);
 	ck_assert_uint_eq(ns.nodes[n].gid, 5678);
 	ck_assert_uint_eq(ns.nodes[n].size, 10000);
@@ -486,7 +491,7 @@ START_TEST(listing_skips_bad_keys)
 	add(l, "p", 5, NULL, 0);                                          /* only bad keys below: kept */
 	add(l, "p//q", 6, NULL, 0);
 	add(l, "good/ctl\x7f\x1b", 7, NULL, 0);                           /* control characters are fine */
-	ck_assert_int_eq(ns_build(&ns, l, 4096, 0, 0, &skipped, err, sizeof(err)), 0);
+	ck_assert_int_eq(ns_build(&ns, l, 4096, &default_owner, &skipped, err, sizeof(err)), 0);
 	ns_listing_destroy(l);
 
 	/* 8 + empty + NUL + 256-byte + etag + one dup + "x" + "p//q" */
@@ -522,7 +527,7 @@ START_TEST(listing_empty)
 	uint64_t skipped = 1;
 
 	ck_assert_int_eq(ns_listing_create(&l), 0);
-	ck_assert_int_eq(ns_build(&ns, l, 4096, 0, 0, &skipped, err, sizeof(err)), 0);
+	ck_assert_int_eq(ns_build(&ns, l, 4096, &default_owner, &skipped, err, sizeof(err)), 0);
 	ns_listing_destroy(l);
 	ck_assert_uint_eq(skipped, 0);
 	ck_assert_uint_eq(ns.nnodes, 1);
@@ -562,7 +567,7 @@ START_TEST(listing_many_keys)
 		snprintf(etag, sizeof(etag), "\"%032x\"", k * 2654435761u);
 		add(l, key, 1000 + k, etag, k);
 	}
-	ck_assert_int_eq(ns_build(&ns, l, 4u << 20, 0, 0, &skipped, err, sizeof(err)), 0);
+	ck_assert_int_eq(ns_build(&ns, l, 4u << 20, &default_owner, &skipped, err, sizeof(err)), 0);
 	ns_listing_destroy(l);
 	free(perm);
 	ck_assert_uint_eq(skipped, 0);
