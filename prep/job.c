@@ -1,24 +1,44 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Job identity of a reading process: COORDFS_JOB from its environment, or a
- * guess from the process tree (the topmost ancestor running the same
- * executable, so DataLoader workers join their training process). See
- * prep_job_of_pid in prep.h for the contract.
+ * Job identity of a reading process (prep_job_of_pid in prep.h has the
+ * contract). A job must separate the trials of a hyper-parameter sweep,
+ * however they were launched (a shell loop, a Python driver's subprocess or
+ * multiprocessing, a notebook kernel), and group each trial's PyTorch
+ * DataLoader workers with it, or trials would take each other's versions
+ * and share nothing. Measured on PyTorch's workers (fork, spawn and
+ * forkserver alike): each one installs its own handlers for SIGBUS, SIGFPE,
+ * SIGSEGV and SIGTERM (SigCgt in /proc/PID/status) before it reads, which
+ * neither a plain Python process (SIGINT only) nor faulthandler (no
+ * SIGTERM) does. So a reader is its own job unless it carries that mark;
+ * a worker belongs to its parent, or, under the forkserver start method,
+ * to the parent of its forkserver. Nothing else of the process tree is
+ * guessed: an executable's ancestry says nothing about which trial it is.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "common/log.h"
 #include "prep/prep.h"
 
 #define ENVIRON_MAX (1u << 20) /* bytes of /proc/PID/environ examined */
-#define WALK_MAX 64	       /* ancestors examined */
 
-static const char job_var[] = "COORDFS_JOB=";
+/* Variables that name a job, from the environment a process was started
+ * with: COORDFS_JOB, else, for a rank of a distributed run (torchrun and
+ * torch.distributed's launchers set RANK and WORLD_SIZE), the run's
+ * rendezvous address, which concurrent runs on one machine cannot share:
+ * the ranks of one run read disjoint shares of each epoch, and must take
+ * one version sequence between them. */
+enum { VAR_JOB, VAR_RANK, VAR_WORLD_SIZE, VAR_MASTER_ADDR, VAR_MASTER_PORT, NVARS };
+static const char *const job_vars[NVARS] = { "COORDFS_JOB=", "RANK=", "WORLD_SIZE=",
+					     "MASTER_ADDR=", "MASTER_PORT=" };
+#define VAR_MAX 96 /* bytes kept of each value */
 
 /* Read up to max bytes of a /proc file into a malloc'd buffer. */
 static int read_proc(pid_t pid, const char *what, size_t max, char **out, size_t *outlen)
@@ -42,9 +62,13 @@ static int read_proc(pid_t pid, const char *what, size_t max, char **out, size_t
 			if (cap >= max)
 				break;
 			size_t ncap = cap * 2 > max ? max : cap * 2;
-			char *nb = realloc(buf, ncap + 1);
+			/* not realloc: the old copy is wiped (environ holds secrets) */
+			char *nb = malloc(ncap + 1);
+			if (nb)
+				memcpy(nb, buf, len);
+			explicit_bzero(buf, len);
+			free(buf);
 			if (!nb) {
-				free(buf);
 				close(fd);
 				return -ENOMEM;
 			}
@@ -56,6 +80,7 @@ static int read_proc(pid_t pid, const char *what, size_t max, char **out, size_t
 			if (errno == EINTR)
 				continue;
 			int e = errno;
+			explicit_bzero(buf, len);
 			free(buf);
 			close(fd);
 			return e == ESRCH ? -ESRCH : -e;
@@ -71,35 +96,38 @@ static int read_proc(pid_t pid, const char *what, size_t max, char **out, size_t
 	return 0;
 }
 
-/* COORDFS_JOB of pid into out; -ENOENT when unset or empty. */
-static int job_from_environ(pid_t pid, char *out, size_t outlen)
+/* The job-naming variables of pid's environment into vals (empty when
+ * unset; the last definition wins, as getenv). 0 or -errno. The buffer
+ * holds another process's whole environment, secrets included: it is
+ * wiped before it is freed. */
+static int job_environ(pid_t pid, char vals[NVARS][VAR_MAX])
 {
 	char *env;
 	size_t len;
 	int rc = read_proc(pid, "environ", ENVIRON_MAX, &env, &len);
 
+	memset(vals, 0, NVARS * VAR_MAX);
 	if (rc < 0)
 		return rc;
-	rc = -ENOENT;
 	for (size_t i = 0; i < len;) {
 		const char *entry = env + i;
 		size_t elen = strnlen(entry, len - i);
 
-		if (elen > sizeof(job_var) - 1 &&
-		    memcmp(entry, job_var, sizeof(job_var) - 1) == 0) {
-			const char *val = entry + sizeof(job_var) - 1;
-			size_t vlen = elen - (sizeof(job_var) - 1);
+		for (int k = 0; k < NVARS; k++) {
+			size_t nlen = strlen(job_vars[k]);
 
-			if (vlen >= outlen)
-				vlen = outlen - 1;
-			memcpy(out, val, vlen);
-			out[vlen] = '\0';
-			rc = 0; /* keep scanning: the last definition wins, as getenv */
+			if (elen > nlen && memcmp(entry, job_vars[k], nlen) == 0) {
+				size_t vlen = elen - nlen < VAR_MAX ? elen - nlen : VAR_MAX - 1;
+
+				memcpy(vals[k], entry + nlen, vlen);
+				vals[k][vlen] = '\0';
+			}
 		}
 		i += elen + 1;
 	}
+	explicit_bzero(env, len);
 	free(env);
-	return rc;
+	return 0;
 }
 
 /* ppid and starttime (field 22) from /proc/PID/stat. */
@@ -132,17 +160,41 @@ static int read_stat(pid_t pid, pid_t *ppid, unsigned long long *starttime)
 	return rc;
 }
 
-static int read_exe(pid_t pid, char *buf, size_t buflen)
+/* Whether pid carries the mark of a PyTorch DataLoader worker: handlers of
+ * its own for SIGBUS, SIGFPE, SIGSEGV and SIGTERM (see the top of this file). */
+static bool is_loader_worker(pid_t pid)
 {
-	char path[64];
-	ssize_t n;
+	const unsigned long long mark = 1ULL << (SIGBUS - 1) | 1ULL << (SIGFPE - 1) |
+					 1ULL << (SIGSEGV - 1) | 1ULL << (SIGTERM - 1);
+	unsigned long long caught;
+	char *st;
+	size_t len;
+	bool worker = false;
 
-	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
-	n = readlink(path, buf, buflen - 1);
-	if (n < 0)
-		return -errno;
-	buf[n] = '\0';
-	return 0;
+	if (read_proc(pid, "status", 16384, &st, &len) < 0)
+		return false;
+	const char *p = strstr(st, "\nSigCgt:");
+	if (p && sscanf(p + 8, "%llx", &caught) == 1)
+		worker = (caught & mark) == mark;
+	free(st);
+	return worker;
+}
+
+/* Whether pid is a multiprocessing forkserver (its command line runs
+ * multiprocessing.forkserver's main). */
+static bool is_forkserver(pid_t pid)
+{
+	static const char needle[] = "from multiprocessing.forkserver import main";
+	char *cmd;
+	size_t len;
+	bool found = false;
+
+	if (read_proc(pid, "cmdline", 4096, &cmd, &len) < 0)
+		return false;
+	for (size_t i = 0; i < len && !found; i += strnlen(cmd + i, len - i) + 1)
+		found = strncmp(cmd + i, needle, sizeof(needle) - 1) == 0;
+	free(cmd);
+	return found;
 }
 
 /* FUSE names the calling thread; jobs are made of processes. The thread
@@ -167,36 +219,64 @@ static pid_t process_of(pid_t tid)
 	return (pid_t)tgid;
 }
 
+/* Name the job after the variables of its process's environment, else its
+ * process (pid and start time, which guards against pid reuse). */
+static int job_name(pid_t job, unsigned long long start, char vals[NVARS][VAR_MAX],
+		    char *out, size_t outlen)
+{
+	int n;
+
+	if (vals[VAR_JOB][0])
+		n = snprintf(out, outlen, "%s", vals[VAR_JOB]);
+	else if (vals[VAR_RANK][0] && vals[VAR_WORLD_SIZE][0] && vals[VAR_MASTER_PORT][0])
+		n = snprintf(out, outlen, "ddp:%s:%s", vals[VAR_MASTER_ADDR], vals[VAR_MASTER_PORT]);
+	else
+		n = snprintf(out, outlen, "pid:%d:%llu", (int)job, start);
+	if (n < 0)
+		return -EINVAL;
+	if ((size_t)n >= outlen && !vals[VAR_JOB][0]) /* a COORDFS_JOB is truncated to fit */
+		return -EINVAL;
+	return 0;
+}
+
 int prep_job_of_pid(pid_t pid, char *out, size_t outlen)
 {
-	char exe[PATH_MAX], pexe[PATH_MAX];
-	unsigned long long start, pstart;
-	pid_t ppid, pppid;
+	static atomic_bool told;
+	char vals[NVARS][VAR_MAX];
+	unsigned long long start;
+	pid_t ppid, job;
 	int rc;
 
 	if (!out || outlen < 2 || pid <= 0)
 		return -EINVAL;
-	pid = process_of(pid);
-	rc = job_from_environ(pid, out, outlen);
-	if (rc == 0)
-		return 0;
-	if (rc == -ESRCH)
+	job = pid = process_of(pid);
+	if ((rc = job_environ(pid, vals)) == -ESRCH)
 		return rc;
+	if (rc == 0 && vals[VAR_JOB][0])
+		return job_name(pid, 0, vals, out, outlen);
 	if ((rc = read_stat(pid, &ppid, &start)) < 0)
 		return rc;
-	if (read_exe(pid, exe, sizeof(exe)) == 0) {
-		for (int depth = 0; depth < WALK_MAX && ppid > 1; depth++) {
-			if (read_exe(ppid, pexe, sizeof(pexe)) < 0 || strcmp(exe, pexe) != 0)
-				break;
-			if (read_stat(ppid, &pppid, &pstart) < 0)
-				break;
-			pid = ppid;
+	if (ppid > 1 && is_loader_worker(pid)) {
+		pid_t gp;
+		unsigned long long pstart;
+
+		job = ppid;
+		if (read_stat(job, &gp, &pstart) < 0)
+			return job_name(pid, start, vals, out, outlen); /* the trainer is gone */
+		start = pstart;
+		if (gp > 1 && is_forkserver(job) && read_stat(gp, &ppid, &pstart) == 0) {
+			job = gp;
 			start = pstart;
-			ppid = pppid;
 		}
+		/* The trainer's environment names the job (a forked worker's
+		 * is its trainer's anyway). */
+		if (job_environ(job, vals) < 0)
+			memset(vals, 0, sizeof(vals));
 	}
-	int n = snprintf(out, outlen, "pid:%d:%llu", (int)pid, start);
-	if (n < 0 || (size_t)n >= outlen)
-		return -EINVAL;
-	return 0;
+	if (!vals[VAR_JOB][0] && !atomic_exchange(&told, true))
+		log_msg(LOG_NOTICE,
+			"prepared view: jobs are told apart by process (process %d is in job of "
+			"process %d); set COORDFS_JOB in a job's environment to name it",
+			(int)pid, (int)job);
+	return job_name(job, start, vals, out, outlen);
 }

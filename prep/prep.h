@@ -268,12 +268,13 @@ void prep_view_stats(struct prep_view *v, struct prep_stats *out);
 /*
  * Name of the job that process pid belongs to, into out (outlen bytes):
  * the value of COORDFS_JOB in /proc/PID/environ when set and non-empty
- * (truncated to fit); else a guess: walk up the parent chain
- * (/proc/PID/stat) while the parent runs the same executable
- * (/proc/PID/exe) as the child; the topmost such process is the job, named
- * "pid:<pid>:<starttime>" (starttime, field 22 of /proc/PID/stat, guards
- * against pid reuse). So PyTorch DataLoader workers (forked from the
- * training process) land in their trainer's job. 0, -ESRCH (no such
+ * (truncated to fit); else the job process is pid itself, or, when pid is
+ * a PyTorch DataLoader worker (its own handlers for SIGBUS, SIGFPE,
+ * SIGSEGV and SIGTERM), its parent (past a multiprocessing forkserver),
+ * named by that process's COORDFS_JOB, else "ddp:ADDR:PORT" for a rank of
+ * a distributed run (RANK, WORLD_SIZE, MASTER_PORT set), else
+ * "pid:<pid>:<starttime>" (field 22 of /proc/PID/stat guards against pid
+ * reuse). prep/README.md says why. 0, -ESRCH (no such
  * process), -EINVAL (outlen too small), other -errno from /proc.
  * pid may be a thread id (FUSE reports the calling thread): it is mapped to
  * its process (Tgid in /proc/PID/status) first, so threads share a job.

@@ -16,10 +16,19 @@ Plain mode, one job (its identity is the COORDFS_JOB of its environment):
    "tids": [thread id of each epoch]}.
 
 DataLoader mode, one training process and its workers:
-    prep_reader.py dataloader ROOT OUT --epochs N
+    prep_reader.py dataloader ROOT OUT --epochs N [--context fork|spawn|forkserver]
   ImageFolder(ROOT) with a loader returning (sha256 of the file, pid),
-  DataLoader(num_workers=2, shuffle=True) for N epochs; OUT holds
+  DataLoader(num_workers=2, shuffle=True) for N epochs, its workers started
+  with --context (the platform's default otherwise); OUT holds
   {"pid", "epochs": [{relpath: sha256}, ...], "worker_pids": [...]}.
+
+Sweep mode, a Python driver launching concurrent trials in DataLoader mode:
+    prep_reader.py sweep popen|mp-fork|mp-spawn ROOT OUTDIR --trials T
+        --epochs N [--context ...]
+  starts T trials at once with subprocess.Popen or multiprocessing (fork or
+  spawn), each writing OUTDIR/trial-K.json (and touching trial-K.json.ready
+  at the --go barrier), and fails if any trial fails. --warm, --go and
+  --context are passed on to each trial.
 Exit status 0 on success, 1 with a message on any error.
 """
 
@@ -63,7 +72,8 @@ def write_json(path, obj):
 
 def parse_opts(args):
 	opts = {'epochs': 1, 'warm': None, 'ready': None, 'go': None,
-		'pause': None, 'wait': {}, 'threads': False}
+		'pause': None, 'wait': {}, 'threads': False, 'context': None,
+		'trials': 1}
 	i = 0
 	while i < len(args):
 		a, v = args[i], args[i + 1] if i + 1 < len(args) else None
@@ -75,6 +85,10 @@ def parse_opts(args):
 			raise ValueError(f'{a} needs a value')
 		if a == '--epochs':
 			opts['epochs'] = int(v)
+		elif a == '--context':
+			opts['context'] = v
+		elif a == '--trials':
+			opts['trials'] = int(v)
 		elif a == '--warm':
 			opts['warm'] = v
 		elif a == '--ready':
@@ -93,15 +107,20 @@ def parse_opts(args):
 	return opts
 
 
-def files_mode(list_path, out, opts):
-	with open(list_path) as f:
-		files = [line.rstrip('\n') for line in f if line.strip()]
+def start_barrier(opts):
+	"""The warm-up read, then ready/go."""
 	if opts['warm']:
 		read_all(opts['warm'])
 	if opts['ready']:
 		open(opts['ready'], 'w').close()
 	if opts['go']:
 		wait_for(opts['go'])
+
+
+def files_mode(list_path, out, opts):
+	with open(list_path) as f:
+		files = [line.rstrip('\n') for line in f if line.strip()]
+	start_barrier(opts)
 	epochs, sizes, tids = [], [], []
 
 	def epoch(e):
@@ -150,7 +169,8 @@ def dataloader_mode(root, out, opts):
 	gen.manual_seed(5)
 	loader = torch.utils.data.DataLoader(
 		ds, batch_size=4, num_workers=2, shuffle=True, generator=gen,
-		collate_fn=list)
+		collate_fn=list, multiprocessing_context=opts['context'])
+	start_barrier(opts)
 	epochs, workers = [], set()
 	for _ in range(opts['epochs']):
 		got = {}
@@ -163,12 +183,49 @@ def dataloader_mode(root, out, opts):
 			 'worker_pids': sorted(workers)})
 
 
+def trial(root, out, opts):
+	"""One trial of a sweep (a multiprocessing target)."""
+	dataloader_mode(root, out, opts)
+
+
+def sweep_mode(launcher, root, outdir, opts):
+	import multiprocessing
+	import subprocess
+	outs = [os.path.join(outdir, f'trial-{k}.json') for k in range(opts['trials'])]
+	args = ['--epochs', str(opts['epochs'])]
+	for k in ('context', 'warm', 'go'):
+		if opts[k]:
+			args += ['--' + k, opts[k]]
+	if launcher == 'popen':
+		procs = [subprocess.Popen([sys.executable, os.path.abspath(__file__),
+					   'dataloader', root, out] + args
+					  + ['--ready', out + '.ready'] * bool(opts['go']))
+			 for out in outs]
+		codes = [p.wait() for p in procs]
+	elif launcher in ('mp-fork', 'mp-spawn'):
+		ctx = multiprocessing.get_context(launcher[3:])
+		procs = [ctx.Process(target=trial, args=(root, out, dict(
+			opts, ready=out + '.ready' if opts['go'] else None))) for out in outs]
+		for p in procs:
+			p.start()
+		for p in procs:
+			p.join()
+		codes = [p.exitcode for p in procs]
+	else:
+		raise ValueError(f'unknown launcher {launcher}')
+	if any(codes) or not all(os.path.exists(o) for o in outs):
+		raise RuntimeError(f'trials exited {codes}')
+
+
 def main():
 	try:
 		mode = sys.argv[1]
 		if mode == 'files':
 			files_mode(sys.argv[2], sys.argv[3],
 				   parse_opts(sys.argv[4:]))
+		elif mode == 'sweep':
+			sweep_mode(sys.argv[2], sys.argv[3], sys.argv[4],
+				   parse_opts(sys.argv[5:]))
 		elif mode == 'dataloader':
 			dataloader_mode(sys.argv[2], sys.argv[3],
 					parse_opts(sys.argv[4:]))

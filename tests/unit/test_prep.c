@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -1979,61 +1980,113 @@ END_TEST
 
 /* ---- job identity ---- */
 
-START_TEST(job_identity)
+/* A forked child that waits on fd for the parent to finish with it; with
+ * mark, it first installs the handlers PyTorch's DataLoader workers do. */
+static pid_t fork_child(int fd, bool mark)
 {
-	char me[PREP_JOB_NAME_MAX], child_job[PREP_JOB_NAME_MAX], prefix[64];
-	int pfd[2];
-
-	ck_assert_int_eq(prep_job_of_pid(getpid(), me, sizeof(me)), 0);
-	ck_assert_msg(strncmp(me, "pid:", 4) == 0 || getenv("COORDFS_JOB"), "job %s", me);
-	/* a forked child runs the same executable: same job as us */
-	ck_assert_int_eq(pipe(pfd), 0);
 	pid_t child = fork();
-	ck_assert_int_ge(child, 0);
+
 	if (child == 0) {
 		char c;
-		close(pfd[1]);
-		ssize_t n = read(pfd[0], &c, 1); /* wait until the parent is done */
+		if (mark) {
+			struct sigaction sa = { .sa_handler = SIG_DFL };
+			sigemptyset(&sa.sa_mask);
+			sa.sa_handler = (void (*)(int))abort;
+			sigaction(SIGBUS, &sa, NULL);
+			sigaction(SIGFPE, &sa, NULL);
+			sigaction(SIGSEGV, &sa, NULL);
+			sigaction(SIGTERM, &sa, NULL);
+			if (write(fd, "r", 1) < 0) /* ready */
+				_exit(2);
+		}
+		ssize_t n = read(fd, &c, 1); /* wait until the parent is done */
 		_exit(n < 0);
 	}
-	close(pfd[0]);
-	ck_assert_int_eq(prep_job_of_pid(child, child_job, sizeof(child_job)), 0);
-	/* valgrind fakes /proc/<own pid>/exe only, so the walk stops early there */
-	if (!RUNNING_ON_VALGRIND)
-		ck_assert_str_eq(child_job, me);
-	else
-		fprintf(stderr, "job_identity: same-exe walk not checked under valgrind\n");
-	close(pfd[1]);
-	waitpid(child, NULL, 0);
-	/* COORDFS_JOB wins, even in another executable */
-	child = fork();
-	ck_assert_int_ge(child, 0);
+	return child;
+}
+
+/* A child exec'd with envp, once the exec is visible in /proc: its job name. */
+static pid_t exec_child(char **envp, const char *want, char *job, size_t joblen)
+{
+	pid_t child = fork();
+
 	if (child == 0) {
 		char *argv[] = {"sleep", "5", NULL};
-		char *envp[] = {"PATH=/usr/bin:/bin", "COORDFS_JOB=exp-42", NULL};
 		execve("/bin/sleep", argv, envp);
 		_exit(127);
 	}
-	for (int i = 0; i < 100; i++) { /* until the exec happened */
-		if (prep_job_of_pid(child, child_job, sizeof(child_job)) == 0 &&
-		    strcmp(child_job, "exp-42") == 0)
+	for (int i = 0; i < 200; i++) { /* until the exec happened */
+		if (prep_job_of_pid(child, job, joblen) == 0 && strcmp(job, want) == 0)
 			break;
 		usleep(10000);
 	}
+	return child;
+}
+
+START_TEST(job_identity)
+{
+	char me[PREP_JOB_NAME_MAX], child_job[PREP_JOB_NAME_MAX], prefix[64];
+	int sv[2];
+	char c;
+
+	unsetenv("COORDFS_JOB");
+	ck_assert_int_eq(prep_job_of_pid(getpid(), me, 3), -EINVAL);
+	if (RUNNING_ON_VALGRIND) {
+		/* valgrind catches every signal of the processes it runs, so
+		 * each looks like a DataLoader worker: checked outside it */
+		fprintf(stderr, "job_identity: the process-tree rule is not checked under valgrind\n");
+		return;
+	}
+	ck_assert_int_eq(prep_job_of_pid(getpid(), me, sizeof(me)), 0);
+	/* our own job: this process, whatever runs above us */
+	snprintf(prefix, sizeof(prefix), "pid:%d:", (int)getpid());
+	ck_assert_msg(strncmp(me, prefix, strlen(prefix)) == 0, "job %s", me);
+
+	/* a forked child is a job of its own (a trial launched by a Python
+	 * driver through multiprocessing)... */
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	pid_t child = fork_child(sv[1], false);
+	ck_assert_int_ge(child, 0);
+	ck_assert_int_eq(prep_job_of_pid(child, child_job, sizeof(child_job)), 0);
+	snprintf(prefix, sizeof(prefix), "pid:%d:", (int)child);
+	ck_assert_msg(strncmp(child_job, prefix, strlen(prefix)) == 0, "child's job %s", child_job);
+	ck_assert_int_eq(write(sv[0], "x", 1), 1);
+	waitpid(child, NULL, 0);
+	/* ...unless it carries a DataLoader worker's signal handlers: then it
+	 * is in its parent's job */
+	child = fork_child(sv[1], true);
+	ck_assert_int_ge(child, 0);
+	ck_assert_int_eq(read(sv[0], &c, 1), 1);
+	ck_assert_int_eq(prep_job_of_pid(child, child_job, sizeof(child_job)), 0);
+	ck_assert_str_eq(child_job, me);
+	ck_assert_int_eq(write(sv[0], "x", 1), 1);
+	waitpid(child, NULL, 0);
+	close(sv[0]);
+	close(sv[1]);
+
+	/* COORDFS_JOB wins, even in another executable */
+	char *named[] = {"PATH=/usr/bin:/bin", "COORDFS_JOB=exp-42", "RANK=0", "WORLD_SIZE=2",
+			 "MASTER_PORT=29500", NULL};
+	child = exec_child(named, "exp-42", child_job, sizeof(child_job));
 	ck_assert_str_eq(child_job, "exp-42");
 	kill(child, SIGKILL);
 	waitpid(child, NULL, 0);
 	/* a gone process */
 	ck_assert_int_eq(prep_job_of_pid(child, child_job, sizeof(child_job)), -ESRCH);
-	/* our own name: the topmost ancestor with our executable */
-	snprintf(prefix, sizeof(prefix), "pid:%d:", (int)getpid());
-	if (!getenv("COORDFS_JOB")) {
-		char parent_job[PREP_JOB_NAME_MAX];
-		ck_assert_int_eq(prep_job_of_pid(getppid(), parent_job, sizeof(parent_job)), 0);
-		/* either we are the top (parent runs something else) or our parent's job is ours */
-		ck_assert(strncmp(me, prefix, strlen(prefix)) == 0 || strcmp(parent_job, me) == 0);
-	}
-	ck_assert_int_eq(prep_job_of_pid(getpid(), me, 3), -EINVAL);
+	/* a rank of a distributed run: its run's rendezvous address */
+	char *rank[] = {"PATH=/usr/bin:/bin", "RANK=1", "WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1",
+			"MASTER_PORT=29511", NULL};
+	child = exec_child(rank, "ddp:127.0.0.1:29511", child_job, sizeof(child_job));
+	ck_assert_str_eq(child_job, "ddp:127.0.0.1:29511");
+	kill(child, SIGKILL);
+	waitpid(child, NULL, 0);
+	/* MASTER_PORT alone (no RANK/WORLD_SIZE) names nothing */
+	char *port_only[] = {"PATH=/usr/bin:/bin", "MASTER_PORT=29511", NULL};
+	child = exec_child(port_only, "", child_job, sizeof(child_job));
+	snprintf(prefix, sizeof(prefix), "pid:%d:", (int)child);
+	ck_assert_msg(strncmp(child_job, prefix, strlen(prefix)) == 0, "job %s", child_job);
+	kill(child, SIGKILL);
+	waitpid(child, NULL, 0);
 }
 END_TEST
 
