@@ -22,6 +22,7 @@ struct fs_stats {
 	/* the other peer counters are remote/'s (remote_stats_json_value) */
 	uint64_t peer_fallbacks; /* reads of another node's unit served from SOURCE */
 	uint64_t prep_decodes, prep_shared, prep_errors, prep_staged_bytes, prep_refused, prep_jobs;
+	uint64_t prep_jobs_reclaimed;
 	uint64_t prep_decoded_bytes, prep_decoded_hits, prep_decoded_files, prep_decoded_refused;
 	uint64_t prep_ahead, prep_ahead_wasted, prep_ahead_bytes;
 	uint64_t opens, reads, read_bytes;

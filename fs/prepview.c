@@ -741,6 +741,7 @@ void fs_prep_collect(struct fs_ctx *fs, struct fs_stats *s)
 	s->prep_staged_bytes = ps.staged_bytes;
 	s->prep_refused = ps.refused;
 	s->prep_jobs = ps.jobs;
+	s->prep_jobs_reclaimed = ps.jobs_reclaimed;
 	s->prep_decoded_bytes = ps.decoded_bytes;
 	s->prep_decoded_hits = ps.decoded_hits;
 	s->prep_decoded_files = ps.decoded_files;

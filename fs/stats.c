@@ -130,6 +130,7 @@ static json_t *stats_tree(struct fs_ctx *fs, bool local)
 	     put(prep, "shared", num(s.prep_shared)) && put(prep, "errors", num(s.prep_errors)) &&
 	     put(prep, "staged_bytes", num(s.prep_staged_bytes)) &&
 	     put(prep, "refused", num(s.prep_refused)) && put(prep, "jobs", num(s.prep_jobs)) &&
+	     put(prep, "jobs_reclaimed", num(s.prep_jobs_reclaimed)) &&
 	     put(prep, "decoded_bytes", num(s.prep_decoded_bytes)) &&
 	     put(prep, "decoded_hits", num(s.prep_decoded_hits)) &&
 	     put(prep, "decoded_files", num(s.prep_decoded_files)) &&

@@ -251,6 +251,7 @@ struct prep_stats {
 	uint64_t staged_bytes; /* bytes of samples held by the staging area/cache */
 	uint64_t refused;      /* opens refused for memory (-ENOMEM) or jobs (-EAGAIN) */
 	uint64_t jobs;	       /* jobs in the table */
+	uint64_t jobs_reclaimed; /* inactive jobs whose counters were freed for memory */
 	uint64_t decoded_bytes;	  /* bytes held by the decoded tier (index included) */
 	uint64_t decoded_hits;	  /* samples rendered from the tier (no file read) */
 	uint64_t decoded_files;	  /* images in the tier (a file once per DCT scale) */

@@ -175,6 +175,7 @@ struct prep_view {
 	_Atomic uint64_t ahead_cpu_ns; /* CPU time of the ahead threads' decodes */
 
 	_Atomic uint64_t st_decodes, st_shared, st_errors, st_staged, st_refused, st_jobs;
+	_Atomic uint64_t st_jobs_reclaimed;
 	_Atomic uint64_t st_dec_bytes, st_dec_hits, st_dec_files, st_dec_refused;
 	_Atomic uint64_t st_ahead, st_ahead_wasted;
 	_Atomic int64_t log_sec;			 /* second of the failure-log window */
@@ -349,15 +350,46 @@ static bool make_room(struct prep_view *v, uint64_t n)
 
 /* Drop unreferenced random samples, oldest first, until n more bytes fit in
  * the budget. Under lock. */
+static bool job_reusable(const struct prep_view *v, const struct job *j, double now);
+static void mem_release(struct prep_view *v, uint64_t n);
+
+/* Make room for n bytes: drop unreferenced random samples (oldest first),
+ * then the version counters of jobs that are inactive and hold no open
+ * file, least recently active first, and their slots with them. A job of
+ * a process that ended (every run without COORDFS_JOB is a new job) never
+ * comes back, so without this its counters (2 bytes a file) would hold the
+ * budget until unmount; a named job reclaimed here starts again at version
+ * 0 if it returns. Under lock. */
 static void evict_for_mem(struct prep_view *v, uint64_t n)
 {
 	struct budget *b = v->cfg.mem;
 	struct sample *s = v->fifo_head, *next;
+	double now = now_s();
 
 	for (; s && budget_used(b) + n > b->limit; s = next) {
 		next = s->fnext;
 		if (atomic_load_explicit(&s->refs, memory_order_acquire) == 1)
 			table_remove(v, s);
+	}
+	while (budget_used(b) + n > b->limit) {
+		struct job *oldest = NULL;
+
+		for (unsigned i = 0; i < v->njobs; i++) {
+			struct job *j = v->jobs[i];
+			if (j->next && job_reusable(v, j, now) &&
+			    (!oldest || j->last_active < oldest->last_active))
+				oldest = j;
+		}
+		if (!oldest)
+			break;
+		log_info("prep: inactive job %s of uid %u gives back its version counters "
+			 "for memory", oldest->name, (unsigned)oldest->uid);
+		free(oldest->next);
+		oldest->next = NULL;
+		mem_release(v, sizeof(*oldest->next) * (uint64_t)v->cfg.nfiles);
+		oldest->name[0] = '\0'; /* a free slot: matches no job, counts for no uid */
+		oldest->uid = (uid_t)-1;
+		stat_add(&v->st_jobs_reclaimed, 1);
 	}
 }
 
@@ -1662,6 +1694,7 @@ void prep_view_stats(struct prep_view *v, struct prep_stats *out)
 	out->staged_bytes = atomic_load_explicit(&v->st_staged, memory_order_relaxed);
 	out->refused = atomic_load_explicit(&v->st_refused, memory_order_relaxed);
 	out->jobs = atomic_load_explicit(&v->st_jobs, memory_order_relaxed);
+	out->jobs_reclaimed = atomic_load_explicit(&v->st_jobs_reclaimed, memory_order_relaxed);
 	out->decoded_bytes = atomic_load_explicit(&v->st_dec_bytes, memory_order_relaxed);
 	out->decoded_hits = atomic_load_explicit(&v->st_dec_hits, memory_order_relaxed);
 	out->decoded_files = atomic_load_explicit(&v->st_dec_files, memory_order_relaxed);

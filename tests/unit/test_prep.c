@@ -1453,6 +1453,64 @@ START_TEST(view_job_table_full)
 }
 END_TEST
 
+/* Jobs that ended give their version counters back when memory is wanted:
+ * 60 one-off jobs (each run without COORDFS_JOB is a new job) in a budget
+ * that holds the counters of 3 (and one decode) never fail for memory; a
+ * job with an open file or a recent request keeps its counters. */
+START_TEST(view_idle_jobs_reclaimed)
+{
+	struct src s;
+	struct prep_recipe r;
+	struct budget b;
+	struct prep_stats st;
+	struct prep_sample *held;
+	const uint32_t nfiles = 1u << 18; /* 512 KiB of counters a job */
+	uint64_t one, work;
+	uint32_t ver;
+	char name[16];
+
+	src_fill(&s, 2);
+	prep_recipe_parse("rrc32", &r);
+	prep_output_size(&r, 1, 1, &one);
+	ck_assert_int_eq(prep_decode_mem(&r, s.data[0], s.len[0], &work), 0);
+	/* the counters of 3 jobs, and one decode */
+	ck_assert_uint_lt(one + s.len[0] + work + 64, 2 * nfiles);
+	budget_init(&b, 3 * 2 * nfiles + one + s.len[0] + work + 64);
+	struct prep_config cfg = {.seed = 3, .mem_budget = 64 << 20, .threads = 1, .nfiles = nfiles,
+				  .mem = &b, .mem_wait_ms = 20, .job_idle_s = 0.02, .max_jobs = 1024};
+	struct prep_view *v = prep_view_create(&cfg, &src_ops, &s);
+	ck_assert_ptr_nonnull(v);
+	/* "keep" holds a sample open; "busy" stays active */
+	ck_assert_int_eq(prep_view_open_job(v, 0, "keep", 0, 1, &r, &held), 0);
+	for (unsigned i = 0; i < 60; i++) {
+		snprintf(name, sizeof(name), "run%u", i);
+		ck_assert_int_eq(prep_view_next_version(v, 0, name, 1, &ver), 0);
+		ck_assert_uint_eq(ver, 0);
+		usleep(25000); /* the run ends: inactive after job_idle_s */
+	}
+	ck_assert_uint_le(atomic_load(&b.peak), b.limit);
+	prep_view_stats(v, &st);
+	ck_assert_uint_ge(st.jobs_reclaimed, 58);
+	ck_assert_uint_eq(st.refused, 0);
+	/* "keep" held a file: its counters survived, its next open is version 1 */
+	ck_assert_int_eq(prep_view_next_version(v, 0, "keep", 0, &ver), 0);
+	ck_assert_uint_eq(ver, 1);
+	prep_sample_put(v, held);
+	/* an active job is never robbed: with two active holders the third fails */
+	usleep(30000);
+	ck_assert_int_eq(prep_view_next_version(v, 0, "a", 0, &ver), 0);
+	ck_assert_int_eq(prep_view_next_version(v, 0, "b", 0, &ver), 0);
+	ck_assert_int_eq(prep_view_next_version(v, 0, "c", 0, &ver), 0);
+	ck_assert_int_eq(prep_view_next_version(v, 0, "d", 0, &ver), -ENOMEM);
+	ck_assert_int_eq(prep_view_next_version(v, 0, "a", 0, &ver), 0);
+	ck_assert_uint_eq(ver, 1);
+	prep_view_destroy(v);
+	ck_assert_uint_eq(budget_used(&b), 0);
+	budget_fini(&b);
+	src_free(&s);
+}
+END_TEST
+
 /* With a byte budget: samples and decodes are charged, a full budget
  * refuses opens with -ENOMEM without consuming the version, and everything
  * is given back at the end. */
@@ -2120,6 +2178,7 @@ int main(void)
 	tcase_add_test(tc, view_jobs_per_uid);
 	tcase_add_test(tc, view_job_table_full);
 	tcase_add_test(tc, view_mem_budget);
+	tcase_add_test(tc, view_idle_jobs_reclaimed);
 	tcase_add_test(tc, view_stress_versions);
 	tcase_add_test(tc, tier_pixels_match_file);
 	tcase_add_test(tc, view_decoded_tier);
