@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
+#include <linux/limits.h> /* XATTR_SIZE_MAX */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/statvfs.h>
@@ -384,7 +385,9 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 	if (ino == FUSE_ROOT_ID && !strcmp(name, STATS_XATTR)) {
 		struct strbuf sb;
 		strbuf_init(&sb);
-		fs_stats_json(fs, &sb);
+		/* The kernel caps an xattr value at XATTR_SIZE_MAX, the size
+		 * probe's slack included. */
+		fs_stats_json(fs, &sb, XATTR_SIZE_MAX - STATS_SLACK);
 		if (sb.failed)
 			fuse_reply_err(req, ENOMEM);
 		else

@@ -78,13 +78,16 @@ static bool put(json_t *obj, const char *key, json_t *v)
 	return v && json_object_set_new(obj, key, v) == 0;
 }
 
-/* local: the xattr's JSON, with the SOURCE path and pid; else a peer's. */
-static json_t *stats_tree(struct fs_ctx *fs, bool local)
+/* local: the xattr's JSON, with the SOURCE path and pid; else a peer's.
+ * summary: the nodes not up only (remote_stats_json_summary). */
+static json_t *stats_tree(struct fs_ctx *fs, bool local, bool summary)
 {
 	struct fs_stats s;
 	json_t *root = json_object(), *cache = json_object(), *source = json_object();
 	/* remote/'s counters of the client and the server (zeros without peers) */
-	json_t *peers = remote_stats_json_value(fs->client, fs->server);
+	json_t *peers = summary ? remote_stats_json_summary(fs->client, fs->server,
+							     STATS_NODES_LISTED_MAX)
+				: remote_stats_json_value(fs->client, fs->server);
 	json_t *prep = json_object(), *fuse = json_object();
 	json_t *names = json_object(), *prefill = json_object(), *latency = json_object();
 	const struct ns *ns = &fs->ns;
@@ -175,20 +178,28 @@ static json_t *stats_tree(struct fs_ctx *fs, bool local)
 	return root;
 }
 
-static void stats_json(struct fs_ctx *fs, struct strbuf *sb, bool local)
+static void stats_json(struct fs_ctx *fs, struct strbuf *sb, bool local, bool summary)
 {
 	/* Compact, keys in insertion order (jansson keeps it), reals to 1 ms. */
-	strbuf_append_json(sb, stats_tree(fs, local), JSON_COMPACT | JSON_REAL_PRECISION(15));
+	strbuf_append_json(sb, stats_tree(fs, local, summary),
+			   JSON_COMPACT | JSON_REAL_PRECISION(15));
 }
 
-void fs_stats_json(struct fs_ctx *fs, struct strbuf *sb)
+void fs_stats_json(struct fs_ctx *fs, struct strbuf *sb, size_t max_len)
 {
-	stats_json(fs, sb, true);
+	strbuf_reset(sb);
+	stats_json(fs, sb, true, false);
+	/* A large cluster with long host names: the nodes that are up go,
+	 * the whole list stays on the peer port's GET /v1/stats. */
+	if (!sb->failed && sb->len > max_len) {
+		strbuf_reset(sb);
+		stats_json(fs, sb, true, true);
+	}
 }
 
 void fs_stats_json_peer(struct fs_ctx *fs, struct strbuf *sb)
 {
-	stats_json(fs, sb, false);
+	stats_json(fs, sb, false, false);
 }
 
 static void metric(struct strbuf *sb, const char *name, const char *type, const char *help,

@@ -257,6 +257,13 @@ void remote_client_get_stats(const struct remote_client *c, struct remote_client
 struct json_t;
 struct json_t *remote_stats_json_value(const struct remote_client *c,
 				       const struct remote_server *s);
+/* The same, for a document that must stay small (the stats xattr, at most
+ * 64 KiB, whatever the cluster's size and its host names): "nodes" lists
+ * only the nodes not up, at most listed_max of them, each with its "index"
+ * in --peers, and "nodes_listed": "not_up" says so. Both forms carry
+ * "node_count" and "nodes_up". */
+struct json_t *remote_stats_json_summary(const struct remote_client *c,
+					 const struct remote_server *s, unsigned listed_max);
 
 /* The same object appended to out as text. */
 void remote_stats_json(const struct remote_client *c, const struct remote_server *s,

@@ -7,22 +7,35 @@
 #include "remote/remote.h"
 
 #include <inttypes.h>
+#include <limits.h>
 #include <jansson.h>
 #include <string.h>
 
 #include "common/strbuf.h"
 #include "common/utf8.h"
 
-/* The "nodes" array: [{"url": "...", "up": true}, ...]; [] for a NULL c. */
-static json_t *peers_json_value(const struct remote_client *c)
+/* The "nodes" array: [{"url": "...", "up": true}, ...]; [] for a NULL c.
+ * With listed_max < UINT_MAX, only nodes not up, at most listed_max of
+ * them, each with its "index" in --peers. */
+static json_t *peers_json_value(const struct remote_client *c, unsigned listed_max)
 {
 	json_t *arr = json_array();
+	unsigned listed = 0;
 
 	for (unsigned k = 0; arr && c && remote_node_url(c, k); k++) {
+		bool up = remote_node_up(c, k);
+
+		if (listed_max < UINT_MAX && (up || listed++ == listed_max)) {
+			if (!up)
+				break;
+			continue;
+		}
 		json_t *node = json_object();
 		if (!node || json_array_append_new(arr, node) < 0 ||
 		    json_object_set_new(node, "url", utf8_json_string(remote_node_url(c, k))) < 0 ||
-		    json_object_set_new(node, "up", json_boolean(remote_node_up(c, k))) < 0) {
+		    json_object_set_new(node, "up", json_boolean(up)) < 0 ||
+		    (listed_max < UINT_MAX &&
+		     json_object_set_new(node, "index", json_integer(k)) < 0)) {
 			json_decref(arr);
 			return NULL;
 		}
@@ -32,6 +45,13 @@ static json_t *peers_json_value(const struct remote_client *c)
 
 json_t *remote_stats_json_value(const struct remote_client *c, const struct remote_server *s)
 {
+	return remote_stats_json_summary(c, s, UINT_MAX);
+}
+
+json_t *remote_stats_json_summary(const struct remote_client *c, const struct remote_server *s,
+				  unsigned listed_max)
+{
+	unsigned count = 0, up = 0;
 	struct remote_client_stats cs;
 	struct remote_server_stats ss;
 	json_t *obj;
@@ -45,7 +65,13 @@ json_t *remote_stats_json_value(const struct remote_client *c, const struct remo
 			"served", (json_int_t)ss.served, "served_bytes", (json_int_t)ss.served_bytes,
 			"rejected", (json_int_t)ss.rejected, "dropped", (json_int_t)ss.dropped,
 			"recycled", (json_int_t)ss.recycled);
-	if (obj && json_object_set_new(obj, "nodes", peers_json_value(c)) < 0) {
+	for (; c && remote_node_url(c, count); count++)
+		up += remote_node_up(c, count);
+	if (obj && (json_object_set_new(obj, "node_count", json_integer(count)) < 0 ||
+		    json_object_set_new(obj, "nodes_up", json_integer(up)) < 0 ||
+		    json_object_set_new(obj, "nodes", peers_json_value(c, listed_max)) < 0 ||
+		    (listed_max < UINT_MAX &&
+		     json_object_set_new(obj, "nodes_listed", json_string("not_up")) < 0))) {
 		json_decref(obj);
 		obj = NULL;
 	}

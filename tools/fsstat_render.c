@@ -253,21 +253,32 @@ static void render_peers(FILE *out, const json_t *s)
 		fprintf(out, LABEL "nodes -\n", "");
 		return;
 	}
-	if (json_array_size(nodes) == 0) {
+	/* A large cluster: a count, then only the nodes that are not up. A
+	 * daemon whose document would not fit the xattr lists only those
+	 * ("nodes_listed": "not_up", each with its "index"). */
+	size_t count = json_array_size(nodes), nup = 0, listed = 0;
+	size_t entries = count, index;
+	bool summary = count > FSSTAT_NODES_LISTED;
+	const json_t *only = fsstat_field(s, "peers.nodes_listed");
+	struct counter total = get_counter(s, "peers.node_count"), ups = get_counter(s, "peers.nodes_up");
+
+	if (count == 0 && (!total.ok || total.v == 0)) {
 		fprintf(out, LABEL "single node (no peers)\n", "");
 		return;
 	}
-	/* A large cluster: a count, then only the nodes that are not up. */
-	size_t count = json_array_size(nodes), nup = 0, listed = 0;
-	bool summary = count > FSSTAT_NODES_LISTED;
-
-	if (summary) {
+	if (json_is_string(only) && !strcmp(json_string_value(only), "not_up") && total.ok && ups.ok) {
+		count = (size_t)total.v;
+		nup = (size_t)ups.v;
+		summary = true;
+	} else if (summary) {
 		for (size_t i = 0; i < count; i++)
 			nup += json_is_true(json_object_get(json_array_get(nodes, i), "up"));
-		fprintf(out, LABEL "nodes %zu  up %zu  not up %zu\n", "", count, nup, count - nup);
 	}
-	for (size_t i = 0; i < count; i++) {
+	if (summary)
+		fprintf(out, LABEL "nodes %zu  up %zu  not up %zu\n", "", count, nup, count - nup);
+	for (size_t i = 0; i < entries; i++) {
 		const json_t *n = json_array_get(nodes, i);
+		const json_t *ix = json_is_object(n) ? json_object_get(n, "index") : NULL;
 		const json_t *up = json_is_object(n) ? json_object_get(n, "up") : NULL;
 		const char *url = json_is_object(n) ? json_string_value(json_object_get(n, "url")) : NULL;
 		const char *state = json_is_boolean(up) ? (json_is_true(up) ? "up" : "DOWN") : "-";
@@ -280,7 +291,10 @@ static void render_peers(FILE *out, const json_t *s)
 			break;
 		}
 		listed++;
-		fprintf(out, LABEL "node %zu  %-4s  %s\n", "", i, state,
+		index = json_is_number(ix) && json_number_value(ix) >= 0 && json_number_value(ix) < 1e9
+				? (size_t)json_number_value(ix)
+				: i;
+		fprintf(out, LABEL "node %zu  %-4s  %s\n", "", index, state,
 			shown(url, shown_url, sizeof(shown_url)));
 	}
 }
@@ -356,7 +370,8 @@ static void render_passes(FILE *out, const json_t *s, const struct fsstat_passes
 	struct counter rd = dataset_read(s), src = get_counter(s, "source.bytes");
 	struct counter cap = get_counter(s, "cache.capacity_bytes");
 	const json_t *nodes = fsstat_field(s, "peers.nodes");
-	bool single = !json_is_array(nodes) || json_array_size(nodes) == 0;
+	struct counter nnodes = get_counter(s, "peers.node_count");
+	bool single = nnodes.ok ? nnodes.v == 0 : !json_is_array(nodes) || json_array_size(nodes) == 0;
 	struct counter optimum = { false, 0 };
 	char a[32], b[32], c[32], d[32];
 	size_t first;

@@ -11,8 +11,14 @@ each, against the MinIO optimum (D for the first pass, D minus the cache
 after it); plain fsstat must report 2.00 passes and the dataset's size.
 Expected texts use fsstat's size format (common/size.c) on numbers this
 test computed, never numbers copied from fsstat.
+
+A node of a 1,024-node cluster with real-length host names: its stats
+xattr (the kernel caps a value at 64 KiB) still reads, lists only the
+nodes not up with node_count/nodes_up, fsstat shows the cluster, and the
+peer port's GET /v1/stats keeps every node.
 """
 
+import json
 import os
 import random
 import signal
@@ -194,10 +200,39 @@ def test_prepared_passes(c):
 				r.stdout + r.stderr)
 
 
+def test_large_cluster(c):
+	port = ct.free_port()
+	urls = [f'http://127.0.0.1:{port}'] + [
+		f'http://gpu-node-{k:04d}.rack-{k % 64:02d}.training-cluster.example.internal:7070'
+		for k in range(1, 1024)]
+	with ct.Mount(opts=['--cache-size=8M', '--peers=' + ','.join(urls), '--node=0'],
+		      populate=populate) as m:
+		try:
+			raw = os.getxattr(m.mnt, ct.STATS_XATTR)
+		except OSError as e:
+			c.check('1,024 nodes: the stats xattr reads', False, str(e))
+			return
+		c.le('  within the kernel\'s 64 KiB', len(raw), 65536)
+		peers = json.loads(raw)['peers']
+		c.eq('  node_count, nodes_up', (peers.get('node_count'), peers.get('nodes_up')),
+		     (1024, 1024))
+		c.eq('  only the nodes not up are listed', (peers.get('nodes_listed'), peers['nodes']),
+		     ('not_up', []))
+		p = subprocess.run([ct.fsstat_bin(), m.mnt], capture_output=True, text=True,
+				   timeout=30)
+		c.check('  fsstat shows the cluster', p.returncode == 0 and
+			'nodes 1024  up 1024  not up 0' in p.stdout, p.stdout + p.stderr)
+		status, _, body = ct.http_request(port, '/v1/stats')
+		full = json.loads(body)['peers'] if status == 200 else {}
+		c.eq('  GET /v1/stats lists all 1,024 nodes', [n['url'] for n in full.get('nodes', [])],
+		     urls)
+
+
 def main():
 	c = ct.Checker('test_fsstat', timeout=110)
 	c.group(test_passes, c)
 	c.group(test_prepared_passes, c)
+	c.group(test_large_cluster, c)
 	c.finish()
 
 

@@ -360,6 +360,27 @@ START_TEST(render_large_cluster_summarized)
 	assert_contains(out, "node 15  DOWN  p");
 	assert_lacks(out, "not up");
 	free(out);
+
+	/* A daemon whose xattr lists only the nodes not up: the counts come
+	 * from node_count/nodes_up, the numbers from each node's index, and
+	 * an empty list is still a cluster */
+	out = render_text("{\"peers\": {\"node_count\": 1024, \"nodes_up\": 1022, "
+			  "\"nodes_listed\": \"not_up\", \"nodes\": ["
+			  "{\"url\": \"http://x7:1\", \"up\": false, \"index\": 7}, "
+			  "{\"url\": \"http://x900:1\", \"up\": false, \"index\": 900}]},"
+			  " \"cache\": {\"capacity_bytes\": 10}, \"dataset_bytes\": 100,"
+			  " \"fuse\": {\"read_bytes\": 50}, \"source\": {\"bytes\": 50}}",
+			  NULL);
+	assert_contains(out, "nodes 1024  up 1022  not up 2");
+	assert_contains(out, "node 7  DOWN  http://x7:1");
+	assert_contains(out, "node 900  DOWN  http://x900:1");
+	assert_contains(out, "optimum per pass -"); /* not a single node's to say */
+	free(out);
+	out = render_text("{\"peers\": {\"node_count\": 1024, \"nodes_up\": 1024, "
+			  "\"nodes_listed\": \"not_up\", \"nodes\": []}}", NULL);
+	assert_contains(out, "nodes 1024  up 1024  not up 0");
+	assert_lacks(out, "single node");
+	free(out);
 }
 END_TEST
 
