@@ -35,6 +35,8 @@ static const struct fuse_opt fs_opt_spec[] = {
 	OPT2("--node=%s", "node=%s", node),
 	OPT2("--listen=%s", "listen=%s", listen),
 	OPT2("--secret-file=%s", "secret_file=%s", secret_file),
+	{"--accept-bearer", offsetof(struct fs_options, accept_bearer), 1},
+	{"accept_bearer", offsetof(struct fs_options, accept_bearer), 1},
 	{"--prepared", offsetof(struct fs_options, prepared), 1},
 	{"prepared", offsetof(struct fs_options, prepared), 1},
 	OPT2("--prepared-name=%s", "prepared_name=%s", prepared_name),
@@ -85,7 +87,9 @@ static const char fs_options_usage[] =
 	"  --peers=URL,URL,...      every node's peer address, same order everywhere\n"
 	"  --node=K                 this node's index in --peers\n"
 	"  --listen=HOST:PORT       peer server address (from --peers[K])\n"
-	"  --secret-file=FILE       shared secret for peer requests\n"
+	"  --secret-file=FILE       shared secret: peer requests are signed with it\n"
+	"  --accept-bearer          also take requests carrying the secret itself\n"
+	"                           (coordfs 0.1 peers; for one release)\n"
 	"  --prepared               enable the prepared view\n"
 	"  --prepared-name=NAME     its directory name (prepared)\n"
 	"  --prep-threads=N         decode threads (cores)\n"
@@ -375,6 +379,8 @@ static int parse_sizes(struct fs_options *o)
 		return -fs_fail("--node needs --peers");
 	if (!o->peers && o->secret_file)
 		return -fs_fail("--secret-file needs --peers (it authenticates peer requests)");
+	if (!o->secret_file && o->accept_bearer)
+		return -fs_fail("--accept-bearer needs --secret-file (the secret it accepts)");
 	if (!o->peers && o->listen)
 		return -fs_fail("--listen needs --peers");
 	if (o->s3_addressing && strcmp(o->s3_addressing, "path") && strcmp(o->s3_addressing, "virtual"))

@@ -48,6 +48,7 @@ struct fs_options {
 	/* -o allow_other / allow_root: who besides the mounting user may use
 	 * the mount (the prepared view's own mount gets the same) */
 	bool allow_other;
+	bool accept_bearer; /* --accept-bearer: the peer server also takes "Bearer SECRET" */
 	bool allow_root;
 	bool show_help;
 	bool show_version;

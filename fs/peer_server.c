@@ -195,6 +195,11 @@ int fs_peer_start(struct fs_ctx *fs)
 		log_err("peer server: %s", err);
 		return -EIO;
 	}
+	if (fs->opt.accept_bearer) {
+		remote_server_accept_bearer(fs->server, true);
+		log_warn("peer server: --accept-bearer takes requests that carry the secret itself "
+			 "(coordfs 0.1's protocol); drop it once every node signs its requests");
+	}
 	log_msg(LOG_NOTICE, "node %u of %u, peer server up", fs->node,
 		remote_peers_count(fs->peers));
 	return 0;

@@ -31,10 +31,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/random.h>
 #include <time.h>
 
 #include "common/log.h"
 #include "common/strbuf.h"
+#include "remote/auth.h"
 #include "remote/http.h"
 
 #define DEFAULT_CONNECT_TIMEOUT_MS 500
@@ -53,8 +55,10 @@ struct remote_client {
 	const struct remote_peers *peers;
 	unsigned count;
 	struct remote_client_config cfg;
-	char *auth_header; /* "Authorization: Bearer ...", NULL without a secret */
-	size_t auth_len;
+	char *secret; /* signs each request (remote/auth.h); NULL without one */
+	size_t secret_len;
+	uint64_t auth_id;		 /* this client's random name in its signatures */
+	_Atomic uint64_t auth_counter; /* its requests, numbered */
 	struct remote_http *pool; /* cfg.pool, or own_pool */
 	struct remote_http *own_pool;
 	_Atomic uint64_t fetches;
@@ -140,6 +144,13 @@ static CURL *handle_get(struct remote_client *c, int *rc)
 	return e;
 }
 
+static void wipe_free(char *s, size_t len)
+{
+	if (s)
+		explicit_bzero(s, len);
+	free(s);
+}
+
 int remote_client_create(const struct remote_peers *peers, const char *secret,
 			 const struct remote_client_config *cfg, struct remote_client **out)
 {
@@ -169,15 +180,11 @@ int remote_client_create(const struct remote_peers *peers, const char *secret,
 	if (c->cfg.backoff_max_ms < c->cfg.backoff_min_ms)
 		c->cfg.backoff_max_ms = c->cfg.backoff_min_ms;
 	if (secret) {
-		struct strbuf sb;
-
-		strbuf_init(&sb);
-		strbuf_printf(&sb, "Authorization: Bearer %s", secret);
-		if (!sb.failed)
-			c->auth_header = strdup(sb.buf);
-		c->auth_len = sb.len;
-		strbuf_fini_wipe(&sb);
-		if (!c->auth_header) {
+		c->secret_len = strlen(secret);
+		c->secret = strdup(secret);
+		if (!c->secret || getrandom(&c->auth_id, sizeof(c->auth_id), 0) !=
+					  (ssize_t)sizeof(c->auth_id)) {
+			wipe_free(c->secret, c->secret_len);
 			free(c);
 			return -ENOMEM;
 		}
@@ -186,9 +193,7 @@ int remote_client_create(const struct remote_peers *peers, const char *secret,
 	if (!c->pool) {
 		int rc = remote_http_create(c->cfg.max_handles, &c->own_pool);
 		if (rc < 0) {
-			if (c->auth_header)
-				explicit_bzero(c->auth_header, c->auth_len);
-			free(c->auth_header);
+			wipe_free(c->secret, c->secret_len);
 			free(c);
 			return rc;
 		}
@@ -207,9 +212,7 @@ void remote_client_destroy(struct remote_client *c)
 	remote_http_destroy(c->own_pool);
 	for (unsigned k = 0; k < c->count; k++)
 		pthread_mutex_destroy(&c->node[k].lock);
-	if (c->auth_header)
-		explicit_bzero(c->auth_header, c->auth_len);
-	free(c->auth_header);
+	wipe_free(c->secret, c->secret_len);
 	free(c);
 }
 
@@ -505,18 +508,31 @@ ssize_t remote_fetch_verified(struct remote_client *c, unsigned node, const char
 	strbuf_init(&url);
 	strbuf_init(&im);
 	strbuf_puts(&url, remote_peers_url(c->peers, node));
+	size_t target = url.len;
 	strbuf_puts(&url, "/v1/files/");
 	remote__pct_encode(&url, relpath);
-	if (c->auth_header)
-		headers = curl_slist_append(headers, c->auth_header);
+	snprintf(range, sizeof(range), "%" PRIu64 "-%" PRIu64, off, off + len - 1);
+	bool signed_ok = !c->secret;
+	if (c->secret && !url.failed) {
+		char hdr[sizeof("Authorization: ") + REMOTE_AUTH_HEADER_MAX], rv[64];
+		struct timespec now;
+
+		clock_gettime(CLOCK_REALTIME, &now);
+		snprintf(rv, sizeof(rv), "bytes=%s", range);
+		strcpy(hdr, "Authorization: ");
+		signed_ok = remote_auth_sign(c->secret, c->secret_len, "GET", url.buf + target, rv,
+					     now.tv_sec, c->auth_id,
+					     atomic_fetch_add(&c->auth_counter, 1),
+					     hdr + strlen(hdr), REMOTE_AUTH_HEADER_MAX) == 0 &&
+			    (headers = curl_slist_append(headers, hdr)) != NULL;
+	}
 	if (exp && exp->etag) {
 		strbuf_puts(&im, "If-Match: ");
 		strbuf_puts(&im, exp->etag);
-		if (!im.failed && (!c->auth_header || headers))
+		if (!im.failed && signed_ok)
 			headers = curl_slist_append(headers, im.buf);
 	}
-	if (url.failed || im.failed || (c->auth_header && !headers) ||
-	    (exp && exp->etag && !headers)) {
+	if (url.failed || im.failed || !signed_ok || (exp && exp->etag && !headers)) {
 		strbuf_fini(&url);
 		strbuf_fini(&im);
 		curl_slist_free_all(headers);
@@ -525,7 +541,6 @@ ssize_t remote_fetch_verified(struct remote_client *c, unsigned node, const char
 			atomic_store_explicit(&c->node[node].probing, false, memory_order_release);
 		return -ENOMEM;
 	}
-	snprintf(range, sizeof(range), "%" PRIu64 "-%" PRIu64, off, off + len - 1);
 	x.easy = h;
 	x.buf = buf;
 	x.len = len;

@@ -166,6 +166,11 @@ int remote_listen_port(int fd, unsigned *port);
 struct remote_server *remote_server_start(int listen_fd, const char *secret,
 					  const struct remote_server_ops *ops, void *arg, char *err,
 					  size_t errlen);
+/* Also take "Authorization: Bearer SECRET" (the protocol of coordfs 0.1,
+ * which sent the secret itself in every request), besides signed requests;
+ * off by default (--accept-bearer). For one release, for clusters that
+ * mix versions. */
+void remote_server_accept_bearer(struct remote_server *s, bool on);
 /* Stop: closes the socket, waits for the connection threads. NULL ok. */
 void remote_server_stop(struct remote_server *s);
 void remote_server_get_stats(const struct remote_server *s, struct remote_server_stats *out);

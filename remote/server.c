@@ -53,6 +53,7 @@
 #include "common/deadline.h"
 #include "common/log.h"
 #include "common/strbuf.h"
+#include "remote/auth.h"
 
 #define FILES_PREFIX "/v1/files/"
 #define AUTH_SCHEME "bearer"
@@ -81,6 +82,8 @@ struct remote_server {
 	void *arg;
 	char *secret; /* NULL without a secret */
 	size_t secret_len;
+	struct remote_replay *replay; /* (client, counter) pairs already served */
+	_Atomic bool accept_bearer;   /* also "Bearer SECRET" (remote_server_accept_bearer) */
 	/* connections: unauthenticated, oldest first; authenticated and idle,
 	 * least recently used first; live = all of them open (conn_lock) */
 	pthread_mutex_t conn_lock;
@@ -243,7 +246,7 @@ static enum MHD_Result queue_text(struct remote_server *s, struct MHD_Connection
 	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain");
 	if (status == MHD_HTTP_UNAUTHORIZED)
 		MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
-					"Bearer realm=\"coordfs\"");
+					REMOTE_AUTH_SCHEME " realm=\"coordfs\"");
 	if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
 		MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET");
 	if (status == MHD_HTTP_SERVICE_UNAVAILABLE) {
@@ -500,17 +503,13 @@ static enum MHD_Result serve_file(struct remote_server *s, struct MHD_Connection
  * spaces after it. Constant time in the secret's length: the credentials
  * are copied into a buffer of exactly that length, then compared with
  * hash_ct_compare; a length mismatch is folded in without an early exit. */
-static bool auth_ok(const struct remote_server *s, struct MHD_Connection *conn)
+static bool bearer_ok(const struct remote_server *s, const char *h)
 {
 	unsigned char got[REMOTE_MAX_SECRET];
 	const size_t sl = sizeof(AUTH_SCHEME) - 1;
-	const char *h;
 	size_t n;
 	int diff;
 
-	if (!s->secret)
-		return true;
-	h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
 	if (!h || strncasecmp(h, AUTH_SCHEME, sl) != 0 || h[sl] != ' ')
 		return false;
 	h += sl;
@@ -521,7 +520,35 @@ static bool auth_ok(const struct remote_server *s, struct MHD_Connection *conn)
 	memcpy(got, h, n < s->secret_len ? n : s->secret_len);
 	diff = hash_ct_compare(got, s->secret, s->secret_len);
 	diff |= (n != s->secret_len);
+	explicit_bzero(got, s->secret_len);
 	return diff == 0;
+}
+
+/* A signed request (remote/auth.h) over method, target and Range, within
+ * the clock window and never seen before; "Bearer SECRET" only where
+ * remote_server_accept_bearer allowed it. */
+static bool auth_ok(struct remote_server *s, struct MHD_Connection *conn, const char *method,
+		    const char *url)
+{
+	const char *h;
+	struct timespec now;
+	int rc;
+
+	if (!s->secret)
+		return true;
+	h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+	if (atomic_load_explicit(&s->accept_bearer, memory_order_relaxed) && bearer_ok(s, h))
+		return true;
+	clock_gettime(CLOCK_REALTIME, &now);
+	rc = remote_auth_verify(s->secret, s->secret_len, h, method, url,
+				MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+							    MHD_HTTP_HEADER_RANGE),
+				now.tv_sec, s->replay);
+	if (rc == -ETIME || rc == -EALREADY)
+		log_info("peer server: refused a signed request for %.200s: %s", url,
+			 rc == -ETIME ? "its time is outside the window (clocks apart?)"
+				      : "a replay");
+	return rc == 0;
 }
 
 /* ---- connection slots -------------------------------------------------------- */
@@ -616,8 +643,19 @@ static void conn_event(struct remote_server *s, struct MHD_Connection *mc, enum 
 	pthread_mutex_lock(&s->conn_lock);
 	switch (ev) {
 	case CONN_AUTHED: /* off the unauthenticated list for good */
+		if (c->authed)
+			break;
 		c->authed = true;
 		unlist(s, c);
+		/* Room for the next ones: the least recently used idle
+		 * connections, and only for a newcomer that authenticated, so
+		 * that no stranger can push a peer out (those already closing
+		 * count as gone: a burst of newcomers closes one each). */
+		while (s->live - s->recycling > atomic_load(&s->idle_limit) && s->idle.head) {
+			s->idle.head->recycling = true;
+			s->recycling++;
+			drop_counted(s, s->idle.head, &s->recycled);
+		}
 		break;
 	case CONN_BUSY: /* off the idle list while it is served */
 		if (c->list == LIST_IDLE)
@@ -678,7 +716,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		*upload_data_size = 0;
 		return queue_text(s, conn, MHD_HTTP_BAD_REQUEST, "unexpected request body\n");
 	}
-	if (!auth_ok(s, conn))
+	if (!auth_ok(s, conn, method, url))
 		return queue_text(s, conn, MHD_HTTP_UNAUTHORIZED, "unauthorized\n");
 	conn_event(s, conn, CONN_AUTHED);
 	if (strcmp(method, MHD_HTTP_METHOD_GET) != 0)
@@ -763,14 +801,6 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
 	 * request at once and is unlisted long before it becomes the oldest. */
 	while (s->unauth.count > REMOTE_SERVER_MAX_UNAUTH)
 		drop(s, s->unauth.head);
-	/* Room for the next ones: the least recently used idle connections
-	 * (those already closing count as gone, so a burst of newcomers closes
-	 * one each, not all of them). */
-	while (s->live - s->recycling > atomic_load(&s->idle_limit) && s->idle.head) {
-		s->idle.head->recycling = true;
-		s->recycling++;
-		drop_counted(s, s->idle.head, &s->recycled);
-	}
 	pthread_mutex_unlock(&s->conn_lock);
 	*socket_context = c;
 }
@@ -831,7 +861,8 @@ struct remote_server *remote_server_start(int listen_fd, const char *secret,
 	if (secret) {
 		s->secret_len = strlen(secret);
 		s->secret = strdup(secret);
-		if (!s->secret)
+		s->replay = remote_replay_create();
+		if (!s->secret || !s->replay)
 			goto nomem;
 	}
 	/* MHD gets its own descriptor, so that whatever it does with it on
@@ -875,6 +906,7 @@ fail:
 		explicit_bzero(s->secret, s->secret_len);
 	if (s) {
 		free(s->secret);
+		remote_replay_destroy(s->replay);
 		pthread_mutex_destroy(&s->conn_lock);
 		pthread_cond_destroy(&s->reaper_wake);
 	}
@@ -898,9 +930,16 @@ void remote_server_stop(struct remote_server *s)
 	if (s->secret)
 		explicit_bzero(s->secret, s->secret_len);
 	free(s->secret);
+	remote_replay_destroy(s->replay);
 	pthread_mutex_destroy(&s->conn_lock);
 	pthread_cond_destroy(&s->reaper_wake);
 	free(s);
+}
+
+void remote_server_accept_bearer(struct remote_server *s, bool on)
+{
+	if (s)
+		atomic_store_explicit(&s->accept_bearer, on, memory_order_relaxed);
 }
 
 void remote_server_get_stats(const struct remote_server *s, struct remote_server_stats *out)

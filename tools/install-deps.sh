@@ -8,7 +8,7 @@ pkgs=(
 	build-essential meson ninja-build pkg-config
 	fuse3 libfuse3-dev
 	libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev libwebp-dev libtiff-dev
-	libcurl4-openssl-dev libmicrohttpd-dev
+	libcurl4-openssl-dev libssl-dev libmicrohttpd-dev
 	libjansson-dev libmount-dev libexpat1-dev
 	check valgrind clang groff-base man-db universal-ctags
 	python3-torch python3-torchvision python3-pil python3-numpy python3-matplotlib

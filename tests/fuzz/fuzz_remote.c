@@ -21,9 +21,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 #include "common/strbuf.h"
+#include "remote/auth.h"
 #include "remote/remote.h"
 #include "remote/remote_int.h"
 
@@ -312,6 +314,30 @@ static void fuzz_peers(const char *in, size_t in_len)
 	remote_peers_destroy(p);
 }
 
+/* An Authorization value from the network: never accepted unless it is a
+ * signature of the request by the secret (then once only), never a crash. */
+static void fuzz_auth(const char *in)
+{
+	static struct remote_replay *replay;
+	char good[REMOTE_AUTH_HEADER_MAX];
+	const int64_t now = 1700000000;
+
+	if (!replay)
+		replay = remote_replay_create(); /* kept across inputs, as a server's */
+	CHECK(replay);
+	int rc = remote_auth_verify("s3cret", 6, in, "GET", "/v1/files/a", NULL, now, replay);
+	CHECK(rc == 0 || rc == -EACCES || rc == -ETIME || rc == -EALREADY);
+	if (rc == 0) {
+		CHECK(remote_auth_sign("s3cret", 6, "GET", "/v1/files/a", NULL, 0, 0, 0, good,
+				       sizeof(good)) == 0);
+		CHECK(strncasecmp(in, REMOTE_AUTH_SCHEME, strlen(REMOTE_AUTH_SCHEME)) == 0);
+		CHECK(remote_auth_verify("s3cret", 6, in, "GET", "/v1/files/a", NULL, now,
+					 replay) == -EALREADY);
+	}
+	CHECK(remote_auth_verify("s3cret", 6, in, "GET", "/v1/files/b", NULL, now, NULL) != 0 ||
+	      rc != 0);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	size_t n = size > FUZZ_MAX_INPUT ? FUZZ_MAX_INPUT : size;
@@ -330,6 +356,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fuzz_path(in);
 	fuzz_range(in, derived);
 	fuzz_peers(in, n);
+	fuzz_auth(in);
 	cur_input = NULL;
 	free(in);
 	return 0;

@@ -875,13 +875,41 @@ class Cluster(TempDirs):
 			_active_mounts.difference_update(self.mnts)
 
 
+_SIGN_ID = int.from_bytes(os.urandom(8), 'little')
+_SIGN_COUNTER = iter(range(1, 1 << 62))
+
+
+def peer_signature(secret, method, target, range_value=None, t=None, client_id=None, n=None):
+	"""The Authorization value of a signed peer request (coordfs(1),
+	SECURITY): HMAC-SHA256 over method, target, Range, time, client id and
+	counter, written here from the man page, independently of the C signer."""
+	import hmac
+	t = int(time.time()) if t is None else t
+	client_id = _SIGN_ID if client_id is None else client_id
+	n = next(_SIGN_COUNTER) if n is None else n
+	msg = (f'coordfs-peer-v1\n{method}\n{target}\n{range_value or ""}\n{t}\n'
+	       f'{client_id:016x}\n{n}')
+	sig = hmac.new(secret.encode(), msg.encode(), hashlib.sha256).hexdigest()
+	return f'Coordfs-HMAC-SHA256 t={t},id={client_id:016x},n={n},sig={sig}'
+
+
+def signed(secret):
+	"""headers for http_request: sign the request with secret."""
+	return {'_sign': secret}
+
+
 def http_request(port, path, headers=None, method='GET', timeout=10,
 		 conn=None):
 	"""One raw HTTP/1.1 request to 127.0.0.1:port; path is sent exactly
 	as given (not normalized, not re-encoded). Returns (status,
 	{lower-case header: value}, body). conn: an http.client connection
-	to reuse (keep-alive)."""
+	to reuse (keep-alive). headers with '_sign': SECRET (signed()) get a
+	signed Authorization for this method, path and Range."""
 	import http.client
+	headers = dict(headers or {})
+	if '_sign' in headers:
+		headers['Authorization'] = peer_signature(
+			headers.pop('_sign'), method, path.split('?')[0], headers.get('Range'))
 	own = conn is None
 	if own:
 		conn = http.client.HTTPConnection('127.0.0.1', port,
@@ -1065,4 +1093,4 @@ class TestUser:
 		return json.loads(proc.stdout)
 
 
-__all__ += ['PROBE', 'TestUser']
+__all__ += ['PROBE', 'TestUser', 'peer_signature', 'signed']

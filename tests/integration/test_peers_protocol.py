@@ -2,8 +2,10 @@
 """Integration test of the peer protocol (coordfs(1), PEERS) on a real daemon.
 
 A node started with --secret-file (mode 600) is probed with raw HTTP
-requests (http.client sends the path exactly as written): Bearer
-authentication, path traversal in every spelling we know (a canary file
+requests (http.client sends the path exactly as written): signed
+requests (a signature serves once, for its path and range, within the
+clock window; "Bearer SECRET" only with --accept-bearer), path traversal
+in every spelling we know (a canary file
 next to SOURCE must never come back, nor /etc/passwd), 404 for unknown
 files and directories, Range slices with 206/416 and Content-Range,
 keep-alive, /metrics as Prometheus text, /v1/stats as the statistics JSON (coordfs(1), STATISTICS).
@@ -62,7 +64,7 @@ def write_secret(path, text, mode):
 
 
 def auth(secret=SECRET):
-	return {'Authorization': 'Bearer ' + secret}
+	return ct.signed(secret)
 
 
 def check_stats_json(c, label, st):
@@ -221,19 +223,40 @@ def test_server(c):
 		]:
 			st, _, body = get('/v1/files/a.bin', hdr)
 			c.eq(f'{label}: 401', st, 401)
-		# RFC 9110: the scheme is case-insensitive, the secret is not
+		# the secret itself is no longer a credential (signed requests
+		# only, unless --accept-bearer)
 		for label, hdr in [
+			('"Bearer SECRET"', {'Authorization': 'Bearer ' + SECRET}),
 			('lower-case "bearer"', {'Authorization': 'bearer ' + SECRET}),
-			('upper-case "BEARER", two spaces',
-			 {'Authorization': 'BEARER  ' + SECRET}),
-			('lower-case header name', {'authorization': 'Bearer ' + SECRET}),
 		]:
 			st, _, body = get('/v1/files/a.bin', hdr)
-			c.check(f'{label}: 200 and the bytes',
-				st == 200 and body == files['a.bin'], f'status {st}')
-		st, _, _ = get('/v1/files/a.bin',
-			       {'Authorization': 'bearer ' + SECRET.swapcase()})
-		c.eq('lower-case scheme, secret in the other case: 401', st, 401)
+			c.eq(f'{label} without --accept-bearer: 401', st, 401)
+		# signed: RFC 9110's case-insensitive scheme; each signature once,
+		# for its own path and range, within the clock window
+		sig = ct.peer_signature(SECRET, 'GET', '/v1/files/a.bin')
+		for label, hdr in [
+			('signed', {'Authorization': sig}),
+			('the same signature again (a replay)', {'Authorization': sig}),
+			('lower-case scheme, lower-case header name',
+			 {'authorization': ct.peer_signature(SECRET, 'GET', '/v1/files/a.bin')
+			  .replace('Coordfs-HMAC-SHA256', 'coordfs-hmac-sha256')}),
+			('signed for another path',
+			 {'Authorization': ct.peer_signature(SECRET, 'GET', '/v1/files/b.bin')}),
+			('signed for another range', {
+				'Authorization': ct.peer_signature(SECRET, 'GET', '/v1/files/a.bin',
+								   'bytes=0-9'),
+				'Range': 'bytes=0-99'}),
+			('signed 40 s ago', {'Authorization': ct.peer_signature(
+				SECRET, 'GET', '/v1/files/a.bin', t=int(time.time()) - 40)}),
+			('signed 40 s ahead', {'Authorization': ct.peer_signature(
+				SECRET, 'GET', '/v1/files/a.bin', t=int(time.time()) + 40)}),
+		]:
+			st, _, body = get('/v1/files/a.bin', hdr)
+			want = 200 if label in ('signed', 'lower-case scheme, lower-case '
+						'header name') else 401
+			c.check(f'{label}: {want}', st == want and (want != 200 or body ==
+									 files['a.bin']),
+				f'status {st}')
 		st, _, _ = get('/v1/files/no/such/file', auth('wrong'))
 		c.eq('unknown file with wrong token: 401 (no existence leak)',
 		     st, 401)
@@ -457,6 +480,25 @@ def test_command_line(c):
 		st, _, _ = ct.http_request(cl.ports[0], '/v1/files/x.bin')
 		c.eq('... and still demands it', st, 401)
 
+	# --accept-bearer: coordfs 0.1's "Bearer SECRET" too, with a warning
+	with ct.Cluster(1, populate=lambda s: ct.write_file(
+			os.path.join(s, 'x.bin'), b'y' * 10)) as cl:
+		secret_file = os.path.join(cl.root, 'secret')
+		write_secret(secret_file, SECRET, 0o600)
+		cl.mount(0, [f'--secret-file={secret_file}', '--accept-bearer',
+			     '--cache-size=1M', f'--log-file={cl.root}/log'])
+		st, _, body = ct.http_request(cl.ports[0], '/v1/files/x.bin',
+					      {'Authorization': 'Bearer ' + SECRET})
+		c.check('--accept-bearer: "Bearer SECRET" -> 200', st == 200 and body == b'y' * 10,
+			f'status {st}')
+		st, _, _ = ct.http_request(cl.ports[0], '/v1/files/x.bin',
+					   {'Authorization': 'Bearer x' + SECRET})
+		c.eq('--accept-bearer: a wrong bearer -> 401', st, 401)
+		st, _, _ = ct.http_request(cl.ports[0], '/v1/files/x.bin', auth())
+		c.eq('--accept-bearer: signed requests still -> 200', st, 200)
+		log = open(f'{cl.root}/log').read()
+		c.check('--accept-bearer: the daemon warns once', log.count('--accept-bearer') == 1, log)
+
 	# -o form (fstab): the list's commas escaped as libfuse wants them
 	with ct.Cluster(2, populate=lambda s: ct.write_file(
 			os.path.join(s, 'x.bin'), b'x' * 10)) as cl:
@@ -519,6 +561,8 @@ def test_command_line(c):
 					       f'--secret-file={empty}']),
 			('bad --listen', [f'--peers={good}', '--node=0',
 					  '--listen=nonsense']),
+			('--accept-bearer without --secret-file',
+			 [f'--peers={good}', '--node=0', '--accept-bearer']),
 			('-o peers with unescaped commas',
 			 ['-o', f'peers={good},node=0']),
 		]

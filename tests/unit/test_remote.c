@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "common/strbuf.h"
+#include "remote/auth.h"
 #include "remote/remote.h"
 #include "remote/remote_int.h"
 #include "tests/unit/check_run.h"
@@ -827,17 +828,104 @@ START_TEST(raw_ranges_and_statuses)
 }
 END_TEST
 
+/* "Authorization: <signed value>\r\n" (plus "Range: <range>\r\n" when range
+ * is given) for a GET of target, signed with secret at now + dt seconds as
+ * client id, request n. */
+static const char *signed_get(const char *secret, const char *target, const char *range,
+			      int64_t dt, uint64_t id, uint64_t n, char *out, size_t outlen)
+{
+	char v[REMOTE_AUTH_HEADER_MAX];
+	struct timespec now;
+
+	clock_gettime(CLOCK_REALTIME, &now);
+	ck_assert_int_eq(remote_auth_sign(secret, strlen(secret), "GET", target, range,
+					  now.tv_sec + dt, id, n, v, sizeof(v)), 0);
+	snprintf(out, outlen, "Authorization: %s\r\n%s%s%s", v, range ? "Range: " : "",
+		 range ? range : "", range ? "\r\n" : "");
+	return out;
+}
+
+/* Signed requests: the secret never travels; a request is served once,
+ * within the clock window, for the target and range it was signed for. */
+START_TEST(auth_signed)
+{
+	unsigned port;
+	struct remote_server *s = start_server("s3cret", &port);
+	struct strbuf r;
+	char v[128], h[512], h2[512];
+	const char *a = "/v1/files/a.txt";
+
+	strbuf_init(&r);
+	ck_assert_int_eq(http_raw(port, "GET", a, NULL, &r), 401);
+	ck_assert_ptr_nonnull(header_value(&r, "WWW-Authenticate", v, sizeof(v)));
+	ck_assert_msg(strncmp(v, REMOTE_AUTH_SCHEME, strlen(REMOTE_AUTH_SCHEME)) == 0,
+		      "WWW-Authenticate: %s", v);
+	/* the secret itself is no longer taken */
+	ck_assert_int_eq(http_raw(port, "GET", a, "Authorization: Bearer s3cret\r\n", &r), 401);
+	ck_assert_int_eq(http_raw(port, "GET", a, signed_get("s3cret", a, NULL, 0, 1, 1, h,
+							      sizeof(h)), &r), 200);
+	ck_assert(strstr(r.buf, "hello") != NULL);
+	/* the same request again: a replay */
+	ck_assert_int_eq(http_raw(port, "GET", a, h, &r), 401);
+	/* out of order within the window is fine, each once */
+	ck_assert_int_eq(http_raw(port, "GET", a, signed_get("s3cret", a, NULL, 0, 1, 9, h,
+							      sizeof(h)), &r), 200);
+	ck_assert_int_eq(http_raw(port, "GET", a, signed_get("s3cret", a, NULL, 0, 1, 5, h2,
+							      sizeof(h2)), &r), 200);
+	ck_assert_int_eq(http_raw(port, "GET", a, h, &r), 401);
+	ck_assert_int_eq(http_raw(port, "GET", a, h2, &r), 401);
+	/* a signature is for its target, range, secret and time */
+	ck_assert_int_eq(http_raw(port, "GET", "/v1/files/dir/b.txt",
+				  signed_get("s3cret", a, NULL, 0, 1, 20, h, sizeof(h)), &r), 401);
+	signed_get("s3cret", a, "bytes=0-1", 0, 1, 21, h, sizeof(h));
+	*strstr(h, "bytes=0-1") = '\0';
+	strcat(h, "bytes=0-3\r\n");
+	ck_assert_int_eq(http_raw(port, "GET", a, h, &r), 401);
+	ck_assert_int_eq(http_raw(port, "GET", a, signed_get("s3cret", a, "bytes=0-1", 0, 1, 22, h,
+							      sizeof(h)), &r), 206);
+	ck_assert_int_eq(http_raw(port, "GET", a, signed_get("wrong!", a, NULL, 0, 1, 23, h,
+							      sizeof(h)), &r), 401);
+	ck_assert_int_eq(http_raw(port, "GET", a, signed_get("s3cret", a, NULL,
+							      -REMOTE_AUTH_WINDOW_S - 2, 2, 1, h,
+							      sizeof(h)), &r), 401);
+	ck_assert_int_eq(http_raw(port, "GET", a, signed_get("s3cret", a, NULL,
+							      REMOTE_AUTH_WINDOW_S + 2, 2, 2, h,
+							      sizeof(h)), &r), 401);
+	ck_assert_int_eq(http_raw(port, "GET", a, signed_get("s3cret", a, NULL,
+							      -REMOTE_AUTH_WINDOW_S + 5, 2, 3, h,
+							      sizeof(h)), &r), 200);
+	/* a tampered signature, and the scheme in another case */
+	signed_get("s3cret", a, NULL, 0, 3, 1, h, sizeof(h));
+	char *sig = strstr(h, "sig=") + 4, was = sig[0];
+	sig[0] = was == '0' ? '1' : '0';
+	ck_assert_int_eq(http_raw(port, "GET", a, h, &r), 401);
+	sig[0] = was;
+	memcpy(h + strlen("Authorization: "), "coordfs-hmac-sha256", strlen(REMOTE_AUTH_SCHEME));
+	ck_assert_int_eq(http_raw(port, "GET", a, h, &r), 200);
+	/* Every route is protected, the unknown ones too. */
+	ck_assert_int_eq(http_raw(port, "GET", "/metrics", NULL, &r), 401);
+	ck_assert_int_eq(http_raw(port, "GET", "/v1/stats", NULL, &r), 401);
+	ck_assert_int_eq(http_raw(port, "GET", "/nope", NULL, &r), 401);
+	ck_assert_int_eq(http_raw(port, "GET", "/v1/stats",
+				  signed_get("s3cret", "/v1/stats", NULL, 0, 3, 2, h, sizeof(h)), &r),
+			 200);
+	/* Only the 6 signed file requests that passed were resolved. */
+	ck_assert_uint_eq(stub.nseen, 6);
+	strbuf_fini(&r);
+	remote_server_stop(s);
+}
+END_TEST
+
+/* --accept-bearer: the old "Bearer SECRET" too, for one release. */
 START_TEST(auth_bearer)
 {
 	unsigned port;
 	struct remote_server *s = start_server("s3cret", &port);
 	struct strbuf r;
-	char v[128];
 
+	remote_server_accept_bearer(s, true);
 	strbuf_init(&r);
 	ck_assert_int_eq(http_raw(port, "GET", "/v1/files/a.txt", NULL, &r), 401);
-	ck_assert_ptr_nonnull(header_value(&r, "WWW-Authenticate", v, sizeof(v)));
-	ck_assert_msg(strncmp(v, "Bearer", 6) == 0, "WWW-Authenticate: %s", v);
 	static const char *wrong[] = {
 	    "Authorization: Bearer s3cre\r\n",	"Authorization: Bearer s3cretX\r\n",
 	    "Authorization: Bearer S3cret\r\n", "Authorization: Basic czNjcmV0\r\n",
@@ -845,10 +933,6 @@ START_TEST(auth_bearer)
 	for (size_t i = 0; i < sizeof(wrong) / sizeof(wrong[0]); i++)
 		ck_assert_msg(http_raw(port, "GET", "/v1/files/a.txt", wrong[i], &r) == 401,
 			      "accepted %s", wrong[i]);
-	/* Every route is protected, the unknown ones too. */
-	ck_assert_int_eq(http_raw(port, "GET", "/metrics", NULL, &r), 401);
-	ck_assert_int_eq(http_raw(port, "GET", "/v1/stats", NULL, &r), 401);
-	ck_assert_int_eq(http_raw(port, "GET", "/nope", NULL, &r), 401);
 	ck_assert_int_eq(
 	    http_raw(port, "GET", "/v1/files/a.txt", "Authorization: Bearer s3cret\r\n", &r), 200);
 	/* The scheme is case-insensitive (RFC 9110), the secret is not. */
@@ -1032,16 +1116,21 @@ START_TEST(idle_keepalive_recycled)
 		ck_assert_msg(!closed_within(fds[i], 0), "connection %d closed at the limit", i);
 	ck_assert_int_eq(keepalive_get(fds[0], NULL), 200); /* now the most recent */
 	sleep_ms(20);
-	/* one over the limit: fds[1], the least recently used, goes */
+	/* one over the limit: a newcomer that has not authenticated pushes
+	 * no one out... */
 	fds[LIMIT] = connect_port(port);
-	ck_assert_msg(closed_within(fds[1], 5000), "the least recently used idle one stayed");
+	sleep_ms(100);
+	for (int i = 0; i < LIMIT; i++)
+		ck_assert_msg(!closed_within(fds[i], 0), "an unauthenticated newcomer closed %d", i);
+	/* ...once it has, fds[1], the least recently used, goes */
 	ck_assert_int_eq(keepalive_get(fds[LIMIT], NULL), 200);
+	ck_assert_msg(closed_within(fds[1], 5000), "the least recently used idle one stayed");
 	ck_assert_int_eq(keepalive_get(fds[0], NULL), 200);
 	sleep_ms(20);
 	/* again: now fds[2] */
 	fds[LIMIT + 1] = connect_port(port);
-	ck_assert_msg(closed_within(fds[2], 5000), "the next least recently used stayed");
 	ck_assert_int_eq(keepalive_get(fds[LIMIT + 1], NULL), 200);
+	ck_assert_msg(closed_within(fds[2], 5000), "the next least recently used stayed");
 	for (int i = 3; i <= LIMIT; i++)
 		ck_assert_msg(!closed_within(fds[i], 0), "connection %d closed", i);
 	ck_assert_int_eq(keepalive_get(fds[3], NULL), 200);
@@ -1193,7 +1282,11 @@ START_TEST(authenticated_through_flood)
 	unsigned char *buf = malloc(1u << 16);
 	int ka = connect_port(port);
 
-	ck_assert_int_eq(keepalive_get(ka, "Authorization: Bearer s3cret\r\n"), 200);
+	char auth[512];
+
+	ck_assert_int_eq(keepalive_get(ka, signed_get("s3cret", "/v1/files/a.txt", NULL, 0, 7, 1,
+						      auth, sizeof(auth))),
+			 200);
 	ck_assert_int_eq(remote_client_create(p, "s3cret", &cfg, &c), 0);
 	ck_assert_int_eq(pthread_create(&t, NULL, flooder_main, &f), 0);
 	sleep_ms(300);
@@ -1212,7 +1305,9 @@ START_TEST(authenticated_through_flood)
 
 	while (mono_ms() - t0 < TEST_HEADER_DEADLINE_MS + 1000)
 		sleep_ms(100);
-	ck_assert_int_eq(keepalive_get(ka, "Authorization: Bearer s3cret\r\n"), 200);
+	ck_assert_int_eq(keepalive_get(ka, signed_get("s3cret", "/v1/files/a.txt", NULL, 0, 7, 2,
+						      auth, sizeof(auth))),
+			 200);
 	atomic_store(&f.stop, true);
 	pthread_join(t, NULL);
 
@@ -1802,6 +1897,7 @@ int main(void)
 	tcase_set_timeout(net, 60);
 	tcase_add_test(net, fetch_full_and_ranged);
 	tcase_add_test(net, raw_ranges_and_statuses);
+	tcase_add_test(net, auth_signed);
 	tcase_add_test(net, auth_bearer);
 	tcase_add_test(net, traversal_refused);
 	tcase_add_test(net, caps_headers_and_connections);

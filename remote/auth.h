@@ -1,0 +1,54 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Signed peer requests (coordfs(1), SECURITY). A request carries
+ *
+ *   Authorization: Coordfs-HMAC-SHA256 t=UNIX,id=HEX16,n=COUNTER,sig=HEX64
+ *
+ * sig = HMAC-SHA256(secret, "coordfs-peer-v1\n" METHOD "\n" TARGET "\n"
+ *                   RANGE "\n" t "\n" id "\n" n)
+ *
+ * TARGET is the request path exactly as sent (percent-encoded, no query),
+ * RANGE the Range header's value or empty. id is a random 64-bit name of
+ * the sending client (new at every start), n its request counter. The
+ * secret never goes on the wire; a server takes a request only within
+ * REMOTE_AUTH_WINDOW_S of its own clock, and each (id, n) once.
+ */
+#ifndef COORDFS_REMOTE_AUTH_H
+#define COORDFS_REMOTE_AUTH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define REMOTE_AUTH_SCHEME "Coordfs-HMAC-SHA256"
+#define REMOTE_AUTH_WINDOW_S 30 /* clock difference tolerated, seconds, either way */
+#define REMOTE_AUTH_HEADER_MAX 192 /* an Authorization value, with its NUL */
+
+/* The Authorization header's value for a request into out (at least
+ * REMOTE_AUTH_HEADER_MAX bytes). range may be NULL. 0, or -EINVAL when
+ * method/target do not fit a request, -EIO when the HMAC failed. */
+int remote_auth_sign(const char *secret, size_t secret_len, const char *method,
+		     const char *target, const char *range, int64_t unix_s, uint64_t id,
+		     uint64_t counter, char *out, size_t outlen);
+
+/* The counters each client id has used: (id, n) pairs seen within the
+ * window are refused again. Bounded: at most REMOTE_AUTH_CLIENTS ids, the
+ * least recently seen forgotten first, and then nothing older than what
+ * was forgotten is taken. Thread-safe. */
+#define REMOTE_AUTH_CLIENTS 4096
+struct remote_replay;
+struct remote_replay *remote_replay_create(void);
+void remote_replay_destroy(struct remote_replay *r); /* NULL ok */
+
+/*
+ * Check a request's Authorization value (header may be NULL): the scheme
+ * (any case), the fields, the signature in constant time, the clock window
+ * and, last, that (id, n) is new (recorded then). 0 when it may be served;
+ * -EACCES (missing, malformed or wrong signature), -ETIME (outside the
+ * window), -EALREADY (a replay).
+ */
+int remote_auth_verify(const char *secret, size_t secret_len, const char *header,
+		       const char *method, const char *target, const char *range, int64_t unix_s,
+		       struct remote_replay *replay);
+
+#endif
