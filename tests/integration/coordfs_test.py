@@ -193,6 +193,10 @@ class Checker:
 			more = len(self.failed) - len(shown)
 			print('failed: ' + '; '.join(shown) +
 			      (f'; and {more} more' if more else ''))
+		if not self.passed and not self.failed:
+			# a test that checked nothing has not passed
+			self.failed.append('no check ran')
+			print('FAIL no check ran')
 		print(f'{self.passed} passed, {len(self.failed)} failed')
 		sys.stdout.flush()
 		sys.exit(1 if self.failed else 0)

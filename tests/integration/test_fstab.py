@@ -5,11 +5,13 @@
   mount(8) runs /sbin/mount.fuse (mount.fuse3), which runs `coordfs` from
   PATH. mount(8) drops PATH from the helper's environment, so `/bin/sh`
   falls back to its default PATH: this form only works once coordfs is
-  installed in a standard directory. The test runs it when coordfs is
-  found there and says so when not; it always runs the same helper
-  directly (`mount.fuse3 SOURCE MNT -t coordfs -o ...` with the build
-  directory on PATH) and the fstab form that names the program
-  (`mount -t fuse /path/to/coordfs#SOURCE MNT -o ...`).
+  installed in a standard directory. The test runs in a mount namespace
+  of its own, where a tmpfs on /usr/local/sbin holds a link to the binary
+  under test, so this form always runs, and nothing is installed on the
+  machine. It also runs the same helper directly (`mount.fuse3 SOURCE MNT
+  -t coordfs -o ...` with the build directory on PATH) and the fstab form
+  that names the program (`mount -t fuse /path/to/coordfs#SOURCE MNT -o
+  ...`).
 - `coordfs SOURCE MNT -o cache_size=1M,chunk_size=64K,ro` directly.
 - `-o` with a bad size or an unknown key fails with one line.
 """
@@ -96,10 +98,15 @@ def unmount(c, label, td):
 def test_mount_type_fuse_coordfs(c):
 	big = 2 * MIB + MIB // 2
 	opts = 'cache_size=64M,chunk_size=1M'
+	# In this test's own mount namespace (main): the binary under test is
+	# what /bin/sh finds first on its default PATH.
+	rc, _, err = run(['mount', '-t', 'tmpfs', '-o', 'size=1M', 'tmpfs', '/usr/local/sbin'])
+	if rc == 0:
+		os.symlink(c.bin, '/usr/local/sbin/coordfs')
 	installed = shutil.which('coordfs', path=SH_DEFAULT_PATH)
-	if installed and not filecmp.cmp(installed, c.bin, shallow=False):
-		print(f'# note: {installed} is not the binary under test; '
-		      '`mount -t fuse.coordfs` would run it, so it is not run')
+	if not c.check('the binary under test is first on /bin/sh\'s default PATH',
+		       installed and filecmp.cmp(installed, c.bin, shallow=False),
+		       f'tmpfs on /usr/local/sbin: rc {rc} {err.strip()}; found {installed}'):
 		installed = None
 	if installed:
 		with ct.TempDirs() as td:
@@ -113,11 +120,6 @@ def test_mount_type_fuse_coordfs(c):
 			verify_mount(c, 'mount -t fuse.coordfs', td, 64 * MIB,
 				     MIB, big)
 			unmount(c, 'mount -t fuse.coordfs', td)
-	else:
-		print('# note: `mount -t fuse.coordfs` not run: mount(8) '
-		      'clears PATH for mount.fuse3, so it only finds a '
-		      f'coordfs installed in {SH_DEFAULT_PATH}; testing the '
-		      'same helper directly instead')
 
 	with ct.TempDirs() as td:
 		populate(td.src, big)
@@ -172,6 +174,18 @@ def test_dash_o(c):
 
 
 def main():
+	# A mount namespace of our own (private propagation): the tmpfs over
+	# /usr/local/sbin and the test's mounts are seen by no one else.
+	if os.environ.get('COORDFS_FSTAB_NS') != '1':
+		env = dict(os.environ, COORDFS_FSTAB_NS='1')
+		argv = ['unshare', '-m', '--propagation', 'private', sys.executable,
+			os.path.abspath(__file__)] + sys.argv[1:]
+		try:
+			os.execvpe('unshare', argv, env)
+		except OSError as e:
+			print(f'FAIL setup: cannot run in a mount namespace of its own: {e}')
+			print('0 passed, 1 failed')
+			sys.exit(1)
 	c = ct.Checker('test_fstab', timeout=110)
 	c.group(test_mount_type_fuse_coordfs, c)
 	c.group(test_dash_o, c)

@@ -473,8 +473,7 @@ def _access_errno(path, mode):
 def test_fsstat(c):
 	"""fsstat --json and the table read the same stats as the xattr."""
 	fsstat = ct.fsstat_bin()
-	if fsstat is None:
-		print('# note: FSSTAT_BIN not set, fsstat checks not run')
+	if not c.check('FSSTAT_BIN names the built fsstat', fsstat is not None):
 		return
 	with ct.Mount(['--cache-size=8M'], populate=populate_tiny) as m:
 		for r in regular_files(m.src)[:5]:
