@@ -54,6 +54,19 @@ def make_files(rng, n, prefix='f'):
 	return files
 
 
+def add_owned(cl, files, rng, node, want, prefix):
+	"""Add files to cl's SOURCE (before any mount) until node owns at least
+	want of them: ports are picked at run time, so ownership of a fixed set
+	of names is chance (12 files over 3 nodes: none for a node ~1% of runs)."""
+	for i in range(1000):
+		if sum(ct.unit_owner(cl.urls, r) == node for r in files) >= want:
+			return
+		rel = f'{prefix}_owned_{i:03d}.bin'
+		if ct.unit_owner(cl.urls, rel) == node:
+			files[rel] = rng.randbytes(rng.randint(1 * KIB, 40 * KIB))
+			ct.write_file(os.path.join(cl.src, rel), files[rel])
+
+
 def populate_with(files):
 	def populate(src):
 		for rel, data in files.items():
@@ -381,8 +394,9 @@ def test_fake_peer(c):
 def test_dead_at_start(c):
 	rng = random.Random(int(time.time()) ^ 7)
 	files = make_files(rng, 12, prefix='h')
-	expect = {rel: hashlib.sha256(d).hexdigest() for rel, d in files.items()}
 	with ct.Cluster(3, populate=populate_with(files)) as cl:
+		add_owned(cl, files, rng, 1, 3, 'h')
+		expect = {rel: hashlib.sha256(d).hexdigest() for rel, d in files.items()}
 		# nodes 1 and 2 never start: nothing listens on their ports
 		cl.mount(0, OPTS)
 		c.check('mount with two dead peers comes up',
@@ -399,6 +413,7 @@ def test_dead_at_start(c):
 		# a node that comes up later is used once its back-off expires
 		cl.mount(1, OPTS)
 		its = [r for r in sorted(files) if ct.unit_owner(cl.urls, r) == 1]
+		c.ge('node 1 owns files to serve', len(its), 3)
 		t0 = time.monotonic()
 		used = False
 		while its and time.monotonic() - t0 < 40:

@@ -18,6 +18,36 @@
 #include "tests/unit/check_run.h"
 
 static char root[256];
+/* Every test's tree is made under base, which the parent process makes
+ * before the tests and removes after them: a test that fails (its forked
+ * process exits at the failed assertion) leaves nothing in /tmp. */
+static char base[64];
+
+static void base_make(void)
+{
+	strcpy(base, "/tmp/coordfs-ns-XXXXXX");
+	if (!mkdtemp(base))
+		base[0] = '\0';
+}
+
+static void base_remove(void)
+{
+	char cmd[128];
+
+	if (!base[0])
+		return;
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", base);
+	if (system(cmd) != 0)
+		fprintf(stderr, "test_ns: could not remove %s\n", base);
+}
+
+/* A fresh directory under base into root. */
+static void root_make(void)
+{
+	ck_assert_msg(base[0], "no base directory");
+	snprintf(root, sizeof(root), "%s/t-XXXXXX", base);
+	ck_assert_ptr_nonnull(mkdtemp(root));
+}
 
 static void mkfile(const char *rel, size_t size)
 {
@@ -45,8 +75,7 @@ static void rm_rf(void)
 
 static void setup_tree(void)
 {
-	strcpy(root, "/tmp/coordfs-ns-XXXXXX");
-	ck_assert_ptr_nonnull(mkdtemp(root));
+	root_make();
 	mkd("train");
 	mkd("train/cat");
 	mkd("train/dog");
@@ -161,8 +190,7 @@ START_TEST(paths_over_path_max_are_skipped)
 	uint32_t n;
 	int depth = 0;
 
-	strcpy(root, "/tmp/coordfs-ns-XXXXXX");
-	ck_assert_ptr_nonnull(mkdtemp(root));
+	root_make();
 	mkfile("ok.bin", 10);
 	memset(name, 'd', 200);
 	name[200] = '\0';
@@ -211,8 +239,7 @@ START_TEST(large_directory_scanned_in_parallel)
 	char name[64];
 	enum { N = 1000 };
 
-	strcpy(root, "/tmp/coordfs-ns-XXXXXX");
-	ck_assert_ptr_nonnull(mkdtemp(root));
+	root_make();
 	mkd("big");
 	for (int i = 0; i < N; i++) {
 		snprintf(name, sizeof(name), "big/f%04d.jpg", (i * 7919) % N);
@@ -597,6 +624,8 @@ int main(void)
 {
 	Suite *s = suite_create("ns");
 	TCase *tc = tcase_create("core");
+
+	tcase_add_unchecked_fixture(tc, base_make, base_remove);
 
 	tcase_add_test(tc, scan_lookup_resolve);
 	tcase_add_test(tc, large_directory_scanned_in_parallel);
