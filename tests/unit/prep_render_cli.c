@@ -83,15 +83,31 @@ int main(int argc, char **argv)
 			fprintf(stderr, "prep_render_cli: bad size %sx%s\n", argv[2], argv[3]);
 			return 1;
 		}
+		struct prep_recipe rrc;
+
+		prep_recipe_parse("rrc224", &rrc);
 		for (unsigned long i = 0; i < count; i++) {
 			struct prep__rng g;
 			struct prep__rrc c;
+			struct prep__geom plan;
 
+			/* the crop and the flip as the daemon plans them (file key
+			 * i, version 0); the crop's draws again for the fallback
+			 * flag, which the plan does not keep */
+			if (prep__plan(&rrc, W, H, seed, i, 0, &plan) < 0) {
+				fprintf(stderr, "prep_render_cli: no plan for %ux%u\n", W, H);
+				return 1;
+			}
 			prep__rng_init(&g, seed, i, 0);
 			prep__rrc_params(&g, W, H, &c);
-			/* the flip is the next draw, as in prep__plan */
-			int flip = prep__rng_uniform(&g, 0.0, 1.0) < 0.5;
-			printf("%u %u %u %u %d %d\n", c.top, c.left, c.h, c.w, c.fallback, flip);
+			if (plan.clip_y0 != c.top || plan.clip_x0 != c.left ||
+			    plan.clip_y1 - plan.clip_y0 != c.h || plan.clip_x1 - plan.clip_x0 != c.w) {
+				fprintf(stderr, "prep_render_cli: the plan's crop is not the rrc draw\n");
+				return 1;
+			}
+			printf("%u %u %u %u %d %d\n", plan.clip_y0, plan.clip_x0,
+			       plan.clip_y1 - plan.clip_y0, plan.clip_x1 - plan.clip_x0, c.fallback,
+			       plan.flip);
 		}
 		return 0;
 	}
