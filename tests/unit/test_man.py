@@ -3,10 +3,13 @@
 """The man pages agree with the commands: every option that `coordfs --help`
 and `fsstat --help` print is documented in coordfs(1) and fsstat(1), and both
 pages render without a groff warning. An option added to a command without a
-word in its man page fails here.
+word in its man page fails here. So does an environment variable that the
+daemon reads (getenv, or a "NAME=" looked for in another process's
+environment) and coordfs(1) does not name.
 
 usage: test_man.py COORDFS_BIN COORDFS_1 FSSTAT_BIN FSSTAT_1
 """
+import os
 import re
 import subprocess
 import sys
@@ -35,6 +38,29 @@ def man_text(page):
 
 def documented(text, opt):
 	return re.search(r'(?<![\w-])' + re.escape(opt) + r'(?![\w-])', text) is not None
+
+
+# A variable read by name: getenv("X"), secure_getenv("X"), or through a
+# small wrapper env("X"); or matched as "X=" in another process's environ.
+ENV_READ = re.compile(r'\b(?:secure_getenv|getenv|env)\("([A-Z][A-Z0-9_]*)"\)'
+		      r'|"([A-Z][A-Z0-9_]{2,})="')
+DAEMON_DIRS = ('fs', 'cache', 'prep', 'remote', 'common')
+
+
+def env_reads(root):
+	"""{variable: first file reading it} over the daemon's sources."""
+	found = {}
+	for d in DAEMON_DIRS:
+		for dirpath, _, names in os.walk(os.path.join(root, d)):
+			for name in sorted(names):
+				if not name.endswith('.c'):
+					continue
+				path = os.path.join(dirpath, name)
+				with open(path, encoding='utf-8') as f:
+					for m in ENV_READ.finditer(f.read()):
+						found.setdefault(m.group(1) or m.group(2),
+								 os.path.relpath(path, root))
+	return found
 
 
 def render_warnings(page):
@@ -77,6 +103,20 @@ def main():
 		else:
 			failed += 1
 			print(f'not ok {n} - groff on {page}: exit {rc}\n# ' + warnings.replace('\n', '\n# '))
+	# every variable the daemon reads is named in coordfs(1)
+	root = os.path.dirname(os.path.dirname(os.path.abspath(sys.argv[2])))
+	reads = env_reads(root)
+	text = man_text(sys.argv[2])
+	missing = sorted(f'{v} ({f})' for v, f in reads.items() if not documented(text, v))
+	n += 1
+	if len(reads) < 10:
+		failed += 1
+		print(f'not ok {n} - only {sorted(reads)} found read in {root}: the scan is broken')
+	elif missing:
+		failed += 1
+		print(f'not ok {n} - coordfs(1) does not name {", ".join(missing)}')
+	else:
+		print(f'ok {n} - coordfs(1) names all {len(reads)} variables the daemon reads')
 	print(f'1..{n}')
 	return 1 if failed else 0
 
