@@ -63,6 +63,7 @@ struct fs_ctx {
 	int listen_fd;
 	char *secret;
 	unsigned node;
+	int64_t membership_at; /* unix time the node list was taken (at mount) */
 	/* prepared view (NULL when off) */
 	struct prep_view *prep;
 	/* its own session's private mount (prepmount.c), which MOUNTPOINT/NAME

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "common/size.h"
+#include "fs/membership.h"
 #include "fs/options.h"
 #include "fs/source.h"
 
@@ -34,6 +35,8 @@ static const struct fuse_opt fs_opt_spec[] = {
 	OPT2("--peers=%s", "peers=%s", peers),
 	OPT2("--node=%s", "node=%s", node),
 	OPT2("--listen=%s", "listen=%s", listen),
+	OPT2("--node-name=%s", "node_name=%s", node_name),
+	OPT2("--peer-port=%s", "peer_port=%s", peer_port_arg),
 	OPT2("--secret-file=%s", "secret_file=%s", secret_file),
 	{"--accept-bearer", offsetof(struct fs_options, accept_bearer), 1},
 	{"accept_bearer", offsetof(struct fs_options, accept_bearer), 1},
@@ -85,7 +88,12 @@ static const char fs_options_usage[] =
 	"  --cache-size=SIZE        cache budget: bytes, K/M/G/T, or N% of RAM (25%)\n"
 	"  --chunk-size=SIZE        caching unit for larger files (4M)\n"
 	"  --peers=URL,URL,...      every node's peer address, same order everywhere\n"
-	"  --node=K                 this node's index in --peers\n"
+	"  --peers=slurm            the nodes of this SLURM job (SLURM_NODEID: this one)\n"
+	"  --peers=dns:NAME[:PORT]  every address NAME resolves to (this node: its own)\n"
+	"  --peers=file:PATH        one URL per line (this node: --listen or --node-name)\n"
+	"  --node=K                 this node's index in a --peers list\n"
+	"  --node-name=NAME         this node among discovered peers (address or URL)\n"
+	"  --peer-port=PORT         peer port for slurm and dns: (7079)\n"
 	"  --listen=HOST:PORT       peer server address (from --peers[K])\n"
 	"  --secret-file=FILE       shared secret: peer requests are signed with it\n"
 	"  --accept-bearer          also take requests carrying the secret itself\n"
@@ -373,10 +381,25 @@ static int parse_sizes(struct fs_options *o)
 	} else if (getrandom(&o->seed_value, sizeof(o->seed_value), 0) != sizeof(o->seed_value)) {
 		o->seed_value = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
 	}
-	if (o->peers && !o->node)
+	bool discovered = o->peers && strcmp(fs_membership_source(o->peers), "static") != 0;
+
+	if (o->peers && !o->node && !discovered)
 		return -fs_fail("--peers needs --node=K (this node's index in the list)");
+	if (discovered && o->node)
+		return -fs_fail("--node applies to a --peers list; with --peers=%s this node is "
+				"found by itself (or named by --node-name)",
+				fs_membership_source(o->peers));
 	if (!o->peers && o->node)
 		return -fs_fail("--node needs --peers");
+	if ((o->node_name || o->peer_port_arg) && !discovered)
+		return -fs_fail("%s applies to --peers=slurm, dns:NAME or file:PATH",
+				o->node_name ? "--node-name" : "--peer-port");
+	if (o->peer_port_arg) {
+		int port;
+		if (parse_count(o->peer_port_arg, 1, 65535, &port) < 0)
+			return -fs_fail("bad --peer-port '%s': want 1 to 65535", o->peer_port_arg);
+		o->peer_port = (unsigned)port;
+	}
 	if (!o->peers && o->secret_file)
 		return -fs_fail("--secret-file needs --peers (it authenticates peer requests)");
 	if (!o->secret_file && o->accept_bearer)
@@ -454,6 +477,8 @@ void fs_options_free(struct fs_options *o)
 	free(o->node);
 	free(o->prep_threads_arg);
 	free(o->listen);
+	free(o->node_name);
+	free(o->peer_port_arg);
 	free(o->secret_file);
 	free(o->prepared_name);
 	free(o->prep_mem);

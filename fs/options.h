@@ -22,6 +22,9 @@ struct fs_options {
 	char *peers;
 	char *node;
 	char *listen;
+	char *node_name;     /* --node-name: this node among discovered peers */
+	char *peer_port_arg; /* --peer-port */
+	unsigned peer_port;  /* for --peers=slurm and dns: (fs/membership.h's default) */
 	char *secret_file;
 	bool prepared;
 	char *prepared_name;

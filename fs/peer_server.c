@@ -7,7 +7,9 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cache/cache.h"
@@ -17,6 +19,7 @@
 #include "fs/peer_server.h"
 #include "fs/snapshot.h"
 #include "fs/source.h"
+#include "fs/membership.h"
 #include "fs/stats.h"
 #include "remote/remote.h"
 
@@ -28,12 +31,31 @@ int fs_peer_configure(struct fs_ctx *fs, char *err, size_t errlen)
 
 	if (!o->peers)
 		return 0;
-	rc = remote_peers_parse(o->peers, &fs->peers, err, errlen);
-	if (rc < 0)
-		return rc;
-	rc = remote_parse_node(o->node, fs->peers, &fs->node, err, errlen);
-	if (rc < 0)
-		return rc;
+	fs->membership_at = (int64_t)time(NULL);
+	if (strcmp(fs_membership_source(o->peers), "static") != 0) {
+		char *list;
+
+		struct fs_membership_args ma = { o->peers, o->node_name, o->listen, o->peer_port };
+
+		rc = fs_membership_resolve(&ma, &list, &fs->node, err, (unsigned)errlen);
+		if (rc < 0)
+			return rc;
+		rc = remote_peers_parse(list, &fs->peers, err, errlen);
+		if (rc == 0)
+			log_msg(LOG_NOTICE, "--peers=%s: %u nodes, this one %u (%s)", o->peers,
+				remote_peers_count(fs->peers), fs->node,
+				remote_peers_url(fs->peers, fs->node));
+		free(list);
+		if (rc < 0)
+			return rc;
+	} else {
+		rc = remote_peers_parse(o->peers, &fs->peers, err, errlen);
+		if (rc < 0)
+			return rc;
+		rc = remote_parse_node(o->node, fs->peers, &fs->node, err, errlen);
+		if (rc < 0)
+			return rc;
+	}
 	if (o->secret_file) {
 		rc = remote_secret_read(o->secret_file, &fs->secret, err, errlen);
 		if (rc < 0)

@@ -16,6 +16,7 @@
 #include "common/utf8.h"
 #include "fs/counters.h"
 #include "fs/fs.h"
+#include "fs/membership.h"
 #include "fs/peer.h"
 #include "fs/prefill.h"
 #include "fs/prepview.h"
@@ -129,6 +130,15 @@ static json_t *stats_tree(struct fs_ctx *fs, bool local, bool summary)
 	     put(prefill, "running", json_boolean(s.prefill_running));
 	ok = ok && put(peers, "fallbacks", num(s.peer_fallbacks)) &&
 	     put(peers, "node", json_integer(fs->peers ? (json_int_t)fs->node : -1));
+	/* Membership is taken at mount (fs/membership.c): one generation. */
+	json_t *members = json_object();
+	ok = ok && members && put(members, "source", json_string(fs_membership_source(fs->opt.peers))) &&
+	     put(members, "generation", json_integer(fs->peers ? 1 : 0)) &&
+	     put(members, "changed_at", json_integer(fs->membership_at)) &&
+	     put(members, "joined", json_integer(0)) && put(members, "left", json_integer(0)) &&
+	     put(members, "handoffs", json_integer(0)) && put(root, "membership", members);
+	if (!ok && members && !json_object_get(root, "membership"))
+		json_decref(members);
 	ok = ok && put(prep, "decodes", num(s.prep_decodes)) &&
 	     put(prep, "shared", num(s.prep_shared)) && put(prep, "errors", num(s.prep_errors)) &&
 	     put(prep, "staged_bytes", num(s.prep_staged_bytes)) &&
@@ -218,6 +228,8 @@ void fs_stats_metrics(struct fs_ctx *fs, struct strbuf *sb)
 
 	fs_stats_collect(fs, &s);
 	metric(sb, "uptime_seconds", "gauge", "Seconds since mount.", s.uptime_s);
+	metric(sb, "membership_generation", "gauge",
+	       "Node lists taken (once, at mount; 0 without peers).", fs->peers ? 1 : 0);
 	metric(sb, "cache_capacity_bytes", "gauge", "Cache budget.", (double)s.cache.capacity_bytes);
 	metric(sb, "cache_used_bytes", "gauge", "Cache bytes in use.", (double)s.cache.used_bytes);
 	metric(sb, "cache_items", "gauge", "Units held.", (double)s.cache.items);

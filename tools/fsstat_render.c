@@ -266,6 +266,14 @@ static void render_peers(FILE *out, const json_t *s)
 		fprintf(out, LABEL "single node (no peers)\n", "");
 		return;
 	}
+	const json_t *msrc = fsstat_field(s, "membership.source");
+	struct counter gen = get_counter(s, "membership.generation");
+
+	if (json_is_string(msrc)) {
+		char g[32];
+		fprintf(out, LABEL "membership %s  generation %s\n", "",
+			shown(json_string_value(msrc), g, sizeof(g)), fmt_count(gen, a, sizeof(a)));
+	}
 	if (json_is_string(only) && !strcmp(json_string_value(only), "not_up") && total.ok && ups.ok) {
 		count = (size_t)total.v;
 		nup = (size_t)ups.v;

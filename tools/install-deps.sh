@@ -15,6 +15,7 @@ pkgs=(
 	e2fsprogs util-linux attr curl passwd
 	nginx
 	radosgw ceph-mon ceph-osd python3-boto3 rclone s3fs tinyproxy-bin
+	slurm-client dnsmasq-base iproute2
 )
 
 missing=()

@@ -805,17 +805,24 @@ class Cluster(TempDirs):
 	def peers_arg(self):
 		return '--peers=' + ','.join(self.urls)
 
-	def mount(self, k, opts=(), timeout=30, peers=None, src=None):
+	def mount(self, k, opts=(), timeout=30, peers=None, src=None, with_node=True,
+		  prefix=(), env=None):
 		"""Mount node k with --peers/--node and opts; MountFailed if
 		it does not come up. Returns the daemon's stderr. peers: the
 		--peers value to pass instead of self.urls (other spellings
-		of the same addresses). src: another SOURCE for this node
-		(e.g. a copy that differs), inside self.root."""
+		of the same addresses, or a membership source such as
+		file:PATH, then with with_node=False). src: another SOURCE for
+		this node (e.g. a copy that differs), inside self.root.
+		prefix: a command to run coordfs under (e.g. nsenter)."""
 		peers_arg = self.peers_arg() if peers is None else \
 			'--peers=' + peers
-		args = [peers_arg, f'--node={k}'] + list(opts) + \
+		args = [peers_arg] + [f'--node={k}'] * with_node + list(opts) + \
 			[src or self.src, self.mnts[k]]
-		rc, out, err = run_coordfs(args, timeout=timeout)
+		if prefix:
+			rc, out, err = run_coordfs(list(prefix[1:]) + [coordfs_bin()] + args,
+						   timeout=timeout, env=env, binary=prefix[0])
+		else:
+			rc, out, err = run_coordfs(args, timeout=timeout, env=env)
 		self.mount_stderr[k] = err
 		if rc != 0:
 			raise MountFailed(['coordfs'] + args, rc, err)
