@@ -1105,3 +1105,24 @@ class TestUser:
 
 
 __all__ += ['PROBE', 'TestUser', 'peer_signature', 'signed']
+
+
+def own_mount_namespace(script):
+	"""Run the test script again in a mount namespace of its own (private
+	propagation), unless it already runs in one: what it mounts or binds
+	over (/etc files, a tmpfs) is seen by its own processes only. Call
+	first thing in main()."""
+	if os.environ.get('COORDFS_OWN_MOUNT_NS') == os.path.abspath(script):
+		return
+	env = dict(os.environ, COORDFS_OWN_MOUNT_NS=os.path.abspath(script))
+	argv = ['unshare', '-m', '--propagation', 'private', sys.executable,
+		os.path.abspath(script)] + sys.argv[1:]
+	try:
+		os.execvpe('unshare', argv, env)
+	except OSError as e:
+		print(f'FAIL setup: cannot run in a mount namespace of its own: {e}')
+		print('0 passed, 1 failed')
+		sys.exit(1)
+
+
+__all__ += ['own_mount_namespace']

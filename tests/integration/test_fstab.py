@@ -174,18 +174,8 @@ def test_dash_o(c):
 
 
 def main():
-	# A mount namespace of our own (private propagation): the tmpfs over
-	# /usr/local/sbin and the test's mounts are seen by no one else.
-	if os.environ.get('COORDFS_FSTAB_NS') != '1':
-		env = dict(os.environ, COORDFS_FSTAB_NS='1')
-		argv = ['unshare', '-m', '--propagation', 'private', sys.executable,
-			os.path.abspath(__file__)] + sys.argv[1:]
-		try:
-			os.execvpe('unshare', argv, env)
-		except OSError as e:
-			print(f'FAIL setup: cannot run in a mount namespace of its own: {e}')
-			print('0 passed, 1 failed')
-			sys.exit(1)
+	# The tmpfs over /usr/local/sbin and the test's mounts are seen by no one else.
+	ct.own_mount_namespace(__file__)
 	c = ct.Checker('test_fstab', timeout=110)
 	c.group(test_mount_type_fuse_coordfs, c)
 	c.group(test_dash_o, c)

@@ -29,7 +29,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -207,18 +206,8 @@ def test_slurm(c, root):
 
 
 def main():
-	# A mount namespace of our own: /etc/hosts and /etc/resolv.conf bound
-	# over for this test and its daemons only.
-	if os.environ.get('COORDFS_MEMBERSHIP_NS') != '1':
-		env = dict(os.environ, COORDFS_MEMBERSHIP_NS='1')
-		argv = ['unshare', '-m', '--propagation', 'private', sys.executable,
-			os.path.abspath(__file__)] + sys.argv[1:]
-		try:
-			os.execvpe('unshare', argv, env)
-		except OSError as e:
-			print(f'FAIL setup: cannot run in a mount namespace of its own: {e}')
-			print('0 passed, 1 failed')
-			sys.exit(1)
+	# /etc/hosts and /etc/resolv.conf bound over for this test and its daemons only.
+	ct.own_mount_namespace(__file__)
 	c = ct.Checker('test_membership', timeout=280)
 	missing = [t for t in ('dnsmasq', 'scontrol', 'nsenter', 'ip') if not shutil.which(t)]
 	if missing:
