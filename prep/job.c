@@ -9,7 +9,8 @@
  * forkserver alike): each one installs its own handlers for SIGBUS, SIGFPE,
  * SIGSEGV and SIGTERM (SigCgt in /proc/PID/status) before it reads, which
  * neither a plain Python process (SIGINT only) nor faulthandler (no
- * SIGTERM) does. So a reader is its own job unless it carries that mark;
+ * SIGTERM, and SIGILL too) does, nor the worker's parent. So a reader is
+ * its own job unless it carries that mark and its parent does not;
  * a worker belongs to its parent, or, under the forkserver start method,
  * to the parent of its forkserver. Nothing else of the process tree is
  * guessed: an executable's ancestry says nothing about which trial it is.
@@ -161,11 +162,13 @@ static int read_stat(pid_t pid, pid_t *ppid, unsigned long long *starttime)
 }
 
 /* Whether pid carries the mark of a PyTorch DataLoader worker: handlers of
- * its own for SIGBUS, SIGFPE, SIGSEGV and SIGTERM (see the top of this file). */
-static bool is_loader_worker(pid_t pid)
+ * its own for SIGBUS, SIGFPE, SIGSEGV and SIGTERM, and none for SIGILL
+ * (faulthandler's, which catches SIGILL too). See the top of this file. */
+static bool has_worker_mark(pid_t pid)
 {
 	const unsigned long long mark = 1ULL << (SIGBUS - 1) | 1ULL << (SIGFPE - 1) |
 					 1ULL << (SIGSEGV - 1) | 1ULL << (SIGTERM - 1);
+	const unsigned long long not_mark = 1ULL << (SIGILL - 1);
 	unsigned long long caught;
 	char *st;
 	size_t len;
@@ -175,7 +178,7 @@ static bool is_loader_worker(pid_t pid)
 		return false;
 	const char *p = strstr(st, "\nSigCgt:");
 	if (p && sscanf(p + 8, "%llx", &caught) == 1)
-		worker = (caught & mark) == mark;
+		worker = (caught & mark) == mark && !(caught & not_mark);
 	free(st);
 	return worker;
 }
@@ -256,7 +259,10 @@ int prep_job_of_pid(pid_t pid, char *out, size_t outlen)
 		return job_name(pid, 0, vals, out, outlen);
 	if ((rc = read_stat(pid, &ppid, &start)) < 0)
 		return rc;
-	if (ppid > 1 && is_loader_worker(pid)) {
+	/* A worker's parent (its trainer, or a forkserver) never carries the
+	 * mark; where both do (a whole tree under a sanitizer that catches
+	 * those signals), the reader is taken as its own job. */
+	if (ppid > 1 && has_worker_mark(pid) && !has_worker_mark(ppid)) {
 		pid_t gp;
 		unsigned long long pstart;
 
