@@ -10,27 +10,9 @@
  * validated (remote__relpath_check) and handed to the resolve callback,
  * the namespace, which is the only door into the dataset.
  *
- * Connection slots go to peers first. Every new connection starts in an
- * "unauthenticated" list (oldest first) and leaves it when it sends a
- * complete request with the right secret (or any complete request when
- * there is no secret). The list is capped (REMOTE_SERVER_MAX_UNAUTH: a
- * new connection over the cap drops the oldest one) and a reaper thread
- * drops whatever is still in it after REMOTE_SERVER_HEADER_DEADLINE_MS,
- * however slowly it trickles bytes. Dropping is shutdown(2) of the socket,
- * done under the list's lock; libmicrohttpd reports a connection closed
- * (and we unlist it) before it closes the descriptor, so the descriptor
- * shut down is always the connection's own.
- *
- * Authenticated keep-alive connections waiting for their next request go
- * on an "idle" list (least recently used first). Each node's client keeps
- * a connection per pooled handle to every peer it has read from, so in a
- * large cluster idle connections alone could fill the cap and every new
- * peer would be refused; once more than REMOTE_SERVER_IDLE_LIMIT
- * connections are open, a new one closes the least recently used idle one
- * (`recycled`), the same way. A connection in the middle of a request is
- * never closed for room, and a client whose idle connection was closed
- * just connects again (libcurl retries a request that died on a reused
- * connection on a fresh one).
+ * Connection slots go to peers first: who keeps one, and when an idle or
+ * silent connection is closed for room, is the policy of conns.c
+ * (conns.h), which this file calls from libmicrohttpd's callbacks.
  */
 #include "remote/remote_int.h"
 
@@ -39,7 +21,6 @@
 #include <microhttpd.h>
 #include <netdb.h>
 #include <netinet/in.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,31 +31,14 @@
 #include <unistd.h>
 
 #include "common/hash.h"
-#include "common/deadline.h"
 #include "common/log.h"
 #include "common/strbuf.h"
 #include "remote/auth.h"
+#include "remote/conns.h"
 
 #define FILES_PREFIX "/v1/files/"
 #define AUTH_SCHEME "bearer"
 #define LISTEN_BACKLOG 256
-#define REAPER_PERIOD_MS 200
-
-/* One TCP connection, in MHD's socket context. */
-struct conn {
-	int fd;
-	int64_t started_ms;
-	enum { LIST_NONE, LIST_UNAUTH, LIST_IDLE } list; /* which list it is on */
-	bool authed;	/* a request of it passed authentication */
-	bool recycling; /* closed for room, not yet reported closed */
-	struct conn *prev, *next;
-};
-
-/* A list of connections, oldest (or least recently used) first. */
-struct conn_list {
-	struct conn *head, *tail;
-	unsigned count;
-};
 
 struct remote_server {
 	struct MHD_Daemon *daemon;
@@ -84,26 +48,13 @@ struct remote_server {
 	size_t secret_len;
 	struct remote_replay *replay; /* (client, counter) pairs already served */
 	_Atomic bool accept_bearer;   /* also "Bearer SECRET" (remote_server_accept_bearer) */
-	/* connections: unauthenticated, oldest first; authenticated and idle,
-	 * least recently used first; live = all of them open (conn_lock) */
-	pthread_mutex_t conn_lock;
-	pthread_cond_t reaper_wake;
-	struct conn_list unauth, idle;
-	unsigned live, recycling; /* open; of those, closed for room and not gone yet */
-	_Atomic unsigned idle_limit; /* REMOTE_SERVER_IDLE_LIMIT */
-	bool stopping;
-	bool reaper_running;
-	pthread_t reaper;
+	struct remote_conns *conns; /* who keeps a connection slot (conns.h) */
 	_Atomic uint64_t served;
 	_Atomic uint64_t served_bytes;
 	_Atomic uint64_t rejected;
-	_Atomic uint64_t connections;
-	_Atomic uint64_t dropped;
-	_Atomic uint64_t recycled;
 	_Atomic uint64_t busy;
 	_Atomic uint64_t unavailable;
 	_Atomic uint64_t mismatched;
-	_Atomic unsigned header_deadline_ms; /* REMOTE_SERVER_HEADER_DEADLINE_MS */
 };
 
 /* Per request, in MHD's con_cls. */
@@ -551,141 +502,14 @@ static bool auth_ok(struct remote_server *s, struct MHD_Connection *conn, const 
 	return rc == 0;
 }
 
-/* ---- connection slots -------------------------------------------------------- */
+/* ---- connection slots (conns.c) ---------------------------------------------- */
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static struct conn_list *list_of(struct remote_server *s, const struct conn *c)
-{
-	return c->list == LIST_UNAUTH ? &s->unauth : c->list == LIST_IDLE ? &s->idle : NULL;
-}
-
-/* Under conn_lock. */
-static void unlist(struct remote_server *s, struct conn *c)
-{
-	struct conn_list *l = list_of(s, c);
-
-	if (!l)
-		return;
-	if (c->prev)
-		c->prev->next = c->next;
-	else
-		l->head = c->next;
-	if (c->next)
-		c->next->prev = c->prev;
-	else
-		l->tail = c->prev;
-	c->prev = c->next = NULL;
-	c->list = LIST_NONE;
-	l->count--;
-}
-
-/* Under conn_lock: c (on no list) to the tail of list `which`. */
-static void enlist(struct remote_server *s, struct conn *c, int which)
-{
-	c->list = which;
-	struct conn_list *l = list_of(s, c);
-
-	c->prev = l->tail;
-	c->next = NULL;
-	if (l->tail)
-		l->tail->next = c;
-	else
-		l->head = c;
-	l->tail = c;
-	l->count++;
-}
-
-/* Under conn_lock: close a connection of one of the lists (its thread sees
- * the socket end and MHD closes it), counted in *counter first: whoever
- * sees the socket end may read the count. */
-static void drop_counted(struct remote_server *s, struct conn *c, _Atomic uint64_t *counter)
-{
-	unlist(s, c);
-	atomic_fetch_add_explicit(counter, 1, memory_order_relaxed);
-	if (c->fd >= 0)
-		shutdown(c->fd, SHUT_RDWR);
-}
-
-/* Under conn_lock: an unauthenticated connection past its deadline or cap. */
-static void drop(struct remote_server *s, struct conn *c)
-{
-	drop_counted(s, c, &s->dropped);
-}
-
-static struct conn *conn_of(struct MHD_Connection *mc)
+static struct remote_conn *conn_of(struct MHD_Connection *mc)
 {
 	const union MHD_ConnectionInfo *ci =
 	    MHD_get_connection_info(mc, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
 
 	return ci ? ci->socket_context : NULL;
-}
-
-/* What happened to a connection's request, for its lists. */
-enum conn_event {
-	CONN_AUTHED, /* a complete request passed authentication */
-	CONN_BUSY,   /* a new request's headers arrived */
-	CONN_IDLE,   /* a request ended and the connection stays open */
-};
-
-static void conn_event(struct remote_server *s, struct MHD_Connection *mc, enum conn_event ev)
-{
-	struct conn *c = conn_of(mc);
-
-	if (!c)
-		return;
-	pthread_mutex_lock(&s->conn_lock);
-	switch (ev) {
-	case CONN_AUTHED: /* off the unauthenticated list for good */
-		if (c->authed)
-			break;
-		c->authed = true;
-		unlist(s, c);
-		/* Room for the next ones: the least recently used idle
-		 * connections, and only for a newcomer that authenticated, so
-		 * that no stranger can push a peer out (those already closing
-		 * count as gone: a burst of newcomers closes one each). */
-		while (s->live - s->recycling > atomic_load(&s->idle_limit) && s->idle.head) {
-			s->idle.head->recycling = true;
-			s->recycling++;
-			drop_counted(s, s->idle.head, &s->recycled);
-		}
-		break;
-	case CONN_BUSY: /* off the idle list while it is served */
-		if (c->list == LIST_IDLE)
-			unlist(s, c);
-		break;
-	case CONN_IDLE: /* the most recently used idle one */
-		if (c->authed && c->list == LIST_NONE)
-			enlist(s, c, LIST_IDLE);
-		break;
-	}
-	pthread_mutex_unlock(&s->conn_lock);
-}
-
-static void *reaper_main(void *arg)
-{
-	struct remote_server *s = arg;
-
-	pthread_mutex_lock(&s->conn_lock);
-	while (!s->stopping) {
-		struct timespec until = deadline_after_ms(REAPER_PERIOD_MS);
-
-		pthread_cond_timedwait(&s->reaper_wake, &s->conn_lock, &until);
-		int64_t now = now_ms();
-
-		while (s->unauth.head &&
-		       now - s->unauth.head->started_ms >= (int64_t)atomic_load(&s->header_deadline_ms))
-			drop(s, s->unauth.head);
-	}
-	pthread_mutex_unlock(&s->conn_lock);
-	return NULL;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
@@ -696,7 +520,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	struct request *req = *con_cls;
 
 	if (!req) {
-		conn_event(s, conn, CONN_BUSY);
+		remote_conns_busy(s->conns, conn_of(conn));
 		req = calloc(1, sizeof(*req));
 		if (!req)
 			return MHD_NO;
@@ -718,7 +542,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	}
 	if (!auth_ok(s, conn, method, url))
 		return queue_text(s, conn, MHD_HTTP_UNAUTHORIZED, "unauthorized\n");
-	conn_event(s, conn, CONN_AUTHED);
+	remote_conns_authed(s->conns, conn_of(conn));
 	if (strcmp(method, MHD_HTTP_METHOD_GET) != 0)
 		return queue_text(s, conn, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed\n");
 	if (strlen(url) > REMOTE_MAX_REQUEST_URL)
@@ -757,52 +581,25 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	free(req);
 	*con_cls = NULL;
 	if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)
-		conn_event(s, conn, CONN_IDLE); /* when it closes, NOTIFY_CLOSED unlists it */
+		remote_conns_idle(s->conns, conn_of(conn)); /* NOTIFY_CLOSED unlists it */
 }
 
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
 			  enum MHD_ConnectionNotificationCode toe)
 {
 	struct remote_server *s = cls;
-	struct conn *c;
 
 	if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
-		c = *socket_context;
-		if (!c)
-			return;
-		pthread_mutex_lock(&s->conn_lock);
-		unlist(s, c);
-		s->live--;
-		s->recycling -= c->recycling;
-		pthread_mutex_unlock(&s->conn_lock);
-		free(c);
+		remote_conns_closed(s->conns, *socket_context);
 		*socket_context = NULL;
 		return;
 	}
 	if (toe != MHD_CONNECTION_NOTIFY_STARTED)
 		return;
-	atomic_fetch_add_explicit(&s->connections, 1, memory_order_relaxed);
 	const union MHD_ConnectionInfo *ci =
 	    MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
 
-	c = calloc(1, sizeof(*c));
-	if (!c) {
-		/* Untracked, it cannot be dropped later: close it now. */
-		if (ci)
-			shutdown(ci->connect_fd, SHUT_RDWR);
-		return;
-	}
-	c->fd = ci ? ci->connect_fd : -1;
-	c->started_ms = now_ms();
-	pthread_mutex_lock(&s->conn_lock);
-	s->live++;
-	enlist(s, c, LIST_UNAUTH);
-	/* Over the cap, the oldest goes: a peer's fresh connection sends its
-	 * request at once and is unlisted long before it becomes the oldest. */
-	while (s->unauth.count > REMOTE_SERVER_MAX_UNAUTH)
-		drop(s, s->unauth.head);
-	pthread_mutex_unlock(&s->conn_lock);
-	*socket_context = c;
+	*socket_context = remote_conns_opened(s->conns, ci ? ci->connect_fd : -1);
 }
 
 /* The path is decoded by serve_file, strictly; MHD must not decode it
@@ -849,15 +646,9 @@ struct remote_server *remote_server_start(int listen_fd, const char *secret,
 		goto nomem;
 	s->ops = ops;
 	s->arg = arg;
-	atomic_init(&s->header_deadline_ms, REMOTE_SERVER_HEADER_DEADLINE_MS);
-	atomic_init(&s->idle_limit, REMOTE_SERVER_IDLE_LIMIT);
-	pthread_mutex_init(&s->conn_lock, NULL);
-	pthread_condattr_t ca;
-
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&s->reaper_wake, &ca);
-	pthread_condattr_destroy(&ca);
+	if ((errno = -remote_conns_create(REMOTE_SERVER_HEADER_DEADLINE_MS, REMOTE_SERVER_IDLE_LIMIT,
+					  &s->conns)) != 0)
+		goto fail_errno;
 	if (secret) {
 		s->secret_len = strlen(secret);
 		s->secret = strdup(secret);
@@ -886,12 +677,6 @@ struct remote_server *remote_server_start(int listen_fd, const char *secret,
 			snprintf(err, errlen, "peer server: libmicrohttpd failed to start");
 		goto fail;
 	}
-	errno = pthread_create(&s->reaper, NULL, reaper_main, s);
-	if (errno != 0) {
-		MHD_stop_daemon(s->daemon);
-		goto fail_errno;
-	}
-	s->reaper_running = true;
 	close(listen_fd);
 	return s;
 fail_errno:
@@ -907,8 +692,7 @@ fail:
 	if (s) {
 		free(s->secret);
 		remote_replay_destroy(s->replay);
-		pthread_mutex_destroy(&s->conn_lock);
-		pthread_cond_destroy(&s->reaper_wake);
+		remote_conns_destroy(s->conns);
 	}
 	free(s);
 	close(listen_fd);
@@ -919,20 +703,14 @@ void remote_server_stop(struct remote_server *s)
 {
 	if (!s)
 		return;
-	if (s->reaper_running) {
-		pthread_mutex_lock(&s->conn_lock);
-		s->stopping = true;
-		pthread_cond_signal(&s->reaper_wake);
-		pthread_mutex_unlock(&s->conn_lock);
-		pthread_join(s->reaper, NULL);
-	}
+	/* Connections report themselves closed while the daemon stops: the
+	 * policy goes after it. */
 	MHD_stop_daemon(s->daemon);
+	remote_conns_destroy(s->conns);
 	if (s->secret)
 		explicit_bzero(s->secret, s->secret_len);
 	free(s->secret);
 	remote_replay_destroy(s->replay);
-	pthread_mutex_destroy(&s->conn_lock);
-	pthread_cond_destroy(&s->reaper_wake);
 	free(s);
 }
 
@@ -950,9 +728,12 @@ void remote_server_get_stats(const struct remote_server *s, struct remote_server
 	out->served = atomic_load_explicit(&s->served, memory_order_relaxed);
 	out->served_bytes = atomic_load_explicit(&s->served_bytes, memory_order_relaxed);
 	out->rejected = atomic_load_explicit(&s->rejected, memory_order_relaxed);
-	out->connections = atomic_load_explicit(&s->connections, memory_order_relaxed);
-	out->dropped = atomic_load_explicit(&s->dropped, memory_order_relaxed);
-	out->recycled = atomic_load_explicit(&s->recycled, memory_order_relaxed);
+	struct remote_conns_stats cs;
+
+	remote_conns_get_stats(s->conns, &cs);
+	out->connections = cs.connections;
+	out->dropped = cs.dropped;
+	out->recycled = cs.recycled;
 	out->busy = atomic_load_explicit(&s->busy, memory_order_relaxed);
 	out->unavailable = atomic_load_explicit(&s->unavailable, memory_order_relaxed);
 	out->mismatched = atomic_load_explicit(&s->mismatched, memory_order_relaxed);
@@ -960,10 +741,10 @@ void remote_server_get_stats(const struct remote_server *s, struct remote_server
 
 void remote__server_set_header_deadline_ms(struct remote_server *s, unsigned ms)
 {
-	atomic_store(&s->header_deadline_ms, ms);
+	remote_conns_set_header_deadline_ms(s->conns, ms);
 }
 
 void remote__server_set_idle_limit(struct remote_server *s, unsigned n)
 {
-	atomic_store(&s->idle_limit, n);
+	remote_conns_set_idle_limit(s->conns, n);
 }
