@@ -707,6 +707,7 @@ void cache_disk_get_stats(struct cache_disk *d, struct cache_disk_stats *out)
 	out->capacity_bytes = d->limit;
 	pthread_mutex_lock(&d->lock);
 	out->used_bytes = d->used;
+	out->queued = d->qlen + d->busy;
 	pthread_mutex_unlock(&d->lock);
 	out->items = get(&d->items);
 	out->hits = get(&d->hits);

@@ -98,6 +98,7 @@ static const struct {
 	DISK_FIELD(dropped_stale, "counter", "Disk tier units of another snapshot, dropped."),
 	DISK_FIELD(dropped_corrupt, "counter", "Disk tier units failing their checksum, dropped."),
 	DISK_FIELD(disabled, "gauge", "1 once an I/O error turned the disk tier off."),
+	DISK_FIELD(queued, "gauge", "Units waiting to be written to the disk tier."),
 #undef DISK_FIELD
 };
 
