@@ -208,6 +208,17 @@ static int pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
 	return 0;
 }
 
+/* Drop [from, to) of the data file from the page cache, widened to whole
+ * pages: the advice drops only whole pages, and units are not page
+ * aligned, so the pages a unit shares with its neighbours (clean once
+ * written) would otherwise stay, one or two a unit. */
+static void drop_pages(struct cache_disk *d, uint64_t from, uint64_t to)
+{
+	uint64_t lo = from & ~(uint64_t)4095, hi = (to + 4095) & ~(uint64_t)4095;
+
+	(void)posix_fadvise(d->dfd, (off_t)lo, (off_t)(hi - lo), POSIX_FADV_DONTNEED);
+}
+
 /* Turn the tier off after an I/O error (once, one line): reads miss and
  * nothing more is admitted. */
 static void disable(struct cache_disk *d, const char *what, int err)
@@ -412,6 +423,9 @@ int cache_disk_open(const char *dir, uint64_t limit, struct cache_disk **out, ch
 	    (rc = load_index(d, err, errlen)) < 0)
 		goto fail;
 	d->used = HDR_SIZE + d->data_end + (d->index_end - HDR_SIZE);
+	/* Units are read whole, in no order: read-ahead would only fill the
+	 * page cache with other units. */
+	(void)posix_fadvise(d->dfd, 0, 0, POSIX_FADV_RANDOM);
 	*out = d;
 	return 0;
 fail:
@@ -471,8 +485,7 @@ static int write_batch(struct cache_disk *d, struct job *jobs, struct rec *recs,
 		return -errno;
 	if ((rc = pwrite_all(d->ifd, recs, n * REC_SIZE, d->index_end)) < 0)
 		return rc;
-	(void)posix_fadvise(d->dfd, (off_t)d->data_end, (off_t)(off - d->data_end),
-			    POSIX_FADV_DONTNEED);
+	drop_pages(d, d->data_end, off);
 	d->data_end = off;
 	d->index_end += n * REC_SIZE;
 	return 0;
@@ -605,7 +618,7 @@ int cache_disk_read(struct cache_disk *d, struct cache_disk_key key, uint64_t sn
 	pthread_mutex_unlock(&d->lock);
 
 	int rc = pread_all(d->dfd, dst, len, held.off);
-	(void)posix_fadvise(d->dfd, (off_t)held.off, (off_t)len, POSIX_FADV_DONTNEED);
+	drop_pages(d, held.off, held.off + len);
 	if (rc < 0 && rc != -ENODATA) {
 		disable(d, "cannot read", rc);
 		return -EIO;
