@@ -82,7 +82,7 @@ struct cache_disk {
 	int dirfd, lockfd, dfd, ifd;
 	uint64_t limit;
 	pthread_mutex_t lock; /* a leaf: table, queue, accounting; never held across I/O */
-	pthread_cond_t work, idle;
+	pthread_cond_t work, idle, ready; /* ready: the records are loaded */
 	struct ent *tab;
 	size_t tab_cap, tab_used; /* slots; slots not empty */
 	struct job queue[QUEUE_MAX];
@@ -92,6 +92,8 @@ struct cache_disk {
 	uint64_t data_end;  /* writer's: end of the data file */
 	uint64_t index_end; /* writer's: end of the index file */
 	bool full, stop, started;
+	bool loaded;	     /* the records are in the table (lock) */
+	uint64_t isize, dsize; /* the files' sizes at open, for load_records */
 	pthread_t writer;
 	_Atomic uint64_t items, hits, hit_bytes, admitted, refused, dropped_stale, dropped_corrupt;
 	_Atomic uint64_t disabled;
@@ -269,9 +271,9 @@ static int open_file(struct cache_disk *d, const char *name, int *fd, char *err,
 	return rc;
 }
 
-/* Take the valid records of the index into the table; cut what follows
- * the last one (records and data). 0 or -errno (err set). */
-static int load_index(struct cache_disk *d, char *err, size_t errlen)
+/* Check the index's header (or write one into a new tier) and note the
+ * files' sizes for load_records. 0 or -errno (err set). */
+static int load_header(struct cache_disk *d, char *err, size_t errlen)
 {
 	struct stat ist, dst;
 	unsigned char hdr[HDR_SIZE];
@@ -294,6 +296,7 @@ static int load_index(struct cache_disk *d, char *err, size_t errlen)
 			return rc;
 		}
 		d->index_end = HDR_SIZE;
+		d->loaded = true;
 		return 0;
 	}
 	if ((rc = pread_all(d->ifd, hdr, HDR_SIZE, 0)) < 0 ||
@@ -301,15 +304,39 @@ static int load_index(struct cache_disk *d, char *err, size_t errlen)
 		snprintf(err, errlen, "'%s/index' is not a coordfs disk cache index (v1)", d->dir);
 		return -EINVAL;
 	}
+	d->isize = (uint64_t)ist.st_size;
+	d->dsize = (uint64_t)dst.st_size;
+	return 0;
+}
+
+/*
+ * Take the valid records of the index into the table; cut what follows the
+ * last one (records and data). Runs on the writer thread before it writes
+ * anything, so that mounting waits for the lock and the header only (a
+ * tier of 1.3M units takes about a second to load); readers and
+ * admissions wait for it (wait_loaded). 0 or -errno (logged).
+ */
+static int load_records(struct cache_disk *d)
+{
+	uint64_t isize = d->isize, dsize = d->dsize;
+	int rc;
+
 	struct rec *buf = malloc(LOAD_CHUNK * sizeof(*buf));
 	if (!buf) {
-		snprintf(err, errlen, "out of memory");
+		log_err("disk cache %s: out of memory to load its index", d->dir);
 		return -ENOMEM;
 	}
-	uint64_t nrec = ((uint64_t)ist.st_size - HDR_SIZE) / REC_SIZE, good = 0, data_end = 0;
+	uint64_t nrec = (isize - HDR_SIZE) / REC_SIZE, good = 0, data_end = 0;
 	bool torn = false;
 	if (nrec > MAX_RECORDS)
 		nrec = MAX_RECORDS;
+	/* Sized for every record at once: no rehash while loading. */
+	while (d->tab_cap * 7 < (nrec + 1) * 10)
+		if ((rc = tab_grow(d)) < 0) {
+			free(buf);
+			log_err("disk cache %s: out of memory to load its index", d->dir);
+			return rc;
+		}
 	rc = 0;
 	while (good < nrec && !torn) {
 		size_t n = nrec - good < LOAD_CHUNK ? (size_t)(nrec - good) : LOAD_CHUNK;
@@ -321,7 +348,7 @@ static int load_index(struct cache_disk *d, char *err, size_t errlen)
 			 * otherwise, or whose unit is not all in the file, is torn. */
 			if (r->magic != REC_MAGIC || rec_sum(r) != r->rsum || r->len == 0 ||
 			    r->len > CACHE_DISK_UNIT_MAX || r->off != data_end ||
-			    data_end + r->len > (uint64_t)dst.st_size) {
+			    data_end + r->len > dsize) {
 				torn = true;
 				break;
 			}
@@ -341,26 +368,27 @@ static int load_index(struct cache_disk *d, char *err, size_t errlen)
 	}
 	free(buf);
 	if (rc < 0) {
-		snprintf(err, errlen, "cannot load disk cache index '%s/index': %s", d->dir,
-			 strerror(-rc));
+		log_err("disk cache %s: cannot load its index: %s", d->dir, strerror(-rc));
 		return rc;
 	}
 	d->index_end = HDR_SIZE + good * REC_SIZE;
 	d->data_end = data_end;
-	if ((uint64_t)ist.st_size > d->index_end || (uint64_t)dst.st_size > data_end) {
+	if (isize > d->index_end || dsize > data_end) {
 		log_msg(LOG_NOTICE, "disk cache %s: cut an unfinished tail (%llu index bytes, %llu data "
 			   "bytes) after %llu units",
-			   d->dir, (unsigned long long)((uint64_t)ist.st_size - d->index_end),
-			   (unsigned long long)((uint64_t)dst.st_size - data_end),
+			   d->dir, (unsigned long long)(isize - d->index_end),
+			   (unsigned long long)(dsize - data_end),
 			   (unsigned long long)good);
 		if (ftruncate(d->ifd, (off_t)d->index_end) < 0 ||
 		    ftruncate(d->dfd, (off_t)data_end) < 0) {
 			rc = -errno;
-			snprintf(err, errlen, "cannot cut disk cache '%s': %s", d->dir,
-				 strerror(errno));
+			disable(d, "cannot cut its unfinished tail", rc);
 			return rc;
 		}
 	}
+	pthread_mutex_lock(&d->lock);
+	d->used += d->data_end + (d->index_end - HDR_SIZE);
+	pthread_mutex_unlock(&d->lock);
 	return 0;
 }
 
@@ -374,6 +402,7 @@ static void fail_open(struct cache_disk *d)
 	pthread_mutex_destroy(&d->lock);
 	pthread_cond_destroy(&d->work);
 	pthread_cond_destroy(&d->idle);
+	pthread_cond_destroy(&d->ready);
 	free(d->tab);
 	free(d->dir);
 	free(d);
@@ -395,6 +424,7 @@ int cache_disk_open(const char *dir, uint64_t limit, struct cache_disk **out, ch
 	d->limit = limit;
 	pthread_mutex_init(&d->lock, NULL);
 	pthread_cond_init(&d->work, NULL);
+	pthread_cond_init(&d->ready, NULL);
 	pthread_condattr_t ca; /* flush's deadline is on CLOCK_MONOTONIC */
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -420,9 +450,9 @@ int cache_disk_open(const char *dir, uint64_t limit, struct cache_disk **out, ch
 	}
 	if ((rc = take_lock(d, err, errlen)) < 0 || (rc = open_file(d, "data", &d->dfd, err, errlen)) < 0 ||
 	    (rc = open_file(d, "index", &d->ifd, err, errlen)) < 0 ||
-	    (rc = load_index(d, err, errlen)) < 0)
+	    (rc = load_header(d, err, errlen)) < 0)
 		goto fail;
-	d->used = HDR_SIZE + d->data_end + (d->index_end - HDR_SIZE);
+	d->used = HDR_SIZE;
 	/* Units are read whole, in no order: read-ahead would only fill the
 	 * page cache with other units. */
 	(void)posix_fadvise(d->dfd, 0, 0, POSIX_FADV_RANDOM);
@@ -497,7 +527,12 @@ static void *writer_main(void *arg)
 	struct job jobs[BATCH_MAX];
 	struct rec recs[BATCH_MAX];
 
+	/* Nobody touches the table before it is loaded (wait_loaded). */
+	if (!d->loaded && load_records(d) < 0)
+		disable(d, "cannot load its index", -EIO);
 	pthread_mutex_lock(&d->lock);
+	d->loaded = true;
+	pthread_cond_broadcast(&d->ready);
 	for (;;) {
 		while (!d->stop && d->qlen == 0)
 			pthread_cond_wait(&d->work, &d->lock);
@@ -556,10 +591,17 @@ int cache_disk_start(struct cache_disk *d)
 	/* The lock file names its holder for a second daemon's message. */
 	if (ftruncate(d->lockfd, 0) < 0 || pwrite_all(d->lockfd, pid, (size_t)n, 0) < 0)
 		return -errno;
+	pthread_mutex_lock(&d->lock);
+	d->started = true; /* from now on readers wait for the load */
+	pthread_mutex_unlock(&d->lock);
 	int rc = pthread_create(&d->writer, NULL, writer_main, d);
-	if (rc)
+	if (rc) {
+		pthread_mutex_lock(&d->lock);
+		d->started = false;
+		pthread_cond_broadcast(&d->ready);
+		pthread_mutex_unlock(&d->lock);
 		return -rc;
-	d->started = true;
+	}
 	return 0;
 }
 
@@ -595,12 +637,21 @@ void cache_disk_close(struct cache_disk *d)
 
 /* --- reads and admissions --- */
 
+/* Take the lock once the records are loaded (a tier never started, as in
+ * a failed start-up, has nothing to wait for). */
+static void lock_loaded(struct cache_disk *d)
+{
+	pthread_mutex_lock(&d->lock);
+	while (!d->loaded && d->started)
+		pthread_cond_wait(&d->ready, &d->lock);
+}
+
 int cache_disk_read(struct cache_disk *d, struct cache_disk_key key, uint64_t snap, void *dst,
 		    size_t len)
 {
 	if (get(&d->disabled))
 		return -ENOENT;
-	pthread_mutex_lock(&d->lock);
+	lock_loaded(d);
 	struct ent *e = d->tab_cap ? tab_find(d, key) : NULL;
 	if (!e || e->state != E_HELD) {
 		pthread_mutex_unlock(&d->lock);
@@ -669,7 +720,7 @@ static int admissible(struct cache_disk *d, struct cache_disk_key key, uint64_t 
 
 bool cache_disk_wants(struct cache_disk *d, struct cache_disk_key key, uint64_t snap, size_t len)
 {
-	pthread_mutex_lock(&d->lock);
+	lock_loaded(d);
 	int rc = admissible(d, key, snap, len, false);
 	bool copy_room = d->qcopy + len <= QUEUE_COPY_MAX;
 	pthread_mutex_unlock(&d->lock);
@@ -687,7 +738,7 @@ int cache_disk_admit(struct cache_disk *d, struct cache_disk_key key, uint64_t s
 			return len && len <= CACHE_DISK_UNIT_MAX ? -ENOMEM : -ENOSPC;
 		memcpy(copy, data, len);
 	}
-	pthread_mutex_lock(&d->lock);
+	lock_loaded(d);
 	int rc = admissible(d, key, snap, len, true);
 	if (rc == 0 && copy && d->qcopy + len > QUEUE_COPY_MAX)
 		rc = -EBUSY;
