@@ -47,32 +47,6 @@ def populate(src, n, seed, max_size=200 * KIB):
 	return files
 
 
-def epoch(c, label, mnt, files):
-	"""Read every file; one check that all bytes match. SOURCE bytes read."""
-	before = ct.stats(mnt)['source']['bytes']
-	bad = []
-	for rel, want in files.items():
-		try:
-			got = ct.read_bytes(os.path.join(mnt, rel))
-		except OSError as e:
-			bad.append(f'{rel}: {e}')
-			continue
-		if got != want:
-			bad.append(f'{rel}: wrong bytes')
-	c.eq(f'{label}: every file reads its bytes', bad, [])
-	return ct.stats(mnt)['source']['bytes'] - before
-
-
-def disk(mnt):
-	return ct.stats(mnt)['cache']['disk']
-
-
-def settle(c, label, mnt):
-	"""Wait for the tier's writer to empty its queue."""
-	c.check(f'{label}: the writer catches up',
-		ct.wait_until(lambda: disk(mnt)['queued'] == 0, 20))
-
-
 def tier_opts(tier, cache='256K'):
 	return [f'--cache-size={cache}', f'--chunk-size={CHUNK // KIB}K',
 		'--no-kernel-cache', f'--disk-cache={tier}']
@@ -100,14 +74,14 @@ def test_remount_stale_corrupt_lock_modes(c):
 
 def run_remounts(c, m, tier, files):
 	total = sum(len(d) for d in files.values())
-	c.eq('epoch 1 reads the dataset from SOURCE', epoch(c, 'epoch 1', m.mnt, files), total)
-	settle(c, 'epoch 1', m.mnt)
-	d = disk(m.mnt)
+	c.eq('epoch 1 reads the dataset from SOURCE', ct.epoch(c, 'epoch 1', m.mnt, files), total)
+	ct.disk_settle(c, 'epoch 1', m.mnt)
+	d = ct.disk_stats(m.mnt)
 	c.gt('the tier holds units', d['items'], 0)
 	c.eq('nothing refused', d['refused'], 0)
 	c.eq('steady state: epoch 2 reads nothing from SOURCE',
-	     epoch(c, 'epoch 2', m.mnt, files), 0)
-	c.gt('disk hits in epoch 2', disk(m.mnt)['hits'], 0)
+	     ct.epoch(c, 'epoch 2', m.mnt, files), 0)
+	c.gt('disk hits in epoch 2', ct.disk_stats(m.mnt)['hits'], 0)
 
 	# Modes: DIR 0700, its files 0600.
 	c.eq('DIR is 0700', stat.S_IMODE(os.stat(tier).st_mode), 0o700)
@@ -128,8 +102,8 @@ def run_remounts(c, m, tier, files):
 	unmount(m)
 	m.mount()
 	c.eq('after fusermount3 -u: 0 SOURCE bytes in epoch 1',
-	     epoch(c, 'remount', m.mnt, files), 0)
-	c.gt('after fusermount3 -u: served by the tier', disk(m.mnt)['hits'], 0)
+	     ct.epoch(c, 'remount', m.mnt, files), 0)
+	c.gt('after fusermount3 -u: served by the tier', ct.disk_stats(m.mnt)['hits'], 0)
 
 	# SIGTERM, then again.
 	os.kill(m.pids[0], signal.SIGTERM)
@@ -137,7 +111,7 @@ def run_remounts(c, m, tier, files):
 	ct.force_unmount(m.mnt)
 	m.mount()
 	c.eq('after SIGTERM: 0 SOURCE bytes in epoch 1',
-	     epoch(c, 'after SIGTERM', m.mnt, files), 0)
+	     ct.epoch(c, 'after SIGTERM', m.mnt, files), 0)
 
 	# A file overwritten between mounts (same size, new bytes and mtime).
 	unmount(m)
@@ -148,11 +122,11 @@ def run_remounts(c, m, tier, files):
 	ct.write_file(path, new, mtime_ns=st.st_mtime_ns + 1_000_000_000)
 	files[rel] = new
 	m.mount()
-	got = epoch(c, 'after an overwrite', m.mnt, files)
+	got = ct.epoch(c, 'after an overwrite', m.mnt, files)
 	c.eq('the overwritten file alone is read from SOURCE', got, len(new))
-	c.ge('its units are dropped as stale', disk(m.mnt)['dropped_stale'], 1)
-	settle(c, 'after an overwrite', m.mnt)
-	c.eq('and then cached again', epoch(c, 'after an overwrite, epoch 2', m.mnt, files), 0)
+	c.ge('its units are dropped as stale', ct.disk_stats(m.mnt)['dropped_stale'], 1)
+	ct.disk_settle(c, 'after an overwrite', m.mnt)
+	c.eq('and then cached again', ct.epoch(c, 'after an overwrite, epoch 2', m.mnt, files), 0)
 
 	# A flipped byte in the data file: caught, read from SOURCE, counted.
 	unmount(m)
@@ -162,8 +136,8 @@ def run_remounts(c, m, tier, files):
 		f.seek(100)
 		f.write(bytes([b[0] ^ 0x01]))
 	m.mount()
-	got = epoch(c, 'after a flipped byte', m.mnt, files)
-	c.eq('one unit is dropped as corrupt', disk(m.mnt)['dropped_corrupt'], 1)
+	got = ct.epoch(c, 'after a flipped byte', m.mnt, files)
+	c.eq('one unit is dropped as corrupt', ct.disk_stats(m.mnt)['dropped_corrupt'], 1)
 	c.check('it alone is read from SOURCE', 0 < got <= CHUNK, f'{got} bytes')
 	unmount(m)
 
@@ -199,10 +173,10 @@ def test_sigkill_during_admission(c):
 			t.join(10)
 		rc, _, err = ct.run_coordfs(opts + [td.src, td.mnt])
 		c.check('mounted after 20 kills', rc == 0, err)
-		before = disk(td.mnt)['items']
+		before = ct.disk_stats(td.mnt)['items']
 		c.gt('the tier kept units across the kills', before, 0)
-		epoch(c, 'after 20 kills', td.mnt, files)
-		c.eq('nothing served was corrupt', disk(td.mnt)['dropped_corrupt'], 0)
+		ct.epoch(c, 'after 20 kills', td.mnt, files)
+		c.eq('nothing served was corrupt', ct.disk_stats(td.mnt)['dropped_corrupt'], 0)
 		ct.force_unmount(td.mnt)
 
 
@@ -279,10 +253,10 @@ def test_tier_fs_fills_up(c):
 			rc, _, err = ct.run_coordfs(opts + [td.src, td.mnt])
 			if not c.check('mounted with a tier larger than its file system', rc == 0, err):
 				return
-			epoch(c, 'filling', td.mnt, files)
-			settle(c, 'filling', td.mnt)
-			epoch(c, 'full', td.mnt, files)
-			d = disk(td.mnt)
+			ct.epoch(c, 'filling', td.mnt, files)
+			ct.disk_settle(c, 'filling', td.mnt)
+			ct.epoch(c, 'full', td.mnt, files)
+			d = ct.disk_stats(td.mnt)
 			c.gt('refused rises once the file system is full', d['refused'], 0)
 			c.gt('what fitted is held', d['items'], 0)
 			c.eq('the tier stays on', d['disabled'], 0)
@@ -302,13 +276,13 @@ def test_tier_device_errors(c):
 			rc, _, err = ct.run_coordfs(opts + [td.src, td.mnt])
 			if not c.check('mounted on the loop device', rc == 0, err):
 				return
-			epoch(c, 'before the errors', td.mnt, files)
-			settle(c, 'before the errors', td.mnt)
-			c.gt('the tier holds units', disk(td.mnt)['items'], 0)
+			ct.epoch(c, 'before the errors', td.mnt, files)
+			ct.disk_settle(c, 'before the errors', td.mnt)
+			c.gt('the tier holds units', ct.disk_stats(td.mnt)['items'], 0)
 			lf.fail()
-			epoch(c, 'device failing', td.mnt, files)
-			epoch(c, 'device failed', td.mnt, files)
-			c.eq('disabled = 1', disk(td.mnt)['disabled'], 1)
+			ct.epoch(c, 'device failing', td.mnt, files)
+			ct.epoch(c, 'device failed', td.mnt, files)
+			c.eq('disabled = 1', ct.disk_stats(td.mnt)['disabled'], 1)
 			ct.force_unmount(td.mnt)
 		finally:
 			lf.close()
