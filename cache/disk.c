@@ -718,13 +718,14 @@ static int admissible(struct cache_disk *d, struct cache_disk_key key, uint64_t 
 	return 0;
 }
 
-bool cache_disk_wants(struct cache_disk *d, struct cache_disk_key key, uint64_t snap, size_t len)
+int cache_disk_check(struct cache_disk *d, struct cache_disk_key key, uint64_t snap, size_t len)
 {
 	lock_loaded(d);
 	int rc = admissible(d, key, snap, len, false);
-	bool copy_room = d->qcopy + len <= QUEUE_COPY_MAX;
+	if (rc == 0 && d->qcopy + len > QUEUE_COPY_MAX)
+		rc = -EBUSY;
 	pthread_mutex_unlock(&d->lock);
-	return rc == 0 && copy_room;
+	return rc;
 }
 
 int cache_disk_admit(struct cache_disk *d, struct cache_disk_key key, uint64_t snap,

@@ -79,9 +79,11 @@ void cache_disk_close(struct cache_disk *d);
 int cache_disk_read(struct cache_disk *d, struct cache_disk_key key, uint64_t snap, void *dst,
 		    size_t len);
 
-/* Whether an admission of len bytes for key would be taken now: not held
- * or queued already, room under the limit and in the queue, tier on. */
-bool cache_disk_wants(struct cache_disk *d, struct cache_disk_key key, uint64_t snap, size_t len);
+/* Whether an admission of len bytes for key would be taken now: 0, or
+ * what cache_disk_admit would return (-EEXIST held or queued already,
+ * -ENOSPC over the limit, -EBUSY queue full, -EIO tier off); nothing is
+ * counted. */
+int cache_disk_check(struct cache_disk *d, struct cache_disk_key key, uint64_t snap, size_t len);
 
 /*
  * Queue unit key (snapshot snap, len bytes at data) for writing. With

@@ -219,6 +219,21 @@ static int fill_unit(void *arg, uint64_t unit, void *dst, size_t len)
 	return rc;
 }
 
+/* Unit k (unit_len bytes) whole from SOURCE into buf, queued for the disk
+ * tier as a copy (the writer frees it): 0 or the read's -errno. */
+static int spill_unit(struct fill_ctx *fc, uint32_t k, struct cache_disk_key key, uint64_t snap,
+		      void *buf, size_t unit_len)
+{
+	int rc = fill_ctx_open(fc);
+
+	if (rc == 0)
+		rc = source_read(fc->fs, fc->node, fc->fd, (uint64_t)k * fc->fs->ns.chunk_size,
+				 unit_len, buf);
+	if (rc == 0)
+		(void)cache_disk_admit(fc->fs->disk, key, snap, buf, unit_len, false);
+	return rc;
+}
+
 /*
  * [uoff, uoff+len) of unit k, which memory does not hold, from the disk
  * tier: the whole unit is read (its checksum covers all of it) into a
@@ -245,11 +260,8 @@ static int disk_read(struct fill_ctx *fc, uint32_t k, uint64_t uoff, size_t len,
 	if (!whole)
 		return -ENOMEM;
 	int rc = cache_disk_read(fs->disk, key, snap, whole, unit_len);
-	if (rc < 0 && mine && cache_disk_wants(fs->disk, key, snap, unit_len) &&
-	    (rc = fill_ctx_open(fc)) == 0 &&
-	    (rc = source_read(fs, fc->node, fc->fd, (uint64_t)k * fs->ns.chunk_size, unit_len,
-			      whole)) == 0)
-		(void)cache_disk_admit(fs->disk, key, snap, whole, unit_len, false);
+	if (rc < 0 && mine && cache_disk_check(fs->disk, key, snap, unit_len) == 0)
+		rc = spill_unit(fc, k, key, snap, whole, unit_len);
 	if (rc < 0) {
 		budget_free(mem, whole, unit_len);
 		return rc;
@@ -434,6 +446,31 @@ ssize_t fs_read_file(struct fs_ctx *fs, uint32_t node, int fd, uint64_t off, siz
 	if (n > 0 && direct)
 		memcpy(buf, direct, (size_t)n);
 	return n;
+}
+
+int fs_prefill_disk_unit(struct fs_ctx *fs, uint32_t node, uint32_t k)
+{
+	size_t unit_len = (size_t)ns_unit_len(&fs->ns, node, k);
+	struct fill_ctx fc = { fs, node, -1, false, false, false, NULL, NULL };
+	struct cache_disk_key key;
+	uint64_t snap;
+
+	if (!disk_unit(fs, node, k, &key, &snap))
+		return -ENOSPC;
+	if (unit_len > CACHE_DISK_UNIT_MAX)
+		return -EFBIG;
+	int rc = cache_disk_check(fs->disk, key, snap, unit_len);
+	if (rc < 0)
+		return rc;
+	/* Prefill may wait for room in the budget; readers never do. */
+	void *whole = budget_malloc(&fs->mem, unit_len, 1000);
+	if (!whole)
+		return -EBUSY;
+	rc = spill_unit(&fc, k, key, snap, whole, unit_len);
+	budget_free(&fs->mem, whole, unit_len);
+	if (fc.own_fd)
+		fs_close_source(fs, fc.fd);
+	return rc;
 }
 
 bool fs_file_cached(struct fs_ctx *fs, uint32_t node)

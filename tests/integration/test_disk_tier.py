@@ -142,6 +142,31 @@ def run_remounts(c, m, tier, files):
 	unmount(m)
 
 
+def test_prefill_memory_then_disk(c):
+	"""--prefill fills memory, then the tier; after a remount it warms
+	memory from the tier, reading nothing from SOURCE."""
+	with ct.TempDirs() as td:
+		files = populate(td.src, 40, 6)
+		tier = os.path.join(td.root, 'tier')
+		opts = tier_opts(tier) + ['--prefill']
+		total = sum(len(d) for d in files.values())
+		units = sum(len(ct.file_units(len(d), CHUNK)) for d in files.values())
+		for label, want_source in (('first mount', total), ('remount', 0)):
+			rc, _, err = ct.run_coordfs(opts + [td.src, td.mnt])
+			if not c.check(f'{label}: mounted with --prefill', rc == 0, err):
+				return
+			c.check(f'{label}: prefill ends',
+				ct.wait_until(lambda: not ct.stats(td.mnt)['prefill']['running'], 60))
+			ct.disk_settle(c, label, td.mnt)
+			s = ct.stats(td.mnt)
+			c.eq(f'{label}: prefill read from SOURCE', s['source']['bytes'], want_source)
+			c.eq(f'{label}: the tier holds every unit', s['cache']['disk']['items'], units)
+			c.gt(f'{label}: memory holds its share', s['cache']['items'], 0)
+			c.eq(f'{label}: an epoch then reads nothing from SOURCE',
+			     ct.epoch(c, label, td.mnt, files), 0)
+			ct.force_unmount(td.mnt)
+
+
 def test_sigkill_during_admission(c):
 	"""No memory cache: every unit goes to the tier's writer; SIGKILL at a
 	random moment, 20 times; then every file reads its bytes."""
@@ -294,6 +319,7 @@ def main():
 		c.check('root, for loop devices and dmsetup', False)
 		c.finish()
 	c.group(test_remount_stale_corrupt_lock_modes, c)
+	c.group(test_prefill_memory_then_disk, c)
 	c.group(test_sigkill_during_admission, c)
 	c.group(test_tier_fs_fills_up, c)
 	c.group(test_tier_device_errors, c)

@@ -214,8 +214,9 @@ START_TEST(limit_counts_data_index_and_header)
 	cache_disk_close(d);
 	/* Reopened, the limit still holds: nothing more fits. */
 	d = open_tier(limit);
-	ck_assert(!cache_disk_wants(d, cache_disk_key("f", 4096, 5), 1, UNIT));
-	ck_assert(cache_disk_wants(d, cache_disk_key("f", 4096, 5), 1, 100));
+	ck_assert_int_eq(cache_disk_check(d, cache_disk_key("f", 4096, 5), 1, UNIT), -ENOSPC);
+	ck_assert_int_eq(cache_disk_check(d, cache_disk_key("f", 4096, 5), 1, 100), 0);
+	ck_assert_int_eq(cache_disk_check(d, cache_disk_key("f", 4096, 0), 1, UNIT), -EEXIST);
 	cache_disk_close(d);
 }
 END_TEST
