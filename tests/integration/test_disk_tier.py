@@ -4,7 +4,8 @@
 A local SOURCE mounted with --disk-cache: a steady-state epoch reads
 nothing from SOURCE when memory and disk hold the dataset; after
 fusermount3 -u and after SIGTERM the next mount serves what the tier held
-with 0 SOURCE bytes; a file overwritten between mounts is dropped
+with 0 SOURCE bytes (and --prefill warms memory from the tier; three peers
+restarted together read 0 SOURCE bytes in their first epoch); a file overwritten between mounts is dropped
 (dropped_stale), never served; a flipped byte of the data file is caught
 (dropped_corrupt) and read from SOURCE; a second daemon on the same DIR is
 refused with the holder's PID and nothing mounted; DIR is 0700, its files
@@ -167,6 +168,48 @@ def test_prefill_memory_then_disk(c):
 			ct.force_unmount(td.mnt)
 
 
+def test_three_peers_restart_together(c):
+	"""Three nodes, each with its own tier, restarted together: the first
+	epoch after the restart reads nothing from SOURCE on any node (each
+	owner serves its partition from its tier)."""
+	held = {}
+
+	def fill(src):
+		held['files'] = populate(src, 45, 7)
+	with ct.Cluster(3, populate=fill) as cl:
+		files = held['files']
+		total = sum(len(d) for d in files.values())
+
+		def mount_all():
+			for k in range(3):
+				cl.mount(k, tier_opts(os.path.join(cl.root, f'tier{k}'), cache='128K'))
+
+		def source_bytes():
+			return sum(cl.stats(k)['source']['bytes'] for k in range(3))
+
+		def node_epoch(label):
+			"""Every node reads the dataset; SOURCE bytes of all nodes
+			(an owner reads for the others)."""
+			before = source_bytes()
+			for k in range(3):
+				ct.epoch(c, f'{label}: node {k}', cl.mnts[k], files)
+			return source_bytes() - before
+		mount_all()
+		c.eq('first epoch: the nodes read the dataset from SOURCE once',
+		     node_epoch('first epoch'), total)
+		for k in range(3):
+			ct.disk_settle(c, f'node {k}', cl.mnts[k])
+		items = [ct.disk_stats(cl.mnts[k])['items'] for k in range(3)]
+		c.check('every node\'s tier holds its own partition', all(i > 0 for i in items),
+			f'items {items}')
+		for k in range(3):
+			subprocess.run(['fusermount3', '-u', cl.mnts[k]], check=False)
+			ct.kill_and_wait(cl.pids[k], 10)
+		mount_all()
+		c.eq('after restarting together: 0 SOURCE bytes on every node',
+		     node_epoch('after the restart'), 0)
+
+
 def test_sigkill_during_admission(c):
 	"""No memory cache: every unit goes to the tier's writer; SIGKILL at a
 	random moment, 20 times; then every file reads its bytes."""
@@ -320,6 +363,7 @@ def main():
 		c.finish()
 	c.group(test_remount_stale_corrupt_lock_modes, c)
 	c.group(test_prefill_memory_then_disk, c)
+	c.group(test_three_peers_restart_together, c)
 	c.group(test_sigkill_during_admission, c)
 	c.group(test_tier_fs_fills_up, c)
 	c.group(test_tier_device_errors, c)
