@@ -721,7 +721,8 @@ static int admissible(struct cache_disk *d, struct cache_disk_key key, uint64_t 
 int cache_disk_check(struct cache_disk *d, struct cache_disk_key key, uint64_t snap, size_t len)
 {
 	lock_loaded(d);
-	int rc = admissible(d, key, snap, len, false);
+	/* A refusal for room counts here: a caller told so admits nothing. */
+	int rc = admissible(d, key, snap, len, true);
 	if (rc == 0 && d->qcopy + len > QUEUE_COPY_MAX)
 		rc = -EBUSY;
 	pthread_mutex_unlock(&d->lock);

@@ -81,8 +81,8 @@ int cache_disk_read(struct cache_disk *d, struct cache_disk_key key, uint64_t sn
 
 /* Whether an admission of len bytes for key would be taken now: 0, or
  * what cache_disk_admit would return (-EEXIST held or queued already,
- * -ENOSPC over the limit, -EBUSY queue full, -EIO tier off); nothing is
- * counted. */
+ * -ENOSPC over the limit, counted in refused as admit would, -EBUSY
+ * queue full, -EIO tier off). */
 int cache_disk_check(struct cache_disk *d, struct cache_disk_key key, uint64_t snap, size_t len);
 
 /*

@@ -114,7 +114,12 @@ static void prefill_file(struct fs_prefill *p, uint32_t node)
 			sleep_ns(YIELD_NS);
 		if (atomic_load(&p->stop))
 			return;
-		int rc = to_disk ? prefill_disk(p, node, k) : fs_prefill_unit(fs, node, k);
+		int rc = to_disk ? -ENOSPC : fs_prefill_unit(fs, node, k);
+		/* Memory may have filled since room was read (other workers). */
+		if (rc == -ENOSPC && fs->disk) {
+			to_disk = true;
+			rc = prefill_disk(p, node, k);
+		}
 		if (rc == -ENOSPC || rc == -EIO) {
 			if (to_disk) {
 				atomic_store(&p->full, true);

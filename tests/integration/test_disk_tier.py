@@ -210,6 +210,27 @@ def test_three_peers_restart_together(c):
 		     node_epoch('after the restart'), 0)
 
 
+def test_limit(c):
+	"""--disk-cache-size is never passed; refused counts what did not fit."""
+	with ct.TempDirs() as td:
+		files = populate(td.src, 30, 8)
+		tier = os.path.join(td.root, 'tier')
+		limit = 1024 * KIB
+		opts = tier_opts(tier, cache='0') + [f'--disk-cache-size={limit}']
+		rc, _, err = ct.run_coordfs(opts + [td.src, td.mnt])
+		if not c.check('mounted with a 1M tier', rc == 0, err):
+			return
+		ct.epoch(c, 'over the limit', td.mnt, files)
+		ct.disk_settle(c, 'over the limit', td.mnt)
+		d = ct.disk_stats(td.mnt)
+		c.le('used_bytes <= --disk-cache-size', d['used_bytes'], limit)
+		c.eq('capacity_bytes is the limit', d['capacity_bytes'], limit)
+		c.gt('refused counts units over the limit', d['refused'], 0)
+		ct.force_unmount(td.mnt)
+		size = sum(os.path.getsize(os.path.join(tier, n)) for n in os.listdir(tier))
+		c.le('the files in DIR stay within the limit (+ the lock file)', size, limit + 64)
+
+
 def test_sigkill_during_admission(c):
 	"""No memory cache: every unit goes to the tier's writer; SIGKILL at a
 	random moment, 20 times; then every file reads its bytes."""
@@ -364,6 +385,7 @@ def main():
 	c.group(test_remount_stale_corrupt_lock_modes, c)
 	c.group(test_prefill_memory_then_disk, c)
 	c.group(test_three_peers_restart_together, c)
+	c.group(test_limit, c)
 	c.group(test_sigkill_during_admission, c)
 	c.group(test_tier_fs_fills_up, c)
 	c.group(test_tier_device_errors, c)
