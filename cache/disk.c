@@ -109,17 +109,21 @@ static inline uint64_t get(_Atomic uint64_t *c)
 	return atomic_load_explicit(c, memory_order_relaxed);
 }
 
-struct cache_disk_key cache_disk_key(const char *path, uint64_t chunk_size, uint32_t k)
+struct cache_disk_key cache_disk_key(const char *scope, const char *path, uint64_t chunk_size,
+				     uint32_t k)
 {
-	/* path, its NUL, then the numbers (a path is at most PATH_MAX long). */
-	unsigned char buf[PATH_MAX + 1 + 12];
-	size_t n = strnlen(path, PATH_MAX);
+	/* scope, NUL, path, NUL, then the numbers: each at most PATH_MAX. */
+	unsigned char buf[2 * (PATH_MAX + 1) + 12];
+	size_t ns = strnlen(scope, PATH_MAX), np = strnlen(path, PATH_MAX);
 
-	memcpy(buf, path, n);
-	buf[n] = '\0';
-	memcpy(buf + n + 1, &chunk_size, 8);
-	memcpy(buf + n + 9, &k, 4);
-	XXH128_hash_t h = XXH3_128bits(buf, n + 13);
+	memcpy(buf, scope, ns);
+	buf[ns] = '\0';
+	memcpy(buf + ns + 1, path, np);
+	buf[ns + 1 + np] = '\0';
+	size_t n = ns + np + 2;
+	memcpy(buf + n, &chunk_size, 8);
+	memcpy(buf + n + 8, &k, 4);
+	XXH128_hash_t h = XXH3_128bits(buf, n + 12);
 	return (struct cache_disk_key){h.low64, h.high64};
 }
 

@@ -47,8 +47,11 @@ struct cache_disk_stats {
  * (the checksum covers the unit), so larger chunks are not admitted. */
 #define CACHE_DISK_UNIT_MAX ((size_t)16 << 20)
 
-/* The key of chunk k (of chunk_size bytes) of the file at relative path. */
-struct cache_disk_key cache_disk_key(const char *path, uint64_t chunk_size, uint32_t k);
+/* The key of chunk k (of chunk_size bytes) of the file at relative path
+ * of SOURCE scope (its absolute path, or s3://BUCKET/PREFIX): the same
+ * relative path under another SOURCE is another file. */
+struct cache_disk_key cache_disk_key(const char *scope, const char *path, uint64_t chunk_size,
+				     uint32_t k);
 /* The identity of a file's snapshot: its ETag (for a directory SOURCE,
  * size and mtime in ns) and its size. */
 uint64_t cache_disk_snap(const char *etag, uint64_t size);

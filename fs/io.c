@@ -190,7 +190,7 @@ static bool disk_unit(struct fs_ctx *fs, uint32_t node, uint32_t k, struct cache
 	if (!fs->disk || ns_path(&fs->ns, node, path, sizeof(path)) < 0 ||
 	    fs_snapshot_etag(fs, node, etag, sizeof(etag)) < 0)
 		return false;
-	*key = cache_disk_key(path, fs->ns.chunk_size, k);
+	*key = cache_disk_key(fs->opt.source, path, fs->ns.chunk_size, k);
 	*snap = cache_disk_snap(etag, fs->ns.nodes[node].size);
 	return true;
 }

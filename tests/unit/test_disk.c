@@ -52,7 +52,7 @@ static void admit_units(struct cache_disk *d, uint32_t n)
 	unsigned char buf[UNIT];
 	for (uint32_t k = 0; k < n; k++) {
 		fill(buf, k);
-		int rc = cache_disk_admit(d, cache_disk_key("f", 4096, k), 1, buf, UNIT, false);
+		int rc = cache_disk_admit(d, cache_disk_key("/src", "f", 4096, k), 1, buf, UNIT, false);
 		ck_assert_msg(rc == 0 || rc == -EEXIST, "unit %u: %d", k, rc);
 	}
 	ck_assert_int_eq(cache_disk_flush(d, 10000), 0);
@@ -70,7 +70,7 @@ static void tier_of_three(void)
 static int read_unit(struct cache_disk *d, uint32_t k, uint64_t snap)
 {
 	unsigned char buf[UNIT], want[UNIT];
-	int rc = cache_disk_read(d, cache_disk_key("f", 4096, k), snap, buf, UNIT);
+	int rc = cache_disk_read(d, cache_disk_key("/src", "f", 4096, k), snap, buf, UNIT);
 	if (rc == 0) {
 		fill(want, k);
 		ck_assert_msg(memcmp(buf, want, UNIT) == 0, "unit %u has wrong bytes", k);
@@ -196,7 +196,7 @@ START_TEST(limit_counts_data_index_and_header)
 	int ok = 0, refused = 0;
 	for (uint32_t k = 0; k < 6; k++) {
 		fill(buf, k);
-		int rc = cache_disk_admit(d, cache_disk_key("f", 4096, k), 1, buf, UNIT, k % 2 == 0);
+		int rc = cache_disk_admit(d, cache_disk_key("/src", "f", 4096, k), 1, buf, UNIT, k % 2 == 0);
 		ck_assert(rc == 0 || rc == -ENOSPC);
 		rc == 0 ? ok++ : refused++;
 	}
@@ -209,14 +209,14 @@ START_TEST(limit_counts_data_index_and_header)
 	ck_assert_uint_eq(st.used_bytes, (uint64_t)(file_size("data") + file_size("index")));
 	/* Admitted twice is once. */
 	fill(buf, 0);
-	ck_assert_int_eq(cache_disk_admit(d, cache_disk_key("f", 4096, 0), 1, buf, UNIT, false),
+	ck_assert_int_eq(cache_disk_admit(d, cache_disk_key("/src", "f", 4096, 0), 1, buf, UNIT, false),
 			 -EEXIST);
 	cache_disk_close(d);
 	/* Reopened, the limit still holds: nothing more fits. */
 	d = open_tier(limit);
-	ck_assert_int_eq(cache_disk_check(d, cache_disk_key("f", 4096, 5), 1, UNIT), -ENOSPC);
-	ck_assert_int_eq(cache_disk_check(d, cache_disk_key("f", 4096, 5), 1, 100), 0);
-	ck_assert_int_eq(cache_disk_check(d, cache_disk_key("f", 4096, 0), 1, UNIT), -EEXIST);
+	ck_assert_int_eq(cache_disk_check(d, cache_disk_key("/src", "f", 4096, 5), 1, UNIT), -ENOSPC);
+	ck_assert_int_eq(cache_disk_check(d, cache_disk_key("/src", "f", 4096, 5), 1, 100), 0);
+	ck_assert_int_eq(cache_disk_check(d, cache_disk_key("/src", "f", 4096, 0), 1, UNIT), -EEXIST);
 	cache_disk_close(d);
 }
 END_TEST
@@ -236,7 +236,10 @@ START_TEST(other_snapshot_is_dropped_as_stale)
 	ck_assert_uint_eq(st.dropped_stale, 1);
 	ck_assert_uint_eq(st.items, 1);
 	ck_assert_uint_eq(cache_disk_snap("\"a\"", 1) == cache_disk_snap("\"a\"", 2), 0);
-	ck_assert(cache_disk_key("f", 4096, 0).lo != cache_disk_key("f", 8192, 0).lo);
+	ck_assert(cache_disk_key("/src", "f", 4096, 0).lo != cache_disk_key("/src", "f", 8192, 0).lo);
+	ck_assert(cache_disk_key("/src", "f", 4096, 0).lo != cache_disk_key("/other", "f", 4096, 0).lo);
+	/* the separators keep "a" + "b/c" apart from "a/b" + "c" */
+	ck_assert(cache_disk_key("/a", "b/c", 4096, 0).lo != cache_disk_key("/a/b", "c", 4096, 0).lo);
 	cache_disk_close(d);
 }
 END_TEST
