@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -151,12 +152,32 @@ static struct ent *tab_find(struct cache_disk *d, struct cache_disk_key key)
 	}
 }
 
+/* The table's memory: anonymous pages, on huge pages where the kernel
+ * allows (MADV_HUGEPAGE): inserting 1.3M units is one cache and TLB miss
+ * after another across 100 MB, and huge pages take the TLB misses away. */
+static struct ent *tab_alloc(size_t cap)
+{
+	void *p = mmap(NULL, cap * sizeof(struct ent), PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (p == MAP_FAILED)
+		return NULL;
+	(void)madvise(p, cap * sizeof(struct ent), MADV_HUGEPAGE);
+	return p;
+}
+
+static void tab_free(struct ent *t, size_t cap)
+{
+	if (t)
+		munmap(t, cap * sizeof(struct ent));
+}
+
 static int tab_grow(struct cache_disk *d)
 {
 	size_t ncap = d->tab_cap ? d->tab_cap * 2 : 1024;
 	struct ent *old = d->tab;
 	size_t ocap = d->tab_cap;
-	struct ent *nt = calloc(ncap, sizeof(*nt));
+	struct ent *nt = tab_alloc(ncap);
 
 	if (!nt)
 		return -ENOMEM;
@@ -165,7 +186,7 @@ static int tab_grow(struct cache_disk *d)
 	for (size_t i = 0; i < ocap; i++)
 		if (old[i].state != E_EMPTY)
 			*tab_find(d, (struct cache_disk_key){old[i].lo, old[i].hi}) = old[i];
-	free(old);
+	tab_free(old, ocap);
 	return 0;
 }
 
@@ -407,7 +428,7 @@ static void fail_open(struct cache_disk *d)
 	pthread_cond_destroy(&d->work);
 	pthread_cond_destroy(&d->idle);
 	pthread_cond_destroy(&d->ready);
-	free(d->tab);
+	tab_free(d->tab, d->tab_cap);
 	free(d->dir);
 	free(d);
 }
