@@ -111,6 +111,28 @@ START_TEST(units_survive_a_reopen)
 }
 END_TEST
 
+/* Opening (what the mount waits for) takes the lock and the header only;
+ * the records are loaded by the started tier, and reads wait for them. */
+START_TEST(open_reads_no_records)
+{
+	struct cache_disk_stats st;
+	struct cache_disk *d;
+	char err[256] = "";
+
+	tier_of_three();
+	ck_assert_msg(cache_disk_open(dir, 1 << 20, &d, err, sizeof(err)) == 0, "%s", err);
+	cache_disk_get_stats(d, &st);
+	ck_assert_uint_eq(st.items, 0);
+	ck_assert_uint_eq(st.used_bytes, 64);
+	ck_assert_int_eq(cache_disk_start(d), 0);
+	ck_assert_int_eq(read_unit(d, 2, 1), 0); /* waits for the load */
+	cache_disk_get_stats(d, &st);
+	ck_assert_uint_eq(st.items, 3);
+	ck_assert_uint_eq(st.used_bytes, 64 + 3 * (UNIT + 64));
+	cache_disk_close(d);
+}
+END_TEST
+
 START_TEST(torn_tail_record_is_ignored_and_cut)
 {
 	tier_of_three();
@@ -288,6 +310,7 @@ int main(void)
 	umask(022);
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, units_survive_a_reopen);
+	tcase_add_test(tc, open_reads_no_records);
 	tcase_add_test(tc, torn_tail_record_is_ignored_and_cut);
 	tcase_add_test(tc, record_checksum_mismatch_cuts_from_there);
 	tcase_add_test(tc, data_checksum_mismatch_is_dropped);
