@@ -581,7 +581,9 @@ static void *writer_main(void *arg)
 			if (ftruncate(d->dfd, (off_t)d->data_end) < 0 ||
 			    ftruncate(d->ifd, (off_t)d->index_end) < 0)
 				rc = -EIO;
-			if (rc == -ENOSPC || rc == -EDQUOT)
+			/* One line: batches queued before this one fail too.
+			 * Only this thread sets full. */
+			if ((rc == -ENOSPC || rc == -EDQUOT) && !d->full)
 				log_warn("disk cache %s: its file system is full; admitting no more",
 					 d->dir);
 			else

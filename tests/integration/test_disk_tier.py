@@ -339,7 +339,8 @@ def test_tier_fs_fills_up(c):
 			files = populate(td.src, 80, 4, max_size=300 * KIB)
 			opts = tier_opts(os.path.join(lf.dir, 'tier'), cache='0') + \
 			    ['--disk-cache-size=1G']
-			rc, _, err = ct.run_coordfs(opts + [td.src, td.mnt])
+			logf = os.path.join(td.root, 'log')
+			rc, _, err = ct.run_coordfs(opts + [f'--log-file={logf}', td.src, td.mnt])
 			if not c.check('mounted with a tier larger than its file system', rc == 0, err):
 				return
 			ct.epoch(c, 'filling', td.mnt, files)
@@ -350,6 +351,9 @@ def test_tier_fs_fills_up(c):
 			c.gt('what fitted is held', d['items'], 0)
 			c.eq('the tier stays on', d['disabled'], 0)
 			ct.force_unmount(td.mnt)
+			with open(logf) as f:
+				full = [l for l in f if 'file system is full' in l]
+			c.eq('one log line says the file system is full', len(full), 1)
 		finally:
 			lf.close()
 
@@ -362,7 +366,8 @@ def test_tier_device_errors(c):
 		try:
 			files = populate(td.src, 30, 5)
 			opts = tier_opts(os.path.join(lf.dir, 'tier'), cache='0')
-			rc, _, err = ct.run_coordfs(opts + [td.src, td.mnt])
+			logf = os.path.join(td.root, 'log')
+			rc, _, err = ct.run_coordfs(opts + [f'--log-file={logf}', td.src, td.mnt])
 			if not c.check('mounted on the loop device', rc == 0, err):
 				return
 			ct.epoch(c, 'before the errors', td.mnt, files)
@@ -373,6 +378,9 @@ def test_tier_device_errors(c):
 			ct.epoch(c, 'device failed', td.mnt, files)
 			c.eq('disabled = 1', ct.disk_stats(td.mnt)['disabled'], 1)
 			ct.force_unmount(td.mnt)
+			with open(logf) as f:
+				off = [l for l in f if 'the disk tier is off' in l]
+			c.eq('one log line says the tier is off', len(off), 1)
 		finally:
 			lf.close()
 
