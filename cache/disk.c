@@ -309,12 +309,20 @@ static int load_header(struct cache_disk *d, char *err, size_t errlen)
 		snprintf(err, errlen, "cannot stat disk cache '%s': %s", d->dir, strerror(errno));
 		return rc;
 	}
-	if ((uint64_t)ist.st_size < HDR_SIZE) {
-		/* New, or cut before its header reached the disk: start over. */
+	static const unsigned char zeros[HDR_SIZE];
+	bool fresh = (uint64_t)ist.st_size < HDR_SIZE;
+
+	if (!fresh && (rc = pread_all(d->ifd, hdr, HDR_SIZE, 0)) < 0) {
+		snprintf(err, errlen, "cannot read '%s/index': %s", d->dir, strerror(-rc));
+		return rc;
+	}
+	/* A header of zeros: a power loss lost it (file systems may keep a
+	 * file's size but not its blocks). Like a short file, start over. */
+	if (fresh || memcmp(hdr, zeros, HDR_SIZE) == 0) {
 		memset(hdr, 0, sizeof(hdr));
 		memcpy(hdr, hdr_magic, sizeof(hdr_magic));
 		if (ftruncate(d->dfd, 0) < 0 || ftruncate(d->ifd, 0) < 0 ||
-		    (rc = pwrite_all(d->ifd, hdr, HDR_SIZE, 0)) < 0) {
+		    (rc = pwrite_all(d->ifd, hdr, HDR_SIZE, 0)) < 0 || fdatasync(d->ifd) < 0) {
 			rc = -errno;
 			snprintf(err, errlen, "cannot initialise disk cache '%s': %s", d->dir,
 				 strerror(errno));
@@ -324,8 +332,7 @@ static int load_header(struct cache_disk *d, char *err, size_t errlen)
 		d->loaded = true;
 		return 0;
 	}
-	if ((rc = pread_all(d->ifd, hdr, HDR_SIZE, 0)) < 0 ||
-	    memcmp(hdr, hdr_magic, sizeof(hdr_magic)) != 0) {
+	if (memcmp(hdr, hdr_magic, sizeof(hdr_magic)) != 0) {
 		snprintf(err, errlen, "'%s/index' is not a coordfs disk cache index (v1)", d->dir);
 		return -EINVAL;
 	}

@@ -163,6 +163,29 @@ START_TEST(torn_tail_record_is_ignored_and_cut)
 }
 END_TEST
 
+/* A header lost to a power loss (zeros) starts the tier over; anything
+ * else that is not a tier's header is refused, never overwritten. */
+START_TEST(zeroed_header_starts_over_foreign_index_refused)
+{
+	static const char zeros[64];
+	struct cache_disk *d;
+	char p[128], err[256] = "";
+
+	tier_of_three();
+	snprintf(p, sizeof(p), "%s/index", dir);
+	int fd = open(p, O_WRONLY);
+	ck_assert_int_eq(pwrite(fd, zeros, 64, 0), 64);
+	d = open_tier(1 << 20);
+	ck_assert_int_eq(read_unit(d, 0, 1), -ENOENT);
+	ck_assert_int_eq(file_size("data"), 0);
+	cache_disk_close(d);
+	ck_assert_int_eq(pwrite(fd, "something else", 14, 0), 14);
+	close(fd);
+	ck_assert_int_eq(cache_disk_open(dir, 1 << 20, &d, err, sizeof(err)), -EINVAL);
+	ck_assert_msg(strstr(err, "not a coordfs disk cache index"), "%s", err);
+}
+END_TEST
+
 START_TEST(record_checksum_mismatch_cuts_from_there)
 {
 	tier_of_three();
@@ -313,6 +336,7 @@ int main(void)
 	tcase_add_test(tc, open_reads_no_records);
 	tcase_add_test(tc, torn_tail_record_is_ignored_and_cut);
 	tcase_add_test(tc, record_checksum_mismatch_cuts_from_there);
+	tcase_add_test(tc, zeroed_header_starts_over_foreign_index_refused);
 	tcase_add_test(tc, data_checksum_mismatch_is_dropped);
 	tcase_add_test(tc, limit_counts_data_index_and_header);
 	tcase_add_test(tc, other_snapshot_is_dropped_as_stale);
