@@ -10,10 +10,12 @@
 #include <stdint.h>
 
 #include "cache/cache.h"
+#include "cache/disk.h"
 
 struct fs_stats {
 	double uptime_s;
 	struct cache_stats cache;
+	struct cache_disk_stats disk; /* zeros without --disk-cache */
 	uint64_t source_reads, source_bytes, source_errors;
 	uint64_t source_requests, source_retries, source_skipped_keys;
 	double source_latency_p50_ms, source_latency_p99_ms;

@@ -22,6 +22,7 @@
 #include "fs/options.h"
 
 struct cache;
+struct cache_disk;
 struct remote_peers;
 struct remote_client;
 struct remote_server;
@@ -43,6 +44,7 @@ struct fs_ctx {
 	struct ns ns;
 	struct fs_source *src; /* SOURCE: a directory or a bucket (fs/source.h) */
 	struct cache *cache;
+	struct cache_disk *disk; /* --disk-cache's tier, or NULL */
 	/* Transient memory outside the cache arena (prepared samples, decodes,
 	 * peer buffers, server responses): --prep-mem when the prepared view
 	 * is on, plus FS_IO_MEM for I/O buffers. */

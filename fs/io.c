@@ -5,16 +5,19 @@
  * or from SOURCE, through the source's operations (fs/source.h).
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "cache/cache.h"
+#include "cache/disk.h"
 #include "common/log.h"
 #include "fs/fs.h"
 #include "fs/io.h"
 #include "fs/peer.h"
 #include "fs/readahead.h"
+#include "fs/snapshot.h"
 #include "fs/source.h"
 
 int fs_open_source(struct fs_ctx *fs, uint32_t node, int *fh)
@@ -83,6 +86,56 @@ void fs_peer_buf_fini(struct fs_peer_buf *pb)
 /* Whole units up to this size are fetched at once for a handle. */
 #define PEER_UNIT_MAX ((size_t)16 << 20)
 
+/* [uoff, uoff+len) of unit k from the handle's kept unit, if it is k (the
+ * buffer goes back once the read reaches the unit's end). */
+static bool pb_take(struct fs_peer_buf *pb, uint32_t k, uint64_t uoff, size_t len, void *buf)
+{
+	uint8_t *done = NULL;
+	size_t done_len = 0;
+
+	if (!pb)
+		return false;
+	pthread_mutex_lock(&pb->lock);
+	if (!pb->data || pb->unit != k) {
+		pthread_mutex_unlock(&pb->lock);
+		return false;
+	}
+	memcpy(buf, pb->data + uoff, len);
+	if (uoff + len == pb->len) {
+		done = pb->data;
+		done_len = pb->len;
+		pb->data = NULL;
+	}
+	pthread_mutex_unlock(&pb->lock);
+	if (done) {
+		budget_free(pb->mem, done, done_len);
+		budget_trim(pb->mem);
+	}
+	return true;
+}
+
+/* Unit k, whole (unit_len bytes charged to mem), of which a read took up
+ * to `end`: kept for the handle's next read, or given back when the read
+ * reached the unit's end or there is no handle. */
+static void pb_keep(struct fs_peer_buf *pb, struct budget *mem, uint8_t *whole, uint32_t k,
+		    size_t unit_len, uint64_t end)
+{
+	if (!pb || end == unit_len) {
+		budget_free(mem, whole, unit_len);
+		return;
+	}
+	pthread_mutex_lock(&pb->lock);
+	uint8_t *done = pb->data;
+	size_t done_len = pb->len;
+	pb->data = whole;
+	pb->unit = k;
+	pb->len = unit_len;
+	pb->mem = mem;
+	pthread_mutex_unlock(&pb->lock);
+	if (done)
+		budget_free(mem, done, done_len);
+}
+
 /* [uoff, uoff+len) of unit k from its owner: from the handle's last fetched
  * unit, else by fetching the whole unit once into a buffer charged to the
  * budget (never waiting for room: a full budget means fetching only the
@@ -93,27 +146,11 @@ static int peer_read(struct fill_ctx *fc, uint32_t k, uint64_t uoff, size_t len,
 	struct fs_peer_buf *pb = fc->pb;
 	struct budget *mem = &fc->fs->mem;
 	size_t unit_len = (size_t)ns_unit_len(&fc->fs->ns, fc->node, k);
-	uint8_t *done = NULL;
-	size_t done_len = 0;
 
 	if (!pb || unit_len > PEER_UNIT_MAX)
 		return fs_peer_fetch(fc->fs, fc->node, k, uoff, len, buf);
-	pthread_mutex_lock(&pb->lock);
-	if (pb->data && pb->unit == k) {
-		memcpy(buf, pb->data + uoff, len);
-		if (uoff + len == pb->len) {
-			done = pb->data;
-			done_len = pb->len;
-			pb->data = NULL;
-		}
-		pthread_mutex_unlock(&pb->lock);
-		if (done) {
-			budget_free(pb->mem, done, done_len);
-			budget_trim(pb->mem);
-		}
+	if (pb_take(pb, k, uoff, len, buf))
 		return 0;
-	}
-	pthread_mutex_unlock(&pb->lock);
 	/* One read covering the whole unit needs no buffer of its own. */
 	if (uoff == 0 && len == unit_len)
 		return fs_peer_fetch(fc->fs, fc->node, k, 0, len, buf);
@@ -126,20 +163,7 @@ static int peer_read(struct fill_ctx *fc, uint32_t k, uint64_t uoff, size_t len,
 		return rc;
 	}
 	memcpy(buf, whole + uoff, len);
-	if (uoff + len == unit_len) { /* read to the end already */
-		budget_free(mem, whole, unit_len);
-		return 0;
-	}
-	pthread_mutex_lock(&pb->lock);
-	done = pb->data;
-	done_len = pb->len;
-	pb->data = whole;
-	pb->unit = k;
-	pb->len = unit_len;
-	pb->mem = mem;
-	pthread_mutex_unlock(&pb->lock);
-	if (done)
-		budget_free(mem, done, done_len);
+	pb_keep(pb, mem, whole, k, unit_len, uoff + len);
 	return 0;
 }
 
@@ -156,16 +180,95 @@ static int fill_ctx_open(struct fill_ctx *fc)
 	return 0;
 }
 
+/* Unit k of file node in the disk tier: its key and snapshot. false when
+ * there is no tier, or the file's path or ETag cannot be named. */
+static bool disk_unit(struct fs_ctx *fs, uint32_t node, uint32_t k, struct cache_disk_key *key,
+		      uint64_t *snap)
+{
+	char path[PATH_MAX], etag[256];
+
+	if (!fs->disk || ns_path(&fs->ns, node, path, sizeof(path)) < 0 ||
+	    fs_snapshot_etag(fs, node, etag, sizeof(etag)) < 0)
+		return false;
+	*key = cache_disk_key(fs->opt.source, path, fs->ns.chunk_size, k);
+	*snap = cache_disk_snap(etag, fs->ns.nodes[node].size);
+	return true;
+}
+
+/* Fill a unit of the memory cache: from the disk tier when it holds it
+ * (a remount warms memory from disk, not from SOURCE), else from SOURCE,
+ * and then queue it for the tier: dst is the memory arena, which stays
+ * valid until unmount, so the tier borrows it without a copy. */
 static int fill_unit(void *arg, uint64_t unit, void *dst, size_t len)
 {
 	struct fill_ctx *fc = arg;
 	const struct ns_node *n = &fc->fs->ns.nodes[fc->node];
-	uint64_t k = unit - n->first;
-	int rc = fill_ctx_open(fc);
+	uint32_t k = (uint32_t)(unit - n->first);
+	struct cache_disk_key key;
+	uint64_t snap;
+	bool tier = disk_unit(fc->fs, fc->node, k, &key, &snap);
 
+	if (tier && cache_disk_read(fc->fs->disk, key, snap, dst, len) == 0)
+		return 0;
+	int rc = fill_ctx_open(fc);
 	if (rc < 0)
 		return rc;
-	return source_read(fc->fs, fc->node, fc->fd, k * fc->fs->ns.chunk_size, len, dst);
+	rc = source_read(fc->fs, fc->node, fc->fd, (uint64_t)k * fc->fs->ns.chunk_size, len, dst);
+	if (rc == 0 && tier)
+		(void)cache_disk_admit(fc->fs->disk, key, snap, dst, len, true);
+	return rc;
+}
+
+/* Unit k (unit_len bytes) whole from SOURCE into buf, queued for the disk
+ * tier as a copy (the writer frees it): 0 or the read's -errno. */
+static int spill_unit(struct fill_ctx *fc, uint32_t k, struct cache_disk_key key, uint64_t snap,
+		      void *buf, size_t unit_len)
+{
+	int rc = fill_ctx_open(fc);
+
+	if (rc == 0)
+		rc = source_read(fc->fs, fc->node, fc->fd, (uint64_t)k * fc->fs->ns.chunk_size,
+				 unit_len, buf);
+	if (rc == 0)
+		(void)cache_disk_admit(fc->fs->disk, key, snap, buf, unit_len, false);
+	return rc;
+}
+
+/*
+ * [uoff, uoff+len) of unit k, which memory does not hold, from the disk
+ * tier: the whole unit is read (its checksum covers all of it) into a
+ * buffer charged to the budget, kept for the handle's next read. When the
+ * tier lacks it and would take it (mine: this node owns the unit), the
+ * whole unit is read from SOURCE instead and queued for the tier (a copy:
+ * the writer frees it): memory's refusals spill to disk. 0, or -errno:
+ * the caller then reads the range elsewhere.
+ */
+static int disk_read(struct fill_ctx *fc, uint32_t k, uint64_t uoff, size_t len, void *buf,
+		     bool mine)
+{
+	struct fs_ctx *fs = fc->fs;
+	struct budget *mem = &fs->mem;
+	size_t unit_len = (size_t)ns_unit_len(&fs->ns, fc->node, k);
+	struct cache_disk_key key;
+	uint64_t snap;
+
+	if (unit_len > CACHE_DISK_UNIT_MAX || !disk_unit(fs, fc->node, k, &key, &snap))
+		return -ENOENT;
+	if (pb_take(fc->pb, k, uoff, len, buf))
+		return 0;
+	uint8_t *whole = budget_malloc(mem, unit_len, 0);
+	if (!whole)
+		return -ENOMEM;
+	int rc = cache_disk_read(fs->disk, key, snap, whole, unit_len);
+	if (rc < 0 && mine && cache_disk_check(fs->disk, key, snap, unit_len) == 0)
+		rc = spill_unit(fc, k, key, snap, whole, unit_len);
+	if (rc < 0) {
+		budget_free(mem, whole, unit_len);
+		return rc;
+	}
+	memcpy(buf, whole + uoff, len);
+	pb_keep(fc->pb, mem, whole, k, unit_len, uoff + len);
+	return 0;
 }
 
 static int ra_fetch(void *arg, uint64_t off, size_t len, void *buf)
@@ -199,6 +302,8 @@ static int read_unit_from(struct fill_ctx *fc, uint32_t k, uint64_t uoff, size_t
 	if (rc != -ENOSPC)
 		return rc;
 	*direct = NULL;
+	if (fs->disk && disk_read(fc, k, uoff, len, buf, mine) == 0)
+		return 0;
 	if (!mine && fc->allow_peer && peer_read(fc, k, uoff, len, buf) == 0)
 		return 0;
 	if ((rc = fill_ctx_open(fc)) < 0)
@@ -341,6 +446,31 @@ ssize_t fs_read_file(struct fs_ctx *fs, uint32_t node, int fd, uint64_t off, siz
 	if (n > 0 && direct)
 		memcpy(buf, direct, (size_t)n);
 	return n;
+}
+
+int fs_prefill_disk_unit(struct fs_ctx *fs, uint32_t node, uint32_t k)
+{
+	size_t unit_len = (size_t)ns_unit_len(&fs->ns, node, k);
+	struct fill_ctx fc = { fs, node, -1, false, false, false, NULL, NULL };
+	struct cache_disk_key key;
+	uint64_t snap;
+
+	if (!disk_unit(fs, node, k, &key, &snap))
+		return -ENOSPC;
+	if (unit_len > CACHE_DISK_UNIT_MAX)
+		return -EFBIG;
+	int rc = cache_disk_check(fs->disk, key, snap, unit_len);
+	if (rc < 0)
+		return rc;
+	/* Prefill may wait for room in the budget; readers never do. */
+	void *whole = budget_malloc(&fs->mem, unit_len, 1000);
+	if (!whole)
+		return -EBUSY;
+	rc = spill_unit(&fc, k, key, snap, whole, unit_len);
+	budget_free(&fs->mem, whole, unit_len);
+	if (fc.own_fd)
+		fs_close_source(fs, fc.fd);
+	return rc;
 }
 
 bool fs_file_cached(struct fs_ctx *fs, uint32_t node)

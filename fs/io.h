@@ -79,6 +79,13 @@ void fs_close_source(struct fs_ctx *fs, int fh);
  * cache_prefill): 0, -EEXIST (held or being filled), -ENOSPC, -errno. */
 int fs_prefill_unit(struct fs_ctx *fs, uint32_t node, uint32_t k);
 
+/* Queue unit k of file node for the disk tier, read from SOURCE, when
+ * memory has no room (prefill, after memory): 0, or -EEXIST (held or
+ * queued already), -ENOSPC (no tier, or it is full), -EFBIG (a unit over
+ * CACHE_DISK_UNIT_MAX), -EBUSY (its queue or
+ * the budget is full: retry later), -EIO (tier off), the read's -errno. */
+int fs_prefill_disk_unit(struct fs_ctx *fs, uint32_t node, uint32_t k);
+
 /* Whether every unit of file node is held by the cache. */
 bool fs_file_cached(struct fs_ctx *fs, uint32_t node);
 

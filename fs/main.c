@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "cache/cache.h"
+#include "cache/disk.h"
 #include "common/log.h"
 #include "common/size.h"
 #include "fs/fs.h"
@@ -378,6 +379,14 @@ int main(int argc, char *argv[])
 			   (unsigned long long)fs->opt.cache_bytes, strerror(-rc));
 		goto out;
 	}
+	/* The tier's lock and index before the mount: a second daemon on DIR,
+	 * or an index that cannot be read, fails here with nothing mounted. */
+	if (fs->opt.disk_cache && (rc = cache_disk_open(fs->opt.disk_cache,
+						       fs->opt.disk_cache_bytes, &fs->disk, err,
+						       sizeof(err))) < 0) {
+		ret = fs_fail("%s", err);
+		goto out;
+	}
 	budget_init(&fs->mem, (fs->opt.prepared ? fs->opt.prep_mem_bytes : 0) + FS_IO_MEM);
 	fs->mem_ready = true;
 
@@ -427,6 +436,11 @@ int main(int argc, char *argv[])
 	if (fs->src->ops->start && (rc = fs->src->ops->start(fs->src)) < 0) {
 		snprintf(why, sizeof(why), "cannot start reading source %s: %s", fs->opt.source,
 			 strerror(-rc));
+		goto out;
+	}
+	/* After detach: the lock file names the daemon, not its parent. */
+	if (fs->disk && (rc = cache_disk_start(fs->disk)) < 0) {
+		snprintf(why, sizeof(why), "cannot start the disk cache: %s", strerror(-rc));
 		goto out;
 	}
 	if ((rc = fs_peer_start(fs)) < 0) {
@@ -479,6 +493,8 @@ out:
 	if (view_free)
 		fs_prep_stop(fs);
 	fs_peer_stop(fs);
+	/* Before the memory cache: the tier's queue borrows its arena. */
+	cache_disk_close(fs->disk);
 	cache_destroy(fs->cache);
 	if (fs->mem_ready)
 		budget_fini(&fs->mem);

@@ -228,7 +228,7 @@ static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 struct fs_handle {
 	uint32_t node;
 	int fd; /* SOURCE handle, or -1 (cached at open, or a source without handles) */
-	struct fs_peer_buf peer; /* used only with --peers */
+	struct fs_peer_buf peer; /* used only with --peers or --disk-cache */
 	struct fs_readahead ra;  /* used only by sources that want readahead */
 };
 
@@ -326,7 +326,9 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	ssize_t n = h ? fs_read_file_handle(fs, h->node, h->fd, fs->peers ? &h->peer : NULL,
+	/* The handle keeps the last whole unit read from a peer or the disk tier. */
+	struct fs_peer_buf *pb = h && (fs->peers || fs->disk) ? &h->peer : NULL;
+	ssize_t n = h ? fs_read_file_handle(fs, h->node, h->fd, pb,
 					    &h->ra, (uint64_t)off, size, buf, &direct)
 		      : fs_read_file_ref(fs, node, -1, NULL, (uint64_t)off, size, buf, &direct);
 	if (n < 0) {

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -32,6 +33,8 @@ enum { KEY_HELP, KEY_VERSION, KEY_FOREGROUND, KEY_DEBUG, KEY_IGNORED };
 static const struct fuse_opt fs_opt_spec[] = {
 	OPT2("--cache-size=%s", "cache_size=%s", cache_size),
 	OPT2("--chunk-size=%s", "chunk_size=%s", chunk_size),
+	OPT2("--disk-cache=%s", "disk_cache=%s", disk_cache),
+	OPT2("--disk-cache-size=%s", "disk_cache_size=%s", disk_cache_size),
 	OPT2("--peers=%s", "peers=%s", peers),
 	OPT2("--node=%s", "node=%s", node),
 	OPT2("--listen=%s", "listen=%s", listen),
@@ -87,6 +90,9 @@ static const char fs_options_usage[] =
 	"  -d, --debug              verbose logging (implies -f)\n"
 	"  --cache-size=SIZE        cache budget: bytes, K/M/G/T, or N% of RAM (25%)\n"
 	"  --chunk-size=SIZE        caching unit for larger files (4M)\n"
+	"  --disk-cache=DIR         a second MinIO tier on local disk, kept across mounts\n"
+	"  --disk-cache-size=SIZE   its limit: bytes, K/M/G/T, or N% of DIR's file\n"
+	"                           system (50%)\n"
 	"  --peers=URL,URL,...      every node's peer address, same order everywhere\n"
 	"  --peers=slurm            the nodes of this SLURM job (SLURM_NODEID: this one)\n"
 	"  --peers=dns:NAME[:PORT]  every address NAME resolves to (this node: its own)\n"
@@ -319,6 +325,38 @@ static int parse_owner(struct fs_options *o)
 	return 0;
 }
 
+/* --disk-cache: DIR made (0700) and absolute (the daemon changes to "/"),
+ * its limit parsed against DIR's file system. 0, or -1 after one line. */
+static int check_disk_cache(struct fs_options *o)
+{
+	struct statvfs vfs;
+
+	if (!o->disk_cache) {
+		if (o->disk_cache_size)
+			return -fs_fail("--disk-cache-size needs --disk-cache=DIR");
+		return 0;
+	}
+	if (!*o->disk_cache)
+		return -fs_fail("bad --disk-cache '': want a directory");
+	if (mkdir(o->disk_cache, 0700) < 0 && errno != EEXIST)
+		return -fs_fail("cannot create --disk-cache '%s': %s", o->disk_cache,
+				strerror(errno));
+	char *abs = realpath(o->disk_cache, NULL);
+	if (!abs || statvfs(abs, &vfs) < 0) {
+		int err = errno;
+		free(abs);
+		return -fs_fail("cannot use --disk-cache '%s': %s", o->disk_cache, strerror(err));
+	}
+	free(o->disk_cache);
+	o->disk_cache = abs;
+	const char *size = o->disk_cache_size ? o->disk_cache_size : "50%";
+	if (size_parse(size, (uint64_t)vfs.f_blocks * vfs.f_frsize, &o->disk_cache_bytes) < 0)
+		return -fs_fail("bad --disk-cache-size '%s': want bytes, K/M/G/T, or N%% "
+				"(0 < N <= 100)",
+				size);
+	return 0;
+}
+
 static int parse_sizes(struct fs_options *o)
 {
 	uint64_t phys = size_phys_mem();
@@ -464,7 +502,7 @@ int fs_options_parse(struct fuse_args *args, struct fs_options *o)
 
 int fs_options_check(struct fs_options *o)
 {
-	return parse_sizes(o) || check_paths(o) ? -1 : 0;
+	return parse_sizes(o) || check_paths(o) || check_disk_cache(o) ? -1 : 0;
 }
 
 void fs_options_free(struct fs_options *o)
@@ -473,6 +511,8 @@ void fs_options_free(struct fs_options *o)
 	free(o->mountpoint);
 	free(o->cache_size);
 	free(o->chunk_size);
+	free(o->disk_cache);
+	free(o->disk_cache_size);
 	free(o->peers);
 	free(o->node);
 	free(o->prep_threads_arg);

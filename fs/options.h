@@ -40,6 +40,8 @@ struct fs_options {
 	char *log_file;
 	bool no_kernel_cache; /* --no-kernel-cache: every read reaches the daemon */
 	bool prefill;
+	char *disk_cache;      /* --disk-cache=DIR: the disk tier (cache/disk.h) */
+	char *disk_cache_size; /* its limit (50% of DIR's file system) */
 	/* object-store SOURCE (s3://BUCKET[/PREFIX]) */
 	char *endpoint;
 	char *region;
@@ -63,6 +65,7 @@ struct fs_options {
 	uint64_t seed_value; /* --seed, else random */
 	uint32_t obj_uid, obj_gid;	     /* the mounting user's unless --uid/--gid */
 	uint32_t obj_file_mode, obj_dir_mode; /* 0444 and 0555 unless --file-mode/--dir-mode */
+	uint64_t disk_cache_bytes; /* --disk-cache-size, when --disk-cache */
 	int npos;          /* positional arguments seen while parsing */
 	char *parse_error; /* first problem found while parsing */
 };

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * --prefill (prefill.h). A coordinator thread sizes the job (the bytes of
- * the units this node owns and lacks, capped by the cache's free room,
+ * the units this node owns and lacks, capped by the cache's free room (or
+ * the disk tier's, when larger: memory first, then disk),
  * once the workers have taken every file's attributes, which the mount
  * does not), then runs the workers: each takes the next file from a shared cursor and
  * admits its owned units with cache_prefill, which never fetches a unit
@@ -23,6 +24,7 @@
 #include <time.h>
 
 #include "cache/cache.h"
+#include "cache/disk.h"
 #include "common/log.h"
 #include "common/size.h"
 #include "fs/fs.h"
@@ -62,6 +64,29 @@ static uint64_t cache_room(struct fs_ctx *fs)
 	return st.used_bytes < st.capacity_bytes ? st.capacity_bytes - st.used_bytes : 0;
 }
 
+/* Room left in the disk tier (0 without one). */
+static uint64_t disk_room(struct fs_ctx *fs)
+{
+	struct cache_disk_stats st;
+
+	if (!fs->disk)
+		return 0;
+	cache_disk_get_stats(fs->disk, &st);
+	return st.used_bytes < st.capacity_bytes ? st.capacity_bytes - st.used_bytes : 0;
+}
+
+/* Unit k into the disk tier when memory is full: waits while the tier's
+ * writer is behind. 0 (queued), -EEXIST/-EFBIG (skip it), or -ENOSPC/-EIO
+ * (the tier takes nothing more). */
+static int prefill_disk(struct fs_prefill *p, uint32_t node, uint32_t k)
+{
+	int rc;
+
+	while ((rc = fs_prefill_disk_unit(p->fs, node, k)) == -EBUSY && !atomic_load(&p->stop))
+		sleep_ns(5 * YIELD_NS);
+	return rc == -EIO || rc == -ENOSPC ? rc : rc == 0 ? 0 : -EEXIST;
+}
+
 static void prefill_file(struct fs_prefill *p, uint32_t node)
 {
 	struct fs_ctx *fs = p->fs;
@@ -70,24 +95,39 @@ static void prefill_file(struct fs_prefill *p, uint32_t node)
 
 	if (yield_at < 1)
 		yield_at = 1;
-
 	for (uint32_t k = 0; k < n->count && !atomic_load(&p->stop); k++) {
 		uint64_t len = ns_unit_len(&fs->ns, node, k);
 		if (cache_holds(fs->cache, (uint64_t)n->first + k) || !fs_peer_owns(fs, node, k))
 			continue;
 		uint64_t room = cache_room(fs);
-		if (room == 0) {
-			atomic_store(&p->full, true);
-			return;
-		}
-		if (len > room)
+		/* Memory first; once it is full, the disk tier (coordfs(1)). */
+		bool to_disk = len > room;
+		if (to_disk && !fs->disk) {
+			if (room == 0) {
+				atomic_store(&p->full, true);
+				return;
+			}
 			continue; /* a smaller unit may still fit */
+		}
 		while (!atomic_load(&p->stop) &&
 		       atomic_load_explicit(&fs->readers_missing, memory_order_relaxed) >= yield_at)
 			sleep_ns(YIELD_NS);
 		if (atomic_load(&p->stop))
 			return;
-		if (fs_prefill_unit(fs, node, k) == 0)
+		int rc = to_disk ? -ENOSPC : fs_prefill_unit(fs, node, k);
+		/* Memory may have filled since room was read (other workers). */
+		if (rc == -ENOSPC && fs->disk) {
+			to_disk = true;
+			rc = prefill_disk(p, node, k);
+		}
+		if (rc == -ENOSPC || rc == -EIO) {
+			if (to_disk) {
+				atomic_store(&p->full, true);
+				return;
+			}
+			continue;
+		}
+		if (rc == 0)
 			atomic_fetch_add_explicit(&p->done, len, memory_order_relaxed);
 	}
 }
@@ -161,7 +201,10 @@ static void *coordinate(void *arg)
 			    fs_peer_owns(fs, node, k))
 				owned += ns_unit_len(&fs->ns, node, k);
 	}
-	uint64_t room = cache_room(fs);
+	/* Inclusive tiers: what memory takes goes to disk too. */
+	uint64_t room = cache_room(fs), droom = disk_room(fs);
+	if (droom > room)
+		room = droom;
 	atomic_store(&p->target, owned < room ? owned : room);
 	log_info("prefill: %s to fetch with %u threads",
 		 size_format(atomic_load(&p->target), human, sizeof(human)), p->nthreads);

@@ -6,6 +6,8 @@
  */
 #include <jansson.h>
 #include <math.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <time.h>
@@ -56,6 +58,8 @@ static void fs_stats_collect(struct fs_ctx *fs, struct fs_stats *s)
 	s->uptime_s = (double)(now.tv_sec - fs->started.tv_sec) +
 		      (double)(now.tv_nsec - fs->started.tv_nsec) / 1e9;
 	cache_get_stats(fs->cache, &s->cache);
+	if (fs->disk)
+		cache_disk_get_stats(fs->disk, &s->disk);
 	s->source_reads = ld(&fs->ctr.source_reads);
 	s->source_bytes = ld(&fs->ctr.source_bytes);
 	s->source_errors = ld(&fs->ctr.source_errors);
@@ -77,6 +81,43 @@ static json_t *num(uint64_t v)
 static bool put(json_t *obj, const char *key, json_t *v)
 {
 	return v && json_object_set_new(obj, key, v) == 0;
+}
+
+/* The disk tier's counters, for the JSON (cache.disk) and /metrics alike. */
+static const struct {
+	const char *name, *type, *help;
+	size_t off;
+} disk_fields[] = {
+#define DISK_FIELD(f, type, help) {#f, type, help, offsetof(struct cache_disk_stats, f)}
+	DISK_FIELD(capacity_bytes, "gauge", "Disk tier limit."),
+	DISK_FIELD(used_bytes, "gauge", "Disk tier bytes written or queued (data, index)."),
+	DISK_FIELD(items, "gauge", "Units held by the disk tier."),
+	DISK_FIELD(hits, "counter", "Unit reads served from the disk tier."),
+	DISK_FIELD(hit_bytes, "counter", "Bytes read from the disk tier."),
+	DISK_FIELD(admitted, "counter", "Units written to the disk tier."),
+	DISK_FIELD(refused, "counter", "Units refused by the disk tier: limit or file system full."),
+	DISK_FIELD(dropped_stale, "counter", "Disk tier units of another snapshot, dropped."),
+	DISK_FIELD(dropped_corrupt, "counter", "Disk tier units failing their checksum, dropped."),
+	DISK_FIELD(disabled, "gauge", "1 once an I/O error turned the disk tier off."),
+	DISK_FIELD(queued, "gauge", "Units waiting to be written to the disk tier."),
+#undef DISK_FIELD
+};
+
+static uint64_t disk_field(const struct cache_disk_stats *d, size_t i)
+{
+	return *(const uint64_t *)((const char *)d + disk_fields[i].off);
+}
+
+static json_t *disk_json(const struct cache_disk_stats *d)
+{
+	json_t *o = json_object();
+
+	for (size_t i = 0; o && i < sizeof(disk_fields) / sizeof(disk_fields[0]); i++)
+		if (!put(o, disk_fields[i].name, num(disk_field(d, i)))) {
+			json_decref(o);
+			return NULL;
+		}
+	return o;
 }
 
 /* local: the xattr's JSON, with the SOURCE path and pid; else a peer's.
@@ -114,7 +155,8 @@ static json_t *stats_tree(struct fs_ctx *fs, bool local, bool summary)
 	     put(cache, "refused", num(s.cache.refused)) &&
 	     put(cache, "fill_errors", num(s.cache.fill_errors)) &&
 	     put(cache, "failed_units", num(s.cache.failed_units)) &&
-	     put(cache, "chunk_bytes", num(fs->ns.chunk_size));
+	     put(cache, "chunk_bytes", num(fs->ns.chunk_size)) &&
+	     put(cache, "disk", disk_json(&s.disk));
 	ok = ok && put(source, "reads", num(s.source_reads)) &&
 	     put(source, "bytes", num(s.source_bytes)) &&
 	     put(source, "errors", num(s.source_errors)) &&
@@ -246,6 +288,13 @@ void fs_stats_metrics(struct fs_ctx *fs, struct strbuf *sb)
 	       (double)s.cache.refused);
 	metric(sb, "cache_fill_errors_total", "counter", "Fills from SOURCE that failed.",
 	       (double)s.cache.fill_errors);
+	for (size_t i = 0; i < sizeof(disk_fields) / sizeof(disk_fields[0]); i++) {
+		char name[64];
+		bool counter = !strcmp(disk_fields[i].type, "counter");
+		snprintf(name, sizeof(name), "disk_%s%s", disk_fields[i].name, counter ? "_total" : "");
+		metric(sb, name, disk_fields[i].type, disk_fields[i].help,
+		       (double)disk_field(&s.disk, i));
+	}
 	metric(sb, "source_reads_total", "counter", "Reads of SOURCE.", (double)s.source_reads);
 	metric(sb, "source_bytes_total", "counter", "Bytes read from SOURCE.",
 	       (double)s.source_bytes);

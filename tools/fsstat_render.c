@@ -217,22 +217,52 @@ static void render_cache(FILE *out, const json_t *s)
 		fmt_ratio(hit_b, sum2(hit_b, miss_b), d, sizeof(d)));
 }
 
+/* The disk tier (cache.disk), only when the mount has one. */
+static void render_disk(FILE *out, const json_t *s)
+{
+	struct counter cap = get_counter(s, "cache.disk.capacity_bytes");
+	struct counter used = get_counter(s, "cache.disk.used_bytes");
+	char bar[FSSTAT_BAR_WIDTH + 3], a[32], b[32], c[32], d[32], e[32];
+
+	if (!cap.ok || cap.v <= 0)
+		return;
+	fsstat_bar(used.ok ? used.v : 0, cap.v, bar, sizeof(bar));
+	fprintf(out, LABEL "%s %6s  %s / %s%s\n", "disk", bar, fmt_ratio(used, cap, a, sizeof(a)),
+		fmt_size(used, b, sizeof(b)), fmt_size(cap, c, sizeof(c)),
+		get_counter(s, "cache.disk.disabled").v > 0 ? "  OFF (I/O error)" : "");
+	fprintf(out, LABEL "items %s  admitted %s  refused %s  hits %s (%s)\n", "",
+		fmt_count(get_counter(s, "cache.disk.items"), a, sizeof(a)),
+		fmt_count(get_counter(s, "cache.disk.admitted"), b, sizeof(b)),
+		fmt_count(get_counter(s, "cache.disk.refused"), c, sizeof(c)),
+		fmt_count(get_counter(s, "cache.disk.hits"), d, sizeof(d)),
+		fmt_size(get_counter(s, "cache.disk.hit_bytes"), e, sizeof(e)));
+	fprintf(out, LABEL "dropped stale %s  corrupt %s\n", "",
+		fmt_count(get_counter(s, "cache.disk.dropped_stale"), a, sizeof(a)),
+		fmt_count(get_counter(s, "cache.disk.dropped_corrupt"), b, sizeof(b)));
+}
+
 static void render_origin(FILE *out, const json_t *s)
 {
 	struct counter from_cache = get_counter(s, "cache.hit_bytes");
+	struct counter from_disk = get_counter(s, "cache.disk.hit_bytes");
 	struct counter from_source = get_counter(s, "source.bytes");
 	struct counter from_peers = get_counter(s, "peers.bytes");
 	struct counter total = { false, 0 };
-	char a[32], b[32], c[32], pa[16], pb[16], pc[16];
+	struct counter disk_cap = get_counter(s, "cache.disk.capacity_bytes");
+	bool disk = disk_cap.ok && disk_cap.v > 0;
+	char a[32], b[32], c[32], e[32], pa[16], pb[16], pc[16], pe[16], dpart[64] = "";
 
 	/* Shares of whatever is known; a missing origin is simply not counted. */
 	if (from_cache.ok || from_source.ok || from_peers.ok) {
 		total.ok = true;
 		total.v = (from_cache.ok ? from_cache.v : 0) + (from_source.ok ? from_source.v : 0) +
-			  (from_peers.ok ? from_peers.v : 0);
+			  (from_peers.ok ? from_peers.v : 0) + (disk && from_disk.ok ? from_disk.v : 0);
 	}
-	fprintf(out, LABEL "cache %s (%s)  source %s (%s)  peers %s (%s)\n", "bytes",
-		fmt_size(from_cache, a, sizeof(a)), fmt_ratio(from_cache, total, pa, sizeof(pa)),
+	if (disk)
+		snprintf(dpart, sizeof(dpart), "  disk %s (%s)", fmt_size(from_disk, e, sizeof(e)),
+			 fmt_ratio(from_disk, total, pe, sizeof(pe)));
+	fprintf(out, LABEL "cache %s (%s)%s  source %s (%s)  peers %s (%s)\n", "bytes",
+		fmt_size(from_cache, a, sizeof(a)), fmt_ratio(from_cache, total, pa, sizeof(pa)), dpart,
 		fmt_size(from_source, b, sizeof(b)), fmt_ratio(from_source, total, pb, sizeof(pb)),
 		fmt_size(from_peers, c, sizeof(c)), fmt_ratio(from_peers, total, pc, sizeof(pc)));
 }
@@ -368,7 +398,10 @@ record:
  * Passes over the dataset: how much of it has been read through the mount,
  * and how many bytes each pass took from SOURCE against the MinIO optimum
  * (the whole dataset in the first pass, then what is not cached: dataset -
- * cache).
+ * cache). With a disk tier the cached part is the larger of memory and
+ * disk: every unit read from SOURCE goes to disk while it has room, memory's
+ * share included (inclusive tiers), so memory holds a subset of the disk's
+ * units unless the disk is the smaller.
  * The optimum is shown for a single node only: with peers a node's share
  * depends on what the others read.
  */
@@ -377,6 +410,7 @@ static void render_passes(FILE *out, const json_t *s, const struct fsstat_passes
 	struct counter ds = get_counter(s, "dataset_bytes"), files = get_counter(s, "files");
 	struct counter rd = dataset_read(s), src = get_counter(s, "source.bytes");
 	struct counter cap = get_counter(s, "cache.capacity_bytes");
+	struct counter disk = get_counter(s, "cache.disk.capacity_bytes");
 	const json_t *nodes = fsstat_field(s, "peers.nodes");
 	struct counter nnodes = get_counter(s, "peers.node_count");
 	bool single = nnodes.ok ? nnodes.v == 0 : !json_is_array(nodes) || json_array_size(nodes) == 0;
@@ -392,6 +426,8 @@ static void render_passes(FILE *out, const json_t *s, const struct fsstat_passes
 
 	if (!ds.ok || ds.v <= 0)
 		return;
+	if (cap.ok && disk.ok && disk.v > cap.v)
+		cap.v = disk.v;
 	if (cap.ok && single && !partial) {
 		optimum.ok = true;
 		optimum.v = ds.v > cap.v ? ds.v - cap.v : 0;
@@ -582,6 +618,7 @@ int fsstat_render(FILE *out, const json_t *stats, const struct fsstat_view *view
 		fmt_uptime(get_counter(stats, "uptime_s"), a, sizeof(a)),
 		fmt_count(get_counter(stats, "version"), b, sizeof(b)));
 	render_cache(out, stats);
+	render_disk(out, stats);
 	render_origin(out, stats);
 	fprintf(out, LABEL "reads %s  bytes %s  errors %s\n", "source",
 		fmt_count(get_counter(stats, "source.reads"), a, sizeof(a)),

@@ -13,6 +13,7 @@ pkgs=(
 	check valgrind clang groff-base man-db universal-ctags
 	python3-torch python3-torchvision python3-pil python3-numpy python3-matplotlib
 	e2fsprogs util-linux attr curl passwd
+	libxxhash-dev dmsetup
 	nginx
 	radosgw ceph-mon ceph-osd python3-boto3 rclone s3fs tinyproxy-bin
 	slurm-client dnsmasq-base iproute2

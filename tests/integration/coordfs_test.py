@@ -463,6 +463,34 @@ def stats(mnt):
 	return json.loads(os.getxattr(mnt, STATS_XATTR).decode('utf-8'))
 
 
+def epoch(c, label, mnt, files):
+	"""Read every file of {relpath: bytes} under mnt; one check that all
+	match. Returns the SOURCE bytes the pass read (source.bytes)."""
+	before = stats(mnt)['source']['bytes']
+	bad = []
+	for rel, want in files.items():
+		try:
+			got = read_bytes(os.path.join(mnt, rel))
+		except OSError as e:
+			bad.append(f'{rel}: {e}')
+			continue
+		if got != want:
+			bad.append(f'{rel}: wrong bytes')
+	c.eq(f'{label}: every file reads its bytes', bad, [])
+	return stats(mnt)['source']['bytes'] - before
+
+
+def disk_stats(mnt):
+	"""The disk tier's counters (cache.disk)."""
+	return stats(mnt)['cache']['disk']
+
+
+def disk_settle(c, label, mnt):
+	"""Wait for the tier's writer to empty its queue."""
+	c.check(f'{label}: the writer catches up',
+		wait_until(lambda: disk_stats(mnt)['queued'] == 0, 20))
+
+
 def cached(path):
 	"""Value of the file's user.coordfs.cached xattr (bytes)."""
 	return os.getxattr(path, CACHED_XATTR)

@@ -569,6 +569,40 @@ START_TEST(passes_from_mount)
 }
 END_TEST
 
+/* A disk tier: its lines, and an optimum counting memory and disk. */
+START_TEST(disk_tier_line_and_optimum)
+{
+	char line[256];
+	char *out = render_text(
+	    "{\"files\": 4, \"dataset_bytes\": 1000, \"source\": {\"bytes\": 0},"
+	    " \"cache\": {\"capacity_bytes\": 300, \"disk\": {\"capacity_bytes\": 800,"
+	    " \"used_bytes\": 200, \"items\": 5, \"hits\": 7, \"hit_bytes\": 2048,"
+	    " \"admitted\": 6, \"refused\": 2, \"dropped_stale\": 1, \"dropped_corrupt\": 3,"
+	    " \"disabled\": 0}}, \"peers\": {\"nodes\": []}}",
+	    NULL);
+
+	assert_contains(line_starting(out, "disk ", line, sizeof(line)), "25.0%  200 B / 800 B");
+	assert_lacks(line, "OFF");
+	assert_contains(out, "items 5  admitted 6  refused 2  hits 7 (2.0 KiB)");
+	assert_contains(out, "dropped stale 1  corrupt 3");
+	assert_contains(out, "cache - (-)  disk 2.0 KiB (100.0%)  source 0 B (0.0%)");
+	/* inclusive tiers: 1000 - max(300, 800) */
+	assert_contains(out, "optimum per pass 200 B");
+	free(out);
+
+	out = render_text("{\"cache\": {\"disk\": {\"capacity_bytes\": 800, \"disabled\": 1}}}", NULL);
+	assert_contains(line_starting(out, "disk ", line, sizeof(line)), "OFF (I/O error)");
+	free(out);
+	/* No tier (capacity 0, or an older daemon): no disk line, memory's optimum. */
+	out = render_text("{\"files\": 4, \"dataset_bytes\": 1000, \"peers\": {\"nodes\": []},"
+			  " \"cache\": {\"capacity_bytes\": 300, \"disk\": {\"capacity_bytes\": 0}}}",
+			  NULL);
+	ck_assert_ptr_null(strstr(out, "\ndisk "));
+	assert_contains(out, "optimum per pass 700 B");
+	free(out);
+}
+END_TEST
+
 START_TEST(passes_seen_from_the_middle)
 {
 	struct fsstat_passes p;
@@ -991,6 +1025,7 @@ int main(void)
 	tcase_add_test(table, watch_rates_fallbacks);
 	tcase_add_test(table, passes_from_mount);
 	tcase_add_test(table, passes_seen_from_the_middle);
+	tcase_add_test(table, disk_tier_line_and_optimum);
 	tcase_add_test(table, passes_first_sample_before_any_lookup);
 	tcase_add_test(table, kernel_cache_note_only_when_on);
 	tcase_add_test(table, passes_without_tracker_or_dataset);

@@ -160,7 +160,9 @@ static struct fs_source *make(const char *url, const char *endpoint, const char 
 					 .addressing = addressing,
 					 .no_sign = true,
 					 .uid = 1000,
-					 .gid = 100};
+					 .gid = 100,
+					 .file_mode = 0444,
+					 .dir_mode = 0555};
 	struct fs_source *src = NULL;
 	char err[256] = "";
 

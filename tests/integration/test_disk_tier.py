@@ -1,0 +1,404 @@
+# SPDX-License-Identifier: MIT
+"""Integration test of the disk tier (coordfs(1): THE DISK TIER), real mounts.
+
+A local SOURCE mounted with --disk-cache: a steady-state epoch reads
+nothing from SOURCE when memory and disk hold the dataset; after
+fusermount3 -u and after SIGTERM the next mount serves what the tier held
+with 0 SOURCE bytes (and --prefill warms memory from the tier; three peers
+restarted together read 0 SOURCE bytes in their first epoch); a file overwritten between mounts is dropped
+(dropped_stale), never served; a flipped byte of the data file is caught
+(dropped_corrupt) and read from SOURCE; a second daemon on the same DIR is
+refused with the holder's PID and nothing mounted; DIR is 0700, its files
+0600. SIGKILL during admission, 20 times, then every file's bytes are
+checked. On loop devices made here: a tier file system that fills up (no
+failed read, refused rises) and a tier device that turns to I/O errors
+(dm-error through dmsetup: no failed read, disabled = 1).
+"""
+
+import fcntl
+import os
+import random
+import shutil
+import signal
+import stat
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import coordfs_test as ct	# noqa: E402
+
+KIB = 1024
+MIB = 1024 * KIB
+CHUNK = 64 * KIB
+
+
+def populate(src, n, seed, max_size=200 * KIB):
+	"""n files of random sizes (some of several chunks); relpath -> bytes."""
+	rng = random.Random(seed)
+	files = {}
+	for i in range(n):
+		rel = f'd{i % 4}/f{i:03d}.bin'
+		data = ct.random_bytes(rng, rng.randint(1, max_size))
+		ct.write_file(os.path.join(src, rel), data)
+		files[rel] = data
+	return files
+
+
+def tier_opts(tier, cache='256K'):
+	return [f'--cache-size={cache}', f'--chunk-size={CHUNK // KIB}K',
+		'--no-kernel-cache', f'--disk-cache={tier}']
+
+
+def unmount(m):
+	subprocess.run(['fusermount3', '-u', m.mnt], check=False)
+	for pid in m.pids:
+		ct.kill_and_wait(pid, 10)
+
+
+def test_remount_stale_corrupt_lock_modes(c):
+	held = {}
+	tier_root = tempfile.mkdtemp(prefix='coordfs-tier-')
+	tier = os.path.join(tier_root, 'tier')
+
+	def fill(src):
+		held['files'] = populate(src, 40, 1)
+	try:
+		with ct.Mount(tier_opts(tier), populate=fill) as m:
+			run_remounts(c, m, tier, held['files'])
+	finally:
+		shutil.rmtree(tier_root)
+
+
+def run_remounts(c, m, tier, files):
+	total = sum(len(d) for d in files.values())
+	c.eq('epoch 1 reads the dataset from SOURCE', ct.epoch(c, 'epoch 1', m.mnt, files), total)
+	ct.disk_settle(c, 'epoch 1', m.mnt)
+	d = ct.disk_stats(m.mnt)
+	c.gt('the tier holds units', d['items'], 0)
+	c.eq('nothing refused', d['refused'], 0)
+	c.eq('steady state: epoch 2 reads nothing from SOURCE',
+	     ct.epoch(c, 'epoch 2', m.mnt, files), 0)
+	c.gt('disk hits in epoch 2', ct.disk_stats(m.mnt)['hits'], 0)
+
+	# Modes: DIR 0700, its files 0600.
+	c.eq('DIR is 0700', stat.S_IMODE(os.stat(tier).st_mode), 0o700)
+	for name in sorted(os.listdir(tier)):
+		c.eq(f'{name} is 0600', stat.S_IMODE(os.stat(os.path.join(tier, name)).st_mode),
+		     0o600)
+
+	# A second daemon on the same DIR: refused, with the PID, nothing mounted.
+	other = os.path.join(m.root, 'mnt2')
+	os.mkdir(other)
+	rc, _, err = ct.run_coordfs(tier_opts(tier) + [m.src, other])
+	c.check('a second daemon on DIR fails', rc not in (0, None), f'rc {rc}')
+	c.check('its message names the holder\'s PID', f'pid {m.pids[0]}' in err, err)
+	c.eq('its message is one line', len(err.strip().splitlines()), 1)
+	c.check('nothing is mounted on its mountpoint', not ct.is_mounted(other))
+
+	# fusermount3 -u, then a mount with the same DIR: 0 SOURCE bytes.
+	unmount(m)
+	m.mount()
+	c.eq('after fusermount3 -u: 0 SOURCE bytes in epoch 1',
+	     ct.epoch(c, 'remount', m.mnt, files), 0)
+	c.gt('after fusermount3 -u: served by the tier', ct.disk_stats(m.mnt)['hits'], 0)
+
+	# SIGTERM, then again.
+	os.kill(m.pids[0], signal.SIGTERM)
+	ct.kill_and_wait(m.pids[0], 10)
+	ct.force_unmount(m.mnt)
+	m.mount()
+	c.eq('after SIGTERM: 0 SOURCE bytes in epoch 1',
+	     ct.epoch(c, 'after SIGTERM', m.mnt, files), 0)
+
+	# A file overwritten between mounts (same size, new bytes and mtime).
+	unmount(m)
+	rel = next(r for r, dd in files.items() if len(dd) > CHUNK)
+	new = bytes(b ^ 0x5A for b in files[rel])
+	path = os.path.join(m.src, rel)
+	st = os.stat(path)
+	ct.write_file(path, new, mtime_ns=st.st_mtime_ns + 1_000_000_000)
+	files[rel] = new
+	m.mount()
+	got = ct.epoch(c, 'after an overwrite', m.mnt, files)
+	c.eq('the overwritten file alone is read from SOURCE', got, len(new))
+	c.ge('its units are dropped as stale', ct.disk_stats(m.mnt)['dropped_stale'], 1)
+	ct.disk_settle(c, 'after an overwrite', m.mnt)
+	c.eq('and then cached again', ct.epoch(c, 'after an overwrite, epoch 2', m.mnt, files), 0)
+
+	# A flipped byte in the data file: caught, read from SOURCE, counted.
+	unmount(m)
+	with open(os.path.join(tier, 'data'), 'r+b') as f:
+		f.seek(100)
+		b = f.read(1)
+		f.seek(100)
+		f.write(bytes([b[0] ^ 0x01]))
+	m.mount()
+	got = ct.epoch(c, 'after a flipped byte', m.mnt, files)
+	c.eq('one unit is dropped as corrupt', ct.disk_stats(m.mnt)['dropped_corrupt'], 1)
+	c.check('it alone is read from SOURCE', 0 < got <= CHUNK, f'{got} bytes')
+	unmount(m)
+
+
+def test_prefill_memory_then_disk(c):
+	"""--prefill fills memory, then the tier; after a remount it warms
+	memory from the tier, reading nothing from SOURCE."""
+	with ct.TempDirs() as td:
+		files = populate(td.src, 40, 6)
+		tier = os.path.join(td.root, 'tier')
+		opts = tier_opts(tier) + ['--prefill']
+		total = sum(len(d) for d in files.values())
+		units = sum(len(ct.file_units(len(d), CHUNK)) for d in files.values())
+		for label, want_source in (('first mount', total), ('remount', 0)):
+			rc, _, err = ct.run_coordfs(opts + [td.src, td.mnt])
+			if not c.check(f'{label}: mounted with --prefill', rc == 0, err):
+				return
+			c.check(f'{label}: prefill ends',
+				ct.wait_until(lambda: not ct.stats(td.mnt)['prefill']['running'], 60))
+			ct.disk_settle(c, label, td.mnt)
+			s = ct.stats(td.mnt)
+			c.eq(f'{label}: prefill read from SOURCE', s['source']['bytes'], want_source)
+			c.eq(f'{label}: the tier holds every unit', s['cache']['disk']['items'], units)
+			c.gt(f'{label}: memory holds its share', s['cache']['items'], 0)
+			c.eq(f'{label}: an epoch then reads nothing from SOURCE',
+			     ct.epoch(c, label, td.mnt, files), 0)
+			ct.force_unmount(td.mnt)
+
+
+def test_three_peers_restart_together(c):
+	"""Three nodes, each with its own tier, restarted together: the first
+	epoch after the restart reads nothing from SOURCE on any node (each
+	owner serves its partition from its tier)."""
+	held = {}
+
+	def fill(src):
+		held['files'] = populate(src, 45, 7)
+	with ct.Cluster(3, populate=fill) as cl:
+		files = held['files']
+		total = sum(len(d) for d in files.values())
+
+		def mount_all():
+			for k in range(3):
+				cl.mount(k, tier_opts(os.path.join(cl.root, f'tier{k}'), cache='128K'))
+
+		def source_bytes():
+			return sum(cl.stats(k)['source']['bytes'] for k in range(3))
+
+		def node_epoch(label):
+			"""Every node reads the dataset; SOURCE bytes of all nodes
+			(an owner reads for the others)."""
+			before = source_bytes()
+			for k in range(3):
+				ct.epoch(c, f'{label}: node {k}', cl.mnts[k], files)
+			return source_bytes() - before
+		mount_all()
+		c.eq('first epoch: the nodes read the dataset from SOURCE once',
+		     node_epoch('first epoch'), total)
+		for k in range(3):
+			ct.disk_settle(c, f'node {k}', cl.mnts[k])
+		items = [ct.disk_stats(cl.mnts[k])['items'] for k in range(3)]
+		c.check('every node\'s tier holds its own partition', all(i > 0 for i in items),
+			f'items {items}')
+		for k in range(3):
+			subprocess.run(['fusermount3', '-u', cl.mnts[k]], check=False)
+			ct.kill_and_wait(cl.pids[k], 10)
+		mount_all()
+		c.eq('after restarting together: 0 SOURCE bytes on every node',
+		     node_epoch('after the restart'), 0)
+
+
+def test_limit(c):
+	"""--disk-cache-size is never passed; refused counts what did not fit."""
+	with ct.TempDirs() as td:
+		files = populate(td.src, 30, 8)
+		tier = os.path.join(td.root, 'tier')
+		limit = 1024 * KIB
+		opts = tier_opts(tier, cache='0') + [f'--disk-cache-size={limit}']
+		rc, _, err = ct.run_coordfs(opts + [td.src, td.mnt])
+		if not c.check('mounted with a 1M tier', rc == 0, err):
+			return
+		ct.epoch(c, 'over the limit', td.mnt, files)
+		ct.disk_settle(c, 'over the limit', td.mnt)
+		d = ct.disk_stats(td.mnt)
+		c.le('used_bytes <= --disk-cache-size', d['used_bytes'], limit)
+		c.eq('capacity_bytes is the limit', d['capacity_bytes'], limit)
+		c.gt('refused counts units over the limit', d['refused'], 0)
+		ct.force_unmount(td.mnt)
+		size = sum(os.path.getsize(os.path.join(tier, n)) for n in os.listdir(tier))
+		c.le('the files in DIR stay within the limit (+ the lock file)', size, limit + 64)
+
+
+def test_sigkill_during_admission(c):
+	"""No memory cache: every unit goes to the tier's writer; SIGKILL at a
+	random moment, 20 times; then every file reads its bytes."""
+	with ct.TempDirs() as td:
+		files = populate(td.src, 60, 2, max_size=400 * KIB)
+		tier = os.path.join(td.root, 'tier')
+		opts = tier_opts(tier, cache='0')
+		rng = random.Random(3)
+		for i in range(20):
+			rc, _, err = ct.run_coordfs(opts + [td.src, td.mnt])
+			if not c.check(f'kill {i}: mounted', rc == 0, err):
+				return
+			pids = ct.find_daemon_pids(td.mnt)
+			names = list(files)
+			rng.shuffle(names)
+
+			def reader():
+				for rel in names:
+					try:
+						ct.read_bytes(os.path.join(td.mnt, rel))
+					except OSError:
+						return
+			t = threading.Thread(target=reader, daemon=True)
+			t.start()
+			time.sleep(rng.uniform(0.01, 0.3))
+			for pid in pids:
+				os.kill(pid, signal.SIGKILL)
+			ct.force_unmount(td.mnt, pids)
+			t.join(10)
+		rc, _, err = ct.run_coordfs(opts + [td.src, td.mnt])
+		c.check('mounted after 20 kills', rc == 0, err)
+		before = ct.disk_stats(td.mnt)['items']
+		c.gt('the tier kept units across the kills', before, 0)
+		ct.epoch(c, 'after 20 kills', td.mnt, files)
+		c.eq('nothing served was corrupt', ct.disk_stats(td.mnt)['dropped_corrupt'], 0)
+		ct.force_unmount(td.mnt)
+
+
+# EXT4_IOC_SHUTDOWN (_IOR('X', 125, __u32)) with EXT4_GOING_FLAGS_NOLOGFLUSH.
+EXT4_IOC_SHUTDOWN = 0x8004587D
+EXT4_GOING_FLAGS_NOLOGFLUSH = 2
+
+
+def have_device_mapper():
+	with open('/proc/devices') as f:
+		return any(line.split()[-1:] == ['device-mapper'] for line in f)
+
+
+class LoopFs:
+	"""A small ext4 on a loop device, mounted at root/tierfs; with
+	dm_name, through a dm linear target that fail() switches to dm-error."""
+
+	def __init__(self, root, size, dm_name=None):
+		self.dir = os.path.join(root, 'tierfs')
+		self.img = os.path.join(root, 'tier.img')
+		self.dm = None
+		self.mounted = False
+		self.sectors = size // 512
+		with open(self.img, 'wb') as f:
+			f.truncate(size)
+		self.loop = subprocess.run(['losetup', '-f', '--show', self.img], check=True,
+					   capture_output=True, text=True).stdout.strip()
+		try:
+			self.dev = self.loop
+			if dm_name:
+				subprocess.run(['dmsetup', 'create', dm_name, '--table',
+						f'0 {self.sectors} linear {self.loop} 0'], check=True)
+				self.dm = dm_name
+				self.dev = f'/dev/mapper/{dm_name}'
+			subprocess.run(['mkfs.ext4', '-q', '-F', self.dev], check=True)
+			os.mkdir(self.dir)
+			subprocess.run(['mount', self.dev, self.dir], check=True)
+			self.mounted = True
+		except BaseException:
+			self.close()
+			raise
+
+	def fail(self):
+		"""From now on I/O to the tier's file system gives EIO: dm-error
+		under it, or (a kernel without device-mapper) ext4's shutdown,
+		after which its every read and write is EIO."""
+		if self.dm:
+			subprocess.run(['dmsetup', 'reload', self.dm, '--table',
+					f'0 {self.sectors} error'], check=True)
+			subprocess.run(['dmsetup', 'resume', self.dm], check=True)
+			return
+		fd = os.open(self.dir, os.O_RDONLY)
+		try:
+			fcntl.ioctl(fd, EXT4_IOC_SHUTDOWN,
+				    struct.pack('I', EXT4_GOING_FLAGS_NOLOGFLUSH))
+		finally:
+			os.close(fd)
+
+	def close(self):
+		if self.mounted:
+			subprocess.run(['umount', self.dir], check=False)
+		if self.dm:
+			subprocess.run(['dmsetup', 'remove', '--retry', self.dm], check=False)
+		subprocess.run(['losetup', '-d', self.loop], check=False)
+
+
+def test_tier_fs_fills_up(c):
+	with ct.TempDirs() as td:
+		lf = LoopFs(td.root, 8 * MIB)
+		try:
+			files = populate(td.src, 80, 4, max_size=300 * KIB)
+			opts = tier_opts(os.path.join(lf.dir, 'tier'), cache='0') + \
+			    ['--disk-cache-size=1G']
+			logf = os.path.join(td.root, 'log')
+			rc, _, err = ct.run_coordfs(opts + [f'--log-file={logf}', td.src, td.mnt])
+			if not c.check('mounted with a tier larger than its file system', rc == 0, err):
+				return
+			ct.epoch(c, 'filling', td.mnt, files)
+			ct.disk_settle(c, 'filling', td.mnt)
+			ct.epoch(c, 'full', td.mnt, files)
+			d = ct.disk_stats(td.mnt)
+			c.gt('refused rises once the file system is full', d['refused'], 0)
+			c.gt('what fitted is held', d['items'], 0)
+			c.eq('the tier stays on', d['disabled'], 0)
+			ct.force_unmount(td.mnt)
+			with open(logf) as f:
+				full = [l for l in f if 'file system is full' in l]
+			c.eq('one log line says the file system is full', len(full), 1)
+		finally:
+			lf.close()
+
+
+def test_tier_device_errors(c):
+	with ct.TempDirs() as td:
+		dm = have_device_mapper()
+		print(f'# EIO from {"dm-error (dmsetup)" if dm else "ext4 shutdown: no device-mapper in this kernel"}')
+		lf = LoopFs(td.root, 32 * MIB, dm_name=f'coordfs-it-{os.getpid()}' if dm else None)
+		try:
+			files = populate(td.src, 30, 5)
+			opts = tier_opts(os.path.join(lf.dir, 'tier'), cache='0')
+			logf = os.path.join(td.root, 'log')
+			rc, _, err = ct.run_coordfs(opts + [f'--log-file={logf}', td.src, td.mnt])
+			if not c.check('mounted on the loop device', rc == 0, err):
+				return
+			ct.epoch(c, 'before the errors', td.mnt, files)
+			ct.disk_settle(c, 'before the errors', td.mnt)
+			c.gt('the tier holds units', ct.disk_stats(td.mnt)['items'], 0)
+			lf.fail()
+			ct.epoch(c, 'device failing', td.mnt, files)
+			ct.epoch(c, 'device failed', td.mnt, files)
+			c.eq('disabled = 1', ct.disk_stats(td.mnt)['disabled'], 1)
+			ct.force_unmount(td.mnt)
+			with open(logf) as f:
+				off = [l for l in f if 'the disk tier is off' in l]
+			c.eq('one log line says the tier is off', len(off), 1)
+		finally:
+			lf.close()
+
+
+def main():
+	c = ct.Checker('test_disk_tier', timeout=280)
+	if os.geteuid() != 0:
+		c.check('root, for loop devices and dmsetup', False)
+		c.finish()
+	c.group(test_remount_stale_corrupt_lock_modes, c)
+	c.group(test_prefill_memory_then_disk, c)
+	c.group(test_three_peers_restart_together, c)
+	c.group(test_limit, c)
+	c.group(test_sigkill_during_admission, c)
+	c.group(test_tier_fs_fills_up, c)
+	c.group(test_tier_device_errors, c)
+	c.finish()
+
+
+if __name__ == '__main__':
+	main()
