@@ -228,6 +228,9 @@ int fs_prefill_unit(struct fs_ctx *fs, uint32_t node, uint32_t k)
 {
 	const struct ns_node *n = &fs->ns.nodes[node];
 	struct fill_ctx fc = { fs, node, -1, false, false, false, NULL, NULL };
+
+	if (k >= n->count)
+		return -EINVAL;
 	int rc = cache_prefill(fs->cache, (uint64_t)n->first + k, ns_unit_len(&fs->ns, node, k),
 			       fill_unit, &fc);
 
@@ -255,6 +258,13 @@ static ssize_t read_file(struct fs_ctx *fs, uint32_t node, int fd, struct fs_pee
 		len = (size_t)(n->size - off);
 	while (done < len) {
 		uint64_t pos = off + done;
+		/* Never a unit past the file's own: unit first + k of another
+		 * file would serve that file's bytes. ns.c keeps sizes and
+		 * counts consistent; this is the check that makes it so. */
+		if (pos / fs->ns.chunk_size >= n->count) {
+			ret = -EIO;
+			goto out;
+		}
 		uint32_t k = (uint32_t)(pos / fs->ns.chunk_size);
 		uint64_t uoff = pos - (uint64_t)k * fs->ns.chunk_size;
 		size_t piece = (size_t)(ns_unit_len(&fs->ns, node, k) - uoff);

@@ -344,7 +344,8 @@ static int layout(struct ns *ns, struct tree *t, const struct ns_listing *l, uin
 		    (rc = pool_put_etag(&pool, l->arena + r->key_off + r->key_len + 1, r->etag_len,
 					&n->etag_off)) < 0)
 			break;
-		uint64_t units = (n->size + chunk_size - 1) / chunk_size;
+		/* ns_build skipped sizes over ns_max_file_size: no wrap here */
+		uint64_t units = ns_units_of(n->size, chunk_size);
 		if (units > UINT32_MAX || ns->nunits + units > UINT32_MAX) {
 			rc = -EOVERFLOW;
 			break;
@@ -401,7 +402,9 @@ int ns_build(struct ns *ns, struct ns_listing *l, uint64_t chunk_size, uint32_t 
 	for (size_t i = 0; i < l->n; i++) {
 		const struct listing_rec *r = &l->recs[i];
 		const char *why = r->bad_etag ? "ETag over 255 bytes"
-					      : bad_key(l->arena + r->key_off, r->key_len);
+				  : r->size > ns_max_file_size(chunk_size)
+				      ? "listed size beyond what a file can be"
+				      : bad_key(l->arena + r->key_off, r->key_len);
 		ok[i] = !why;
 		if (why) {
 			log_skipped(l->arena + r->key_off, r->key_len, why);
