@@ -66,7 +66,10 @@ void cache_destroy(struct cache *c);
  *   -ENOSPC  not held and no room: the caller reads it elsewhere;
  *   -EIO     the unit is marked failed (this fill's error, or an earlier
  *            one): every later call returns -EIO at once, without a fill;
- *   -errno   a transient fill error (nothing admitted; a later call retries).
+ *   -errno   a transient fill error (nothing admitted; a later call retries);
+ *            a caller that waited on another's fill that failed this way,
+ *            or that comes within 1 s of such a failure, gets -EAGAIN
+ *            rather than filling again itself.
  * A failed fill never costs budget: its reservation is returned in full and
  * its place reused by later units.
  * Blocks while the unit is being filled. admit=false never fills (used by

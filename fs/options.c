@@ -58,6 +58,7 @@ static const struct fuse_opt fs_opt_spec[] = {
 	{"--no-sign-request", offsetof(struct fs_options, no_sign_request), 1},
 	{"no_sign_request", offsetof(struct fs_options, no_sign_request), 1},
 	OPT2("--s3-addressing=%s", "s3_addressing=%s", s3_addressing),
+	OPT2("--source-timeout=%s", "source_timeout=%s", source_timeout_arg),
 	FUSE_OPT_KEY("-h", KEY_HELP),
 	FUSE_OPT_KEY("--help", KEY_HELP),
 	FUSE_OPT_KEY("-V", KEY_VERSION),
@@ -96,6 +97,8 @@ static const char fs_options_usage[] =
 	"  --kernel-cache           accepted and ignored: the kernel cache is the default\n"
 	"  --prefill                after mounting, fill this node's share of the cache\n"
 	"                           from SOURCE in the background (readers go first)\n"
+	"  --source-timeout=SECONDS the longest a read waits for SOURCE, retries\n"
+	"                           included, before EIO (60)\n"
 	"S3 sources (credentials: AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, the shared\n"
 	"credentials and config files, or the container/instance role; never options):\n"
 	"  --endpoint=URL           S3-compatible endpoint, http(s)://host[:port] (AWS)\n"
@@ -314,6 +317,11 @@ static int parse_sizes(struct fs_options *o)
 	} else if (getrandom(&o->seed_value, sizeof(o->seed_value), 0) != sizeof(o->seed_value)) {
 		o->seed_value = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
 	}
+	int secs = 60;
+	if (o->source_timeout_arg && parse_count(o->source_timeout_arg, 1, 3600, &secs) < 0)
+		return -fs_fail("bad --source-timeout '%s': want 1 to 3600 seconds",
+				o->source_timeout_arg);
+	o->source_timeout_s = (unsigned)secs;
 	if (o->peers && !o->node)
 		return -fs_fail("--peers needs --node=K (this node's index in the list)");
 	if (!o->peers && o->node)
@@ -396,5 +404,6 @@ void fs_options_free(struct fs_options *o)
 	free(o->region);
 	free(o->profile);
 	free(o->s3_addressing);
+	free(o->source_timeout_arg);
 	free(o->parse_error);
 }

@@ -43,6 +43,8 @@ struct fs_options {
 	char *profile;
 	bool no_sign_request;
 	char *s3_addressing;
+	char *source_timeout_arg;
+	unsigned source_timeout_s; /* --source-timeout: a read's longest wait on SOURCE */
 	bool show_help;
 	bool show_version;
 	/* parsed and checked by fs_options_check */

@@ -83,6 +83,10 @@ struct fs_source_ops {
 	/* After start: the HTTP connection pool the source reads through, for
 	 * the peer client to share (remote/http.h), or NULL. May be NULL. */
 	struct remote_http *(*http_pool)(struct fs_source *src);
+	/* Unmount: every request in flight and to come fails at once
+	 * (-EAGAIN), so that no thread stays blocked on the source. May be
+	 * NULL (a local read cannot be interrupted). */
+	void (*cancel)(struct fs_source *src);
 	void (*destroy)(struct fs_source *src);
 };
 
@@ -98,6 +102,20 @@ struct fs_source {
 };
 
 #define FS_SOURCE_SUMMARY_S 60
+
+/*
+ * The calling thread's deadline for source reads (CLOCK_MONOTONIC ms, as
+ * deadline_now_ms(); 0: none), set by the read path (--source-timeout)
+ * before it may reach the source: a source that can bound its waits (an
+ * object store) starts no attempt after it and gives -EAGAIN.
+ */
+void fs_source_set_deadline(int64_t deadline_ms);
+int64_t fs_source_deadline(void);
+
+/* From a SIGTERM/SIGINT/SIGHUP handler (async-signal-safe): every
+ * object-store request of the process in flight and to come fails within
+ * about a second, so the FUSE threads blocked on one can be joined. */
+void fs_source_stop_all(void);
 
 /* After build_ns: room for one "logged" bit per node. 0 or -ENOMEM. */
 int fs_source_log_init(struct fs_source *src, uint32_t nnodes);

@@ -139,7 +139,8 @@ static int s3_read(struct fs_source *src, const struct ns *ns, uint32_t node, in
 		fs_source_problem(src, ns, node, "listed without an ETag: cannot be read safely");
 		return -EIO;
 	}
-	ssize_t n = remote_s3_get(ss->s3, key, etag, ns->nodes[node].size, off, len, buf);
+	ssize_t n = remote_s3_get_by(ss->s3, key, etag, ns->nodes[node].size, off, len, buf,
+				     fs_source_deadline());
 	if (n == (ssize_t)len)
 		return 0;
 	if (n >= 0) {
@@ -151,7 +152,7 @@ static int s3_read(struct fs_source *src, const struct ns *ns, uint32_t node, in
 	 * a passing failure, -EAGAIN: the cache does not mark the unit failed,
 	 * and the reader gets EIO (fs/io.c); an answer about the object (412,
 	 * 403, 404, a mismatch) is final. */
-	if (n == -EAGAIN || n == -ETIMEDOUT || n == -ENOMEM)
+	if (n == -EAGAIN || n == -ETIMEDOUT || n == -ENOMEM || n == -ECANCELED)
 		return -EAGAIN;
 	return -EIO;
 }
@@ -204,6 +205,16 @@ static struct remote_http *s3_http_pool(struct fs_source *src)
 	return s3_of(src)->pool;
 }
 
+void fs_source_stop_all(void)
+{
+	remote_s3_stop_all();
+}
+
+static void s3_cancel(struct fs_source *src)
+{
+	remote_s3_cancel(s3_of(src)->s3);
+}
+
 static const struct fs_source_ops s3_ops = {
 	.kind = "s3",
 	.prefill_parallel = 24,
@@ -218,6 +229,7 @@ static const struct fs_source_ops s3_ops = {
 	.etag = s3_etag,
 	.get_stats = s3_get_stats,
 	.http_pool = s3_http_pool,
+	.cancel = s3_cancel,
 	.destroy = s3_destroy,
 };
 

@@ -22,6 +22,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "common/deadline.h"
 #include "common/log.h"
 #include "common/strbuf.h"
 #include "remote/http.h"
@@ -115,6 +116,12 @@ int remote_s3_create(const struct remote_s3_config *cfg, struct remote_http *poo
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&s->stop_cond, &ca);
+	pthread_condattr_destroy(&ca);
+	pthread_mutex_init(&s->stop_lock, NULL);
 	s->http = pool;
 	s->connect_timeout_ms = cfg->connect_timeout_ms ?: DEFAULT_CONNECT_TIMEOUT_MS;
 	s->timeout_ms = cfg->timeout_ms ?: DEFAULT_TIMEOUT_MS;
@@ -217,7 +224,63 @@ void remote_s3_destroy(struct remote_s3 *s)
 	free(s->bucket_url);
 	free(s->sigv4);
 	free(s->ca_bundle);
+	pthread_cond_destroy(&s->stop_cond);
+	pthread_mutex_destroy(&s->stop_lock);
 	free(s);
+}
+
+/* Set from a signal handler: a lock-free atomic store, nothing else. */
+static atomic_bool s3_stop_all;
+
+void remote_s3_stop_all(void)
+{
+	atomic_store_explicit(&s3_stop_all, true, memory_order_relaxed);
+}
+
+void remote_s3_cancel(struct remote_s3 *s)
+{
+	if (!s)
+		return;
+	pthread_mutex_lock(&s->stop_lock);
+	atomic_store_explicit(&s->stop, true, memory_order_relaxed);
+	pthread_cond_broadcast(&s->stop_cond);
+	pthread_mutex_unlock(&s->stop_lock);
+}
+
+bool remote__s3_stopped(struct remote_s3 *s)
+{
+	return atomic_load_explicit(&s->stop, memory_order_relaxed) ||
+	       atomic_load_explicit(&s3_stop_all, memory_order_relaxed);
+}
+
+/* curl calls this about once a second even while nothing arrives, and
+ * more often while bytes move: the one place a blocked transfer can be
+ * ended from outside. */
+static int guard_cb(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+		    curl_off_t ulnow)
+{
+	struct s3_guard *g = arg;
+
+	(void)dltotal;
+	(void)ultotal;
+	(void)ulnow;
+	if (remote__s3_stopped(g->s)) {
+		g->why = S3_ABORT_STOP;
+		return 1;
+	}
+	if (g->deadline_ms && dlnow == 0 && deadline_now_ms() >= g->deadline_ms) {
+		g->why = S3_ABORT_DEADLINE;
+		return 1;
+	}
+	return 0;
+}
+
+void remote__s3_guard(void *easy, struct s3_guard *g)
+{
+	g->why = S3_ABORT_NONE;
+	curl_easy_setopt(easy, CURLOPT_XFERINFOFUNCTION, guard_cb);
+	curl_easy_setopt(easy, CURLOPT_XFERINFODATA, g);
+	curl_easy_setopt(easy, CURLOPT_NOPROGRESS, 0L);
 }
 
 int remote__s3_easy(struct remote_s3 *s, struct curl_slist **hdrs, void **easy)
@@ -244,7 +307,12 @@ int remote__s3_easy(struct remote_s3 *s, struct curl_slist **hdrs, void **easy)
 	/* keys are sent as listed: no "." or ".." folding by curl */
 	curl_easy_setopt(e, CURLOPT_PATH_AS_IS, 1L);
 	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)s->connect_timeout_ms);
-	curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)s->timeout_ms);
+	/* No cap on a whole transfer (a 1 GiB unit on a slow link must
+	 * complete): a request that stalls, under 1 KiB/s for timeout_ms, is
+	 * dropped and retried instead. */
+	curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1024L);
+	curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME,
+			 (long)(s->timeout_ms < 1000 ? 1 : (s->timeout_ms + 999) / 1000));
 	if (s->ca_bundle)
 		curl_easy_setopt(e, CURLOPT_CAINFO, s->ca_bundle);
 	/* The pool's handles use no proxy (peers, credential endpoints); the
@@ -304,14 +372,34 @@ bool remote__s3_retryable(int curl_code, long status)
 	}
 }
 
-void remote__s3_backoff(struct remote_s3 *s, unsigned attempt)
+/* A signal handler cannot signal the condition variable: sleepers look
+ * at remote_s3_stop_all's flag at least this often. */
+#define STOP_POLL_MS 200
+
+bool remote__s3_backoff(struct remote_s3 *s, unsigned attempt, int64_t deadline_ms)
 {
 	unsigned ms = remote_http_backoff_ms(attempt, s->backoff_base_ms, s->backoff_cap_ms);
-	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
+	int64_t until = deadline_now_ms() + ms;
+	bool go = true;
 
+	if (deadline_ms && until >= deadline_ms)
+		return false; /* the retry would start too late to help */
 	STAT_ADD(s, retries, 1);
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
+	pthread_mutex_lock(&s->stop_lock);
+	for (;;) {
+		if (remote__s3_stopped(s)) {
+			go = false;
+			break;
+		}
+		int64_t left = until - deadline_now_ms();
+		if (left <= 0)
+			break;
+		struct timespec ts = deadline_after_ms(left < STOP_POLL_MS ? (unsigned)left
+									 : STOP_POLL_MS);
+		pthread_cond_timedwait(&s->stop_cond, &s->stop_lock, &ts);
+	}
+	pthread_mutex_unlock(&s->stop_lock);
+	return go;
 }
 
 int remote__s3_status_errno(long status, const char *code)
@@ -452,6 +540,13 @@ static const char *get_mismatch(const struct get_xfer *x, const char *etag, uint
 ssize_t remote_s3_get(struct remote_s3 *s, const char *key, const char *etag, uint64_t size,
 		      uint64_t off, size_t len, void *buf)
 {
+	return remote_s3_get_by(s, key, etag, size, off, len, buf, 0);
+}
+
+ssize_t remote_s3_get_by(struct remote_s3 *s, const char *key, const char *etag, uint64_t size,
+			 uint64_t off, size_t len, void *buf, int64_t deadline_ms)
+{
+	struct s3_guard guard = {.s = s, .deadline_ms = deadline_ms};
 	struct get_xfer *x;
 	struct strbuf url;
 	char range[80], ifmatch[REMOTE_S3_MAX_ETAG + 16], code[64] = "";
@@ -483,6 +578,11 @@ ssize_t remote_s3_get(struct remote_s3 *s, const char *key, const char *etag, ui
 		struct curl_slist *hdrs = NULL, *h1, *h2;
 		int r;
 
+		if (remote__s3_stopped(s)) {
+			ret = -ECANCELED;
+			goto out;
+		}
+
 		h1 = curl_slist_append(NULL, range);
 		h2 = h1 ? curl_slist_append(h1, ifmatch) : NULL;
 		if (!h2) {
@@ -504,6 +604,7 @@ ssize_t remote_s3_get(struct remote_s3 *s, const char *key, const char *etag, ui
 		x->buf = buf;
 		x->len = len;
 		remote__s3_easy_request(e, url.buf, hdrs, get_header_cb, get_write_cb, x, cerr);
+		remote__s3_guard(e, &guard);
 		STAT_ADD(s, requests, 1);
 		CURLcode rc = curl_easy_perform(e);
 		curl_off_t ttfb = 0;
@@ -514,6 +615,16 @@ ssize_t remote_s3_get(struct remote_s3 *s, const char *key, const char *etag, ui
 		curl_slist_free_all(hdrs);
 		remote_http_put(s->http, e); /* the rest looks at x only */
 
+		if (guard.why != S3_ABORT_NONE) {
+			/* Not the object's fault: the mount is going away, or the
+			 * reader has waited long enough. */
+			if (guard.why == S3_ABORT_DEADLINE)
+				log_err("s3://%s/%s%s: no answer within the source timeout "
+					"(after %u attempts)",
+					s->bucket, s->prefix, key, attempt + 1);
+			ret = guard.why == S3_ABORT_STOP ? -ECANCELED : -ETIMEDOUT;
+			goto out;
+		}
 		if (x->overflow) {
 			log_err("s3://%s/%s%s: more bytes than asked for", s->bucket, s->prefix,
 				key);
@@ -536,8 +647,13 @@ ssize_t remote_s3_get(struct remote_s3 *s, const char *key, const char *etag, ui
 		if (remote__s3_retryable(rc, x->status) && attempt < s->max_retries) {
 			log_debug("s3://%s/%s%s: retrying (%s)", s->bucket, s->prefix, key,
 				  rc != CURLE_OK ? curl_easy_strerror(rc) : "5xx");
-			remote__s3_backoff(s, attempt + 1);
-			continue;
+			if (remote__s3_backoff(s, attempt + 1, deadline_ms))
+				continue;
+			if (remote__s3_stopped(s)) {
+				ret = -ECANCELED;
+				goto out;
+			}
+			/* past the deadline: report this attempt's failure */
 		}
 		if (rc != CURLE_OK) {
 			log_err("s3://%s/%s%s: %s (after %u attempts)", s->bucket, s->prefix, key,

@@ -44,7 +44,10 @@ struct remote_s3_config {
 	bool no_sign;	      /* anonymous requests */
 	enum remote_s3_addressing addressing;
 	unsigned connect_timeout_ms; /* [3000] */
-	unsigned timeout_ms;	     /* [30000] one request, first byte to last */
+	unsigned timeout_ms;	     /* [30000] a request that moves under 1 KiB/s this
+					long (whole seconds, at least 1) is dropped and
+					retried; there is no cap on a whole transfer, so
+					a large unit on a slow link still completes */
 	unsigned max_retries;	     /* [6] after the first attempt */
 	unsigned backoff_base_ms;    /* [100] */
 	unsigned backoff_cap_ms;     /* [5000] */
@@ -102,6 +105,22 @@ int remote_s3_list(struct remote_s3 *s, unsigned parallel, remote_s3_list_fn fn,
  */
 ssize_t remote_s3_get(struct remote_s3 *s, const char *key, const char *etag, uint64_t size,
 		      uint64_t off, size_t len, void *buf);
+/* remote_s3_get bounded by deadline_ms (CLOCK_MONOTONIC milliseconds, as
+ * deadline_now_ms(); 0: none): no attempt starts after it, and an attempt
+ * still waiting for its answer's body then is aborted: -ETIMEDOUT.
+ * -ECANCELED once the client is stopped (remote_s3_cancel,
+ * remote_s3_stop_all). */
+ssize_t remote_s3_get_by(struct remote_s3 *s, const char *key, const char *etag, uint64_t size,
+			 uint64_t off, size_t len, void *buf, int64_t deadline_ms);
+
+/* Stop s: requests in flight abort within about a second (curl's progress
+ * callback), back-off sleeps end at once, and every later request fails
+ * with -ECANCELED. For unmount: nothing waits on the store any more. */
+void remote_s3_cancel(struct remote_s3 *s);
+/* The same for every client of the process, and async-signal-safe (a
+ * lock-free store: a SIGTERM handler calls it); sleepers notice within
+ * 200 ms. Cannot be undone. */
+void remote_s3_stop_all(void);
 
 struct remote_s3_stats {
 	uint64_t requests;	 /* HTTP requests sent, retries included */

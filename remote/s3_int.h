@@ -11,6 +11,7 @@
 #ifndef COORDFS_REMOTE_S3_INT_H
 #define COORDFS_REMOTE_S3_INT_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -206,6 +207,11 @@ struct remote_s3 {
 	char *ca_bundle;  /* AWS_CA_BUNDLE, or NULL: the system store */
 	char region[S3_MAX_REGION];
 	unsigned connect_timeout_ms, timeout_ms, max_retries, backoff_base_ms, backoff_cap_ms;
+	/* remote_s3_cancel: every request aborts (from curl's progress
+	 * callback) and no back-off sleeps on; stop_cond wakes the sleepers. */
+	_Atomic bool stop;
+	pthread_mutex_t stop_lock;
+	pthread_cond_t stop_cond; /* CLOCK_MONOTONIC */
 	_Atomic uint64_t requests, retries, errors, bytes;
 	struct s3_hist latency;
 };
@@ -231,8 +237,27 @@ int remote__s3_easy(struct remote_s3 *s, struct curl_slist **hdrs, void **easy);
 /* Whether a failed attempt is worth repeating: transport errors, 500,
  * 502, 503, 504 (and 429). */
 bool remote__s3_retryable(int curl_code, long status);
-/* Sleep before retry number attempt, counting it. */
-void remote__s3_backoff(struct remote_s3 *s, unsigned attempt);
+/* Sleep before retry number attempt, counting it; the sleep is a timed
+ * wait that remote_s3_cancel (or remote_s3_stop_all, seen within 200 ms)
+ * cuts short. false, without sleeping past it, when the client is stopped
+ * or the retry would start at or after deadline_ms (CLOCK_MONOTONIC ms;
+ * 0: none): do not retry. */
+bool remote__s3_backoff(struct remote_s3 *s, unsigned attempt, int64_t deadline_ms);
+
+/* Why a request was aborted by its guard (remote__s3_guard). */
+enum s3_abort { S3_ABORT_NONE = 0, S3_ABORT_STOP, S3_ABORT_DEADLINE };
+struct s3_guard {
+	struct remote_s3 *s;
+	int64_t deadline_ms; /* 0: none */
+	enum s3_abort why;
+};
+/* Watch a request from curl's progress callback: it is aborted
+ * (CURLE_ABORTED_BY_CALLBACK, g->why set) once the client is stopped, or
+ * when deadline_ms passes before the first byte of the answer's body (a
+ * body that keeps coming is bounded by the low-speed limit instead, so a
+ * large unit on a slow link is not cut). g must outlive the transfer. */
+void remote__s3_guard(void *easy, struct s3_guard *g);
+bool remote__s3_stopped(struct remote_s3 *s);
 
 /* Text for an S3 error code in a user-facing line. */
 int remote__s3_status_errno(long status, const char *code);

@@ -138,6 +138,7 @@ static int fetch_page(struct list_ctx *c, const char *prefix, bool delimiter,
 {
 	struct remote_s3 *s = c->s;
 	struct strbuf url;
+	struct s3_guard guard = {.s = s};
 	char cerr[CURL_ERROR_SIZE];
 	int ret = -EIO;
 
@@ -174,6 +175,7 @@ static int fetch_page(struct list_ctx *c, const char *prefix, bool delimiter,
 			break;
 		}
 		remote__s3_easy_request(e, url.buf, hdrs, page_header_cb, page_write_cb, x, cerr);
+		remote__s3_guard(e, &guard);
 		atomic_fetch_add_explicit(&s->requests, 1, memory_order_relaxed);
 		CURLcode rc = curl_easy_perform(e);
 
@@ -182,6 +184,11 @@ static int fetch_page(struct list_ctx *c, const char *prefix, bool delimiter,
 		curl_slist_free_all(hdrs);
 		remote_http_put(s->http, e); /* the rest looks at x only */
 
+		if (guard.why != S3_ABORT_NONE) {
+			ret = -ECANCELED;
+			ctx_fail(c, ret, "s3://%s: listing cancelled", s->bucket);
+			break;
+		}
 		if (rc == CURLE_OK && x->status == 200) {
 			if (remote__s3_page_feed(&x->page, "", 0, true) == 0) {
 				ret = 0;
@@ -197,10 +204,8 @@ static int fetch_page(struct list_ctx *c, const char *prefix, bool delimiter,
 			break;
 		}
 		if (remote__s3_retryable(rc, x->status) && attempt < s->max_retries &&
-		    !ctx_failed(c)) {
-			remote__s3_backoff(s, attempt + 1);
+		    !ctx_failed(c) && remote__s3_backoff(s, attempt + 1, 0))
 			continue;
-		}
 		if (rc != CURLE_OK) {
 			ret = rc == CURLE_OPERATION_TIMEDOUT ? -ETIMEDOUT : -EIO;
 			ctx_fail(c, ret, "s3://%s: %s: %s (after %u attempts)", s->bucket,

@@ -414,6 +414,11 @@ class _FakeS3Handler(http.server.BaseHTTPRequestHandler):
 								   keep_blank_values=True)), mode)
 		if key not in fs.objects:
 			return self._send(404, b'<Error><Code>NoSuchKey</Code></Error>')
+		if any(key.startswith(p) for p in fs.stall_prefixes):
+			# a stalled store: the request is taken, nothing comes back
+			fs.unstalled.wait(600)
+			self.close_connection = True
+			return
 		self._get(fs, key, fs.objects[key], mode)
 
 	def _list(self, q, mode):
@@ -479,6 +484,9 @@ class FakeS3:
 	list_huge (a 33 MiB page), list_repeat_token (always truncated, same
 	token). It checks no signature. tls=True: https with a fresh self-signed
 	certificate (ca_file; give it as AWS_CA_BUNDLE).
+	stall(prefix): GETs of keys under prefix are taken and never answered
+	(until unstall(), or 600 s), as a stalled store does; gets(prefix)
+	counts the object GETs seen.
 	requests: (method, path, Range) seen;
 	headers: each request's headers (names lower-cased), in the same order."""
 
@@ -489,6 +497,8 @@ class FakeS3:
 		self.lock = threading.Lock()
 		self.requests = []
 		self.headers = []
+		self.stall_prefixes = []
+		self.unstalled = threading.Event()
 		self.tls = tls
 		self.ca_file = None
 		self._tmp = None
@@ -521,7 +531,29 @@ class FakeS3:
 	def etag(self, key):
 		return '"' + hashlib.md5(self.objects[key]).hexdigest() + '"'
 
+	def stall(self, prefix):
+		with self.lock:
+			self.unstalled.clear()
+			self.stall_prefixes.append(prefix)
+
+	def unstall(self):
+		with self.lock:
+			self.stall_prefixes = []
+			self.unstalled.set()
+
+	def gets(self, prefix=''):
+		"""Object GETs seen for keys under prefix."""
+		n = 0
+		with self.lock:
+			for method, path, _ in self.requests:
+				url = urllib.parse.urlsplit(path)
+				key = urllib.parse.unquote(url.path).lstrip('/').split('/', 1)[-1]
+				if method == 'GET' and not url.query and key.startswith(prefix):
+					n += 1
+		return n
+
 	def close(self):
+		self.unstall()
 		self._srv.shutdown()
 		self._srv.server_close()
 		self._thread.join(5)

@@ -1,0 +1,173 @@
+# SPDX-License-Identifier: MIT
+"""coordfs over an S3 endpoint that misbehaves (s3_fixture.FakeS3).
+
+No radosgw: FakeS3 answers on loopback, anonymously (--no-sign-request),
+so each mount comes up in well under a second. Checks:
+
+- a stalled store (GETs taken, never answered): readers of stalled
+  objects get EIO within --source-timeout (plus the time to notice); 48
+  such readers at once leave FUSE threads free, so a cached file and
+  metadata are still served within a second; SIGTERM with stalled GETs in
+  flight unmounts within 5 s and the blocked readers get EIO, not a hang.
+"""
+
+import errno
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import coordfs_test as ct	# noqa: E402
+import s3_fixture as s3f	# noqa: E402
+
+KIB = 1024
+
+
+def mount_fake(c, td, fake, opts=(), label=''):
+	"""Mount s3://fake at td.mnt from fake; True when it came up."""
+	env = dict(os.environ)
+	for k in list(env):
+		if k.startswith('AWS_'):
+			del env[k]
+	rc, _, err = ct.run_coordfs(['--endpoint=' + fake.endpoint, '--no-sign-request',
+				     '--log-file=' + os.path.join(td.root, 'log')] +
+				    list(opts) + ['s3://' + fake.bucket, td.mnt], env=env)
+	td.mount_stderr = err
+	return c.check(f'{label}mounts', rc == 0 and ct.is_mounted(td.mnt),
+		       f'rc={rc} {err.strip()}')
+
+
+READER = (
+	'import sys, time\n'
+	't0 = time.monotonic()\n'
+	'try:\n'
+	'    with open(sys.argv[1], "rb", buffering=0) as f:\n'
+	'        n = len(f.read())\n'
+	'    print("ok", n, time.monotonic() - t0)\n'
+	'except OSError as e:\n'
+	'    print("errno", e.errno, time.monotonic() - t0)\n'
+)
+
+
+class Reader:
+	"""A whole-file read in a child process (a read blocked in the daemon
+	cannot block the test), timed by the child itself."""
+
+	def __init__(self, path):
+		self.out = tempfile.TemporaryFile(mode='w+')
+		self.proc = subprocess.Popen([sys.executable, '-c', READER, path],
+					     stdin=subprocess.DEVNULL, stdout=self.out,
+					     stderr=subprocess.STDOUT, text=True)
+
+	def result(self, timeout):
+		"""('ok', size, secs), ('errno', n, secs) or ('timeout', None, None)."""
+		try:
+			self.proc.wait(timeout=timeout)
+		except subprocess.TimeoutExpired:
+			return ('timeout', None, None)
+		self.out.seek(0)
+		parts = self.out.read().split()
+		if len(parts) == 3 and parts[0] in ('ok', 'errno'):
+			return (parts[0], int(parts[1]), float(parts[2]))
+		return ('error', self.proc.returncode, ' '.join(parts))
+
+	def reap(self):
+		"""Wait for a child left blocked (the mount is torn down by then)."""
+		if self.proc.poll() is None:
+			self.proc.kill()
+			try:
+				self.proc.wait(timeout=5)
+			except subprocess.TimeoutExpired:
+				pass
+		self.out.close()
+
+
+def timed(fn):
+	t0 = time.monotonic()
+	try:
+		fn()
+		return 'ok', time.monotonic() - t0
+	except OSError as e:
+		return errno.errorcode.get(e.errno, str(e.errno)), time.monotonic() - t0
+
+
+def read_timed_in_child(path, limit):
+	r = Reader(path)
+	res = r.result(limit)
+	r.reap()
+	return res
+
+
+def test_stalled_store(c):
+	objs = {'cached.bin': os.urandom(100 * KIB)}
+	for i in range(48):
+		objs[f'slow/{i:02d}.bin'] = os.urandom(10 * KIB)
+	objs['other/fresh.bin'] = os.urandom(5 * KIB)
+	with s3f.FakeS3(objs) as fake, ct.TempDirs() as td:
+		if not mount_fake(c, td, fake, ['--source-timeout=3', '--no-kernel-cache'],
+				  'stalled store: '):
+			return
+		mnt = td.mnt
+		res = read_timed_in_child(os.path.join(mnt, 'cached.bin'), 20)
+		c.eq('cached.bin reads while the store answers', res[:2], ('ok', 100 * KIB))
+		fake.stall('slow/')
+		readers = [Reader(os.path.join(mnt, f'slow/{i:02d}.bin')) for i in range(48)]
+		time.sleep(1.5)  # all 48 now wait on the store (or were refused)
+		res = read_timed_in_child(os.path.join(mnt, 'cached.bin'), 20)
+		c.check('a cached file reads within 1 s while 48 reads stall',
+			res[0] == 'ok' and res[1] == 100 * KIB and res[2] < 1.0, f'{res}')
+		st, took = timed(lambda: os.stat(os.path.join(mnt, 'other/fresh.bin')))
+		c.check('metadata is served within 1 s meanwhile', st == 'ok' and took < 1.0,
+			f'{st} after {took:.2f}s')
+		st, took = timed(lambda: os.listdir(os.path.join(mnt, 'slow')))
+		c.check('a directory lists within 1 s meanwhile', st == 'ok' and took < 1.0,
+			f'{st} after {took:.2f}s')
+		results = [r.result(30) for r in readers]
+		kinds = sorted({(r[0], r[1]) for r in results})
+		c.eq('every stalled read fails with EIO', kinds, [('errno', errno.EIO)])
+		worst = max((r[2] for r in results if r[2] is not None), default=None)
+		c.check('... within --source-timeout=3 plus 3 s', worst is not None and worst <= 6.0,
+			f'slowest {worst}')
+		for r in readers:
+			r.reap()
+
+		# SIGTERM with GETs in flight, the default --source-timeout (60 s):
+		# only cancelling them lets the daemon go within 5 s.
+		ct.force_unmount(mnt)
+		if not mount_fake(c, td, fake, ['--no-kernel-cache'], 'SIGTERM: '):
+			return
+		pids = ct.find_daemon_pids(mnt)
+		readers = [Reader(os.path.join(mnt, f'slow/{i:02d}.bin')) for i in range(8)]
+		ct.wait_until(lambda: fake.gets('slow/') >= 8, 10)
+		time.sleep(0.5)
+		t0 = time.monotonic()
+		for pid in pids:
+			os.kill(pid, signal.SIGTERM)
+		gone = ct.wait_until(lambda: not any(ct.pid_alive(p) for p in pids), 5.0)
+		c.check('SIGTERM: the daemon exits within 5 s with stalled GETs in flight', gone,
+			f'still alive after {time.monotonic() - t0:.1f}s')
+		c.check('SIGTERM: unmounted', ct.wait_until(lambda: not ct.is_mounted(mnt), 2.0))
+		results = [r.result(5) for r in readers]
+		c.check('SIGTERM: blocked readers get an error, not a hang',
+			all(r[0] == 'errno' for r in results), f'{results}')
+		# EIO from the daemon, ECONNABORTED when the kernel ends the
+		# request as the mount goes away, ENOTCONN for a late open
+		c.check('SIGTERM: ... EIO, ECONNABORTED or ENOTCONN',
+			all(r[1] in (errno.EIO, errno.ECONNABORTED, errno.ENOTCONN)
+			    for r in results), f'{results}')
+		for r in readers:
+			r.reap()
+
+
+def main():
+	c = ct.Checker('test_s3_hostile', timeout=240)
+	c.group(test_stalled_store, c)
+	c.finish()
+
+
+if __name__ == '__main__':
+	sys.exit(main())
