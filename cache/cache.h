@@ -31,11 +31,13 @@ struct cache;
 
 /*
  * Fill dst with exactly len bytes of unit. Returns 0 or -errno. Called
- * without any cache lock held; may block on I/O. A passing shortage
- * (-EMFILE, -ENFILE, -ENOMEM, -ENOBUFS, -EAGAIN, -EINTR) leaves the unit
- * to be filled by a later call; any other error means the unit cannot be
- * read as snapshotted (changed, shrunk, unreadable): the unit is marked
- * failed for the cache's lifetime.
+ * without any cache lock held; may block on I/O. A passing failure
+ * (-EAGAIN: the source failed for now; -EMFILE, -ENFILE, -ENOMEM,
+ * -ENOBUFS, -EINTR: a shortage of this process) leaves the unit to be
+ * filled by a later call; any other error means the unit cannot be read
+ * as snapshotted (changed, shrunk, gone): the unit is marked failed for
+ * the cache's lifetime. So a fill returns another error only for a
+ * snapshot that no longer holds.
  */
 typedef int (*cache_fill_fn)(void *arg, uint64_t unit, void *dst, size_t len);
 

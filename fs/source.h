@@ -65,14 +65,16 @@ struct fs_source_ops {
 	 * May be NULL. */
 	int (*start)(struct fs_source *src);
 	/* A read handle for regular file node, checked against the snapshot:
-	 * 0 and *fh (>= 0, or -1 when the source has no handles), or -errno. */
+	 * 0 and *fh (>= 0, or -1 when the source has no handles), or -errno
+	 * (-EIO final, -EAGAIN passing, as for read). */
 	int (*open)(struct fs_source *src, const struct ns *ns, uint32_t node, int *fh);
 	void (*close)(struct fs_source *src, int fh); /* fh >= 0 only */
 	/* Read exactly len bytes at off of file node into buf, through fh
-	 * (>= 0) or without a handle (-1). 0, or -EIO (changed, shrank,
-	 * failed; logged: final for this file), -EAGAIN (the source itself
-	 * failed for now, e.g. an endpoint down after the retries: a later
-	 * read retries; readers see EIO), -errno. Blocks. */
+	 * (>= 0) or without a handle (-1). 0, or -EIO only when the snapshot
+	 * no longer holds (changed, shrank, gone, 412/404; logged: final for
+	 * this file), -EAGAIN for every other failure (an endpoint down after
+	 * the retries, an S3 400/401/403, an NFS ETIMEDOUT or ESTALE: this
+	 * read fails with EIO, a later read retries), -errno. Blocks. */
 	int (*read)(struct fs_source *src, const struct ns *ns, uint32_t node, int fh, uint64_t off,
 		    size_t len, void *buf);
 	/* The snapshot of file node as an ETag for the peer protocol (quotes

@@ -148,13 +148,12 @@ static int s3_read(struct fs_source *src, const struct ns *ns, uint32_t node, in
 				  "short read from the object store (%zd of %zu bytes)", n, len);
 		return -EIO;
 	}
-	/* An endpoint that kept failing through the retries (or no memory) is
-	 * a passing failure, -EAGAIN: the cache does not mark the unit failed,
-	 * and the reader gets EIO (fs/io.c); an answer about the object (412,
-	 * 403, 404, a mismatch) is final. */
-	if (n == -EAGAIN || n == -ETIMEDOUT || n == -ENOMEM || n == -ECANCELED)
-		return -EAGAIN;
-	return -EIO;
+	/* Only an answer about the snapshot (412, 404, another ETag or size)
+	 * is final: -EIO, and the cache marks the unit failed. Anything else
+	 * (an endpoint failing through the retries, 400 RequestTimeout, 403
+	 * RequestTimeTooSkewed, no memory) fails this read only: -EAGAIN, the
+	 * reader gets EIO (fs/io.c) and a later read asks again. */
+	return n == -ESTALE ? -EIO : -EAGAIN;
 }
 
 static int s3_etag(struct fs_source *src, const struct ns *ns, uint32_t node, char *buf, size_t len)

@@ -514,27 +514,42 @@ static void error_code(const char *body, size_t len, char *code, size_t cap)
 	remote__s3_page_fini(&p);
 }
 
-/* Check a finished 200/206 answer against the request and the snapshot. */
+/* Check a finished 200/206 answer against the request and the snapshot.
+ * *changed: the answer is about another version of the object (final);
+ * otherwise a bad answer may be followed by a good one. */
 static const char *get_mismatch(const struct get_xfer *x, const char *etag, uint64_t size,
-				uint64_t off, size_t len)
+				uint64_t off, size_t len, bool *changed)
 {
 	uint64_t first, last, total;
 
+	*changed = true;
 	if (!remote__s3_etag_equal(x->etag, etag))
 		return "ETag differs from the listing: the object changed";
 	if (x->status == 206) {
+		*changed = false;
 		if (remote__s3_content_range(x->content_range, &first, &last, &total))
 			return "206 without a valid Content-Range";
+		*changed = true;
 		if (total != size)
 			return "size differs from the listing: the object changed";
+		*changed = false;
 		if (first != off || last != off + len - 1)
 			return "Content-Range is not the range asked for";
 	} else if (off != 0 || len != size) {
+		*changed = false;
 		return "whole object sent for a partial read";
 	}
+	*changed = false;
 	if (x->got != len)
 		return "short body";
 	return NULL;
+}
+
+/* An error code saying the request's temporary credentials expired
+ * (clocks apart, a refresh that came late): worth one refresh. */
+static bool token_expired(const char *code)
+{
+	return !strcmp(code, "ExpiredToken") || !strcmp(code, "TokenRefreshRequired");
 }
 
 ssize_t remote_s3_get(struct remote_s3 *s, const char *key, const char *etag, uint64_t size,
@@ -547,6 +562,7 @@ ssize_t remote_s3_get_by(struct remote_s3 *s, const char *key, const char *etag,
 			 uint64_t off, size_t len, void *buf, int64_t deadline_ms)
 {
 	struct s3_guard guard = {.s = s, .deadline_ms = deadline_ms};
+	bool refreshed = false;
 	struct get_xfer *x;
 	struct strbuf url;
 	char range[80], ifmatch[REMOTE_S3_MAX_ETAG + 16], code[64] = "";
@@ -632,11 +648,12 @@ ssize_t remote_s3_get_by(struct remote_s3 *s, const char *key, const char *etag,
 			goto out;
 		}
 		if (rc == CURLE_OK && (x->status == 200 || x->status == 206)) {
-			const char *why = get_mismatch(x, etag, size, off, len);
+			bool changed;
+			const char *why = get_mismatch(x, etag, size, off, len, &changed);
 
 			if (why) {
 				log_err("s3://%s/%s%s: %s", s->bucket, s->prefix, key, why);
-				ret = -EIO;
+				ret = changed ? -ESTALE : -EIO;
 				goto out;
 			}
 			remote__s3_hist_add(&s->latency, (uint64_t)ttfb);
@@ -663,14 +680,26 @@ ssize_t remote_s3_get_by(struct remote_s3 *s, const char *key, const char *etag,
 			goto out;
 		}
 		error_code(x->errbody, x->errlen, code, sizeof(code));
+		if (token_expired(code) && !refreshed && remote__s3_cred_expire(s->cred)) {
+			/* The next remote__s3_easy fetches new credentials. */
+			log_info("s3://%s/%s%s: %s: refreshing the credentials", s->bucket,
+				 s->prefix, key, code);
+			refreshed = true;
+			continue;
+		}
 		log_err("s3://%s/%s%s: HTTP %ld%s%s%s%s", s->bucket, s->prefix, key, x->status,
 			code[0] ? " (" : "", code, code[0] ? ")" : "",
 			x->status == 412   ? ": the object changed since it was listed"
 			: x->status == 403 ? ": access denied"
 			: x->status == 404 ? ": the object is gone"
 					   : "");
-		/* 5xx through every retry is the endpoint's state, not the object's. */
-		ret = remote__s3_retryable(rc, x->status) ? -EAGAIN : -EIO;
+		/* 5xx through every retry is the endpoint's state, not the
+		 * object's. Only 412 and 404 speak of the snapshot; any other
+		 * answer (400 RequestTimeout, 403 RequestTimeTooSkewed, 401) may
+		 * be followed by a good one. */
+		ret = remote__s3_retryable(rc, x->status)	   ? -EAGAIN
+		      : x->status == 412 || x->status == 404 ? -ESTALE
+							       : -EIO;
 		goto out;
 	}
 out:

@@ -97,10 +97,13 @@ int remote_s3_list(struct remote_s3 *s, unsigned parallel, remote_s3_list_fn fn,
  * signed GET with `Range` and `If-Match: etag`; the answer's ETag and
  * Content-Range total must equal etag and size too. Throttling (503),
  * other 5xx, timeouts and dropped connections are retried with backoff.
- * Returns len exactly, or -EIO (403, 404, 412, any mismatch: an answer
- * about the object, final; one log line naming the key), -EAGAIN (the
- * endpoint kept failing, 5xx or dropped connections, through the retries:
- * a later call may succeed), -ETIMEDOUT (likewise, timed out), -EINVAL.
+ * Returns len exactly, or -ESTALE (412, 404, another ETag or total size:
+ * the listed version of the object is gone, final), -EIO (any other
+ * answer: 400, 401, 403, a wrong range, too many bytes; a later call may
+ * get a good one), -EAGAIN (the endpoint kept failing, 5xx or dropped
+ * connections, through the retries), -ETIMEDOUT (likewise, timed out),
+ * -EINVAL; each error with one log line naming the key. An ExpiredToken
+ * answer refreshes temporary credentials and is retried once.
  * Blocks up to the retries' total time.
  */
 ssize_t remote_s3_get(struct remote_s3 *s, const char *key, const char *etag, uint64_t size,

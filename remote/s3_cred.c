@@ -728,6 +728,20 @@ int remote__s3_cred_get(struct s3_cred *c, struct s3_creds *out)
 	return copy_valid(c, out, &due) ? 0 : -EACCES;
 }
 
+bool remote__s3_cred_expire(struct s3_cred *c)
+{
+	bool can;
+
+	if (!c)
+		return false;
+	pthread_mutex_lock(&c->lock);
+	can = c->refresh_at_s != 0; /* 0: static, nothing to refresh */
+	if (can)
+		c->refresh_at_s = now_s();
+	pthread_mutex_unlock(&c->lock);
+	return can;
+}
+
 enum s3_cred_source remote__s3_cred_source(const struct s3_cred *c)
 {
 	return c ? c->source : S3_CRED_NONE;

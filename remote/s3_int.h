@@ -190,6 +190,10 @@ void remote__s3_cred_destroy(struct s3_cred *c);
  * the others go on with the old ones while those are still valid.
  * 0 or -EACCES (expired and the refresh failed). */
 int remote__s3_cred_get(struct s3_cred *c, struct s3_creds *out);
+/* The store said the credentials expired: make temporary ones due for a
+ * refresh now (the next remote__s3_cred_get fetches). false when they
+ * cannot be refreshed (static keys, anonymous, NULL). */
+bool remote__s3_cred_expire(struct s3_cred *c);
 enum s3_cred_source remote__s3_cred_source(const struct s3_cred *c);
 /* How many times credentials were fetched from an endpoint. */
 unsigned remote__s3_cred_fetches(const struct s3_cred *c);

@@ -414,6 +414,10 @@ class _FakeS3Handler(http.server.BaseHTTPRequestHandler):
 								   keep_blank_values=True)), mode)
 		if key not in fs.objects:
 			return self._send(404, b'<Error><Code>NoSuchKey</Code></Error>')
+		answer = fs.take_injected(key)
+		if answer:
+			status, code = answer
+			return self._send(status, f'<Error><Code>{code}</Code></Error>'.encode())
 		if any(key.startswith(p) for p in fs.stall_prefixes):
 			# a stalled store: the request is taken, nothing comes back
 			fs.unstalled.wait(600)
@@ -484,6 +488,8 @@ class FakeS3:
 	list_huge (a 33 MiB page), list_repeat_token (always truncated, same
 	token). It checks no signature. tls=True: https with a fresh self-signed
 	certificate (ca_file; give it as AWS_CA_BUNDLE).
+	fail_next(key, status, code, n=1): the next n GETs of key get that S3
+	error answer (403 RequestTimeTooSkewed, 400 ExpiredToken, ...).
 	stall(prefix): GETs of keys under prefix are taken and never answered
 	(until unstall(), or 600 s), as a stalled store does; gets(prefix)
 	counts the object GETs seen.
@@ -499,6 +505,7 @@ class FakeS3:
 		self.headers = []
 		self.stall_prefixes = []
 		self.unstalled = threading.Event()
+		self.injected = {}
 		self.tls = tls
 		self.ca_file = None
 		self._tmp = None
@@ -530,6 +537,15 @@ class FakeS3:
 
 	def etag(self, key):
 		return '"' + hashlib.md5(self.objects[key]).hexdigest() + '"'
+
+	def fail_next(self, key, status, code, n=1):
+		with self.lock:
+			self.injected.setdefault(key, []).extend([(status, code)] * n)
+
+	def take_injected(self, key):
+		with self.lock:
+			q = self.injected.get(key)
+			return q.pop(0) if q else None
 
 	def stall(self, prefix):
 		with self.lock:

@@ -9,6 +9,11 @@ so each mount comes up in well under a second. Checks:
   such readers at once leave FUSE threads free, so a cached file and
   metadata are still served within a second; SIGTERM with stalled GETs in
   flight unmounts within 5 s and the blocked readers get EIO, not a hang.
+- transient answers do not poison a file: 403 RequestTimeTooSkewed, 400
+  RequestTimeout and 401 fail that read with EIO and the next read (a
+  second later) succeeds; 400 ExpiredToken refreshes the (container)
+  credentials and the same read succeeds; only snapshot answers (404, an
+  object changed) are final: later reads fail without asking the store.
 """
 
 import errno
@@ -163,9 +168,63 @@ def test_stalled_store(c):
 			r.reap()
 
 
+def mount_fake_creds(c, td, fake, cs, opts=(), label=''):
+	"""Mount with temporary container credentials from cs (FakeCredServer)."""
+	env = {k: v for k, v in os.environ.items() if not k.startswith('AWS_')}
+	env.update(AWS_CONTAINER_CREDENTIALS_FULL_URI=cs.container_uri,
+		   AWS_CONTAINER_AUTHORIZATION_TOKEN=cs.auth_token,
+		   AWS_EC2_METADATA_DISABLED='true')
+	rc, _, err = ct.run_coordfs(['--endpoint=' + fake.endpoint,
+				     '--log-file=' + os.path.join(td.root, 'log')] +
+				    list(opts) + ['s3://' + fake.bucket, td.mnt], env=env)
+	return c.check(f'{label}mounts', rc == 0 and ct.is_mounted(td.mnt),
+		       f'rc={rc} {err.strip()}')
+
+
+def test_transient_answers(c):
+	objs = {f'{n}.bin': os.urandom(20 * KIB) for n in
+		('skewed', 'timeout', 'unauth', 'expired', 'gone', 'changed')}
+	with s3f.FakeS3(objs) as fake, s3f.FakeCredServer('AKFAKE', 'secret', ttl_s=3600,
+							   token='tok') as cs, ct.TempDirs() as td:
+		if not mount_fake_creds(c, td, fake, cs, ['--no-kernel-cache'], 'transient: '):
+			return
+		mnt = td.mnt
+		for name, status, code in (('skewed', 403, 'RequestTimeTooSkewed'),
+					   ('timeout', 400, 'RequestTimeout'),
+					   ('unauth', 401, 'Unauthorized')):
+			fake.fail_next(f'{name}.bin', status, code)
+			res = read_timed_in_child(os.path.join(mnt, f'{name}.bin'), 20)
+			c.eq(f'{status} {code}: this read fails with EIO', res[:2],
+			     ('errno', errno.EIO))
+			time.sleep(1.2)
+			res = read_timed_in_child(os.path.join(mnt, f'{name}.bin'), 20)
+			c.eq(f'{status} {code}: the next read succeeds', res[:2], ('ok', 20 * KIB))
+			with open(os.path.join(mnt, f'{name}.bin'), 'rb') as f:
+				c.check(f'{status} {code}: ... with the right bytes',
+					f.read() == objs[f'{name}.bin'])
+		before = cs.fetches
+		fake.fail_next('expired.bin', 400, 'ExpiredToken')
+		res = read_timed_in_child(os.path.join(mnt, 'expired.bin'), 20)
+		c.eq('400 ExpiredToken: the read succeeds after one refresh', res[:2],
+		     ('ok', 20 * KIB))
+		c.eq('... which fetched credentials once', cs.fetches - before, 1)
+		# snapshot answers are final
+		del fake.objects['gone.bin']
+		fake.objects['changed.bin'] = os.urandom(20 * KIB)
+		for name in ('gone', 'changed'):
+			res = read_timed_in_child(os.path.join(mnt, f'{name}.bin'), 20)
+			c.eq(f'{name}: EIO', res[:2], ('errno', errno.EIO))
+			n = fake.gets(f'{name}.bin')
+			time.sleep(1.2)
+			res = read_timed_in_child(os.path.join(mnt, f'{name}.bin'), 20)
+			c.eq(f'{name}: still EIO later', res[:2], ('errno', errno.EIO))
+			c.eq(f'{name}: ... without asking the store again', fake.gets(f'{name}.bin'), n)
+
+
 def main():
 	c = ct.Checker('test_s3_hostile', timeout=240)
 	c.group(test_stalled_store, c)
+	c.group(test_transient_answers, c)
 	c.finish()
 
 

@@ -323,19 +323,24 @@ START_TEST(reads_are_checked_gets)
 	ck_assert_str_eq(fake.key, "train/cat/1.jpg");
 	ck_assert_str_eq(fake.etag, "\"0123456789abcdef0123456789abcdef\"");
 
-	/* An answer about the object (no retries) is final: -EIO. */
-	static const ssize_t final[] = {-EIO, -EACCES, 50};
-	for (size_t i = 0; i < sizeof(final) / sizeof(final[0]); i++) {
-		fake.get_rc = final[i];
-		ck_assert_int_eq(src->ops->read(src, &ns, n, -1, 0, sizeof(buf), buf), -EIO);
+	/* Only an answer about the snapshot is final: -EIO (the cache marks
+	 * the unit failed); any other answer passes: -EAGAIN. */
+	fake.get_rc = -ESTALE;
+	ck_assert_int_eq(src->ops->read(src, &ns, n, -1, 0, sizeof(buf), buf), -EIO);
+	static const ssize_t passing[] = {-EIO, -EACCES};
+	for (size_t i = 0; i < sizeof(passing) / sizeof(passing[0]); i++) {
+		fake.get_rc = passing[i];
+		ck_assert_int_eq(src->ops->read(src, &ns, n, -1, 0, sizeof(buf), buf), -EAGAIN);
 	}
+	fake.get_rc = 50; /* short: cannot happen, taken as final */
+	ck_assert_int_eq(src->ops->read(src, &ns, n, -1, 0, sizeof(buf), buf), -EIO);
 	/* The endpoint failing through the retries, or timing out, passes,
 	 * even when other requests retried meanwhile. */
 	fake.get_rc = -ETIMEDOUT;
 	ck_assert_int_eq(src->ops->read(src, &ns, n, -1, 0, sizeof(buf), buf), -EAGAIN);
 	fake.get_rc = -EAGAIN;
 	ck_assert_int_eq(src->ops->read(src, &ns, n, -1, 0, sizeof(buf), buf), -EAGAIN);
-	fake.get_rc = -EIO;
+	fake.get_rc = -ESTALE;
 	fake.get_retries = true;
 	ck_assert_int_eq(src->ops->read(src, &ns, n, -1, 0, sizeof(buf), buf), -EIO);
 	fake.get_retries = false;
