@@ -373,6 +373,7 @@ int main(int argc, char *argv[])
 			.no_sign = fs->opt.no_sign_request,
 			.uid = getuid(),
 			.gid = getgid(),
+			.list_timeout_s = fs->opt.list_timeout_s,
 		};
 		rc = fs_source_s3_create(&so, &fs->src, err, sizeof(err));
 	} else {

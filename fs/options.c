@@ -59,6 +59,7 @@ static const struct fuse_opt fs_opt_spec[] = {
 	{"no_sign_request", offsetof(struct fs_options, no_sign_request), 1},
 	OPT2("--s3-addressing=%s", "s3_addressing=%s", s3_addressing),
 	OPT2("--source-timeout=%s", "source_timeout=%s", source_timeout_arg),
+	OPT2("--list-timeout=%s", "list_timeout=%s", list_timeout_arg),
 	FUSE_OPT_KEY("-h", KEY_HELP),
 	FUSE_OPT_KEY("--help", KEY_HELP),
 	FUSE_OPT_KEY("-V", KEY_VERSION),
@@ -107,6 +108,7 @@ static const char fs_options_usage[] =
 	"  --no-sign-request        anonymous requests (public buckets)\n"
 	"  --s3-addressing=path|virtual  bucket in the path or the host name (virtual on\n"
 	"                           AWS, path with --endpoint)\n"
+	"  --list-timeout=SECONDS   the longest the listing at mount may take (900)\n"
 	"  -o OPT[,OPT...]          the same as key=value (cache_size=8G), and FUSE mount options\n"
 	"  -V, --version, -h, --help\n";
 
@@ -322,6 +324,11 @@ static int parse_sizes(struct fs_options *o)
 		return -fs_fail("bad --source-timeout '%s': want 1 to 3600 seconds",
 				o->source_timeout_arg);
 	o->source_timeout_s = (unsigned)secs;
+	secs = 900;
+	if (o->list_timeout_arg && parse_count(o->list_timeout_arg, 1, 86400, &secs) < 0)
+		return -fs_fail("bad --list-timeout '%s': want 1 to 86400 seconds",
+				o->list_timeout_arg);
+	o->list_timeout_s = (unsigned)secs;
 	if (o->peers && !o->node)
 		return -fs_fail("--peers needs --node=K (this node's index in the list)");
 	if (!o->peers && o->node)
@@ -338,6 +345,7 @@ static int parse_sizes(struct fs_options *o)
 				      : o->profile	    ? "--profile"
 				      : o->no_sign_request ? "--no-sign-request"
 				      : o->s3_addressing   ? "--s3-addressing"
+				      : o->list_timeout_arg ? "--list-timeout"
 							    : NULL;
 		if (s3_only)
 			return -fs_fail("%s applies only to an s3://BUCKET[/PREFIX] SOURCE", s3_only);
@@ -405,5 +413,6 @@ void fs_options_free(struct fs_options *o)
 	free(o->profile);
 	free(o->s3_addressing);
 	free(o->source_timeout_arg);
+	free(o->list_timeout_arg);
 	free(o->parse_error);
 }

@@ -45,6 +45,8 @@ struct fs_options {
 	char *s3_addressing;
 	char *source_timeout_arg;
 	unsigned source_timeout_s; /* --source-timeout: a read's longest wait on SOURCE */
+	char *list_timeout_arg;
+	unsigned list_timeout_s; /* --list-timeout: the listing at mount */
 	bool show_help;
 	bool show_version;
 	/* parsed and checked by fs_options_check */

@@ -154,6 +154,7 @@ struct fs_source_s3_options {
 	bool no_sign;
 	uid_t uid;
 	gid_t gid;
+	unsigned list_timeout_s; /* --list-timeout; 0: none */
 };
 
 /* Whether SOURCE names an object store (s3://...). */

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "common/size.h"
 #include "fs/source.h"
 #include "remote/http.h"
 #include "remote/remote.h"
@@ -25,6 +26,7 @@
 
 /* Listings in flight at mount, and connections kept for reads. */
 #define S3_LIST_PARALLEL 8
+#define S3_LIST_MAX_KEYS ((uint64_t)1 << 31)
 #define S3_MAX_CONNECTIONS 64
 
 struct s3_source {
@@ -277,6 +279,13 @@ int fs_source_s3_create(const struct fs_source_s3_options *o, struct fs_source *
 	    .addressing = !o->addressing		   ? REMOTE_S3_ADDR_AUTO
 			  : !strcmp(o->addressing, "path") ? REMOTE_S3_ADDR_PATH
 							   : REMOTE_S3_ADDR_VIRTUAL,
+	    .list_timeout_ms = o->list_timeout_s * 1000,
+	    /* A listing that never ends must not take the machine's memory:
+	     * the namespace holds at most 2^31 keys, and the listing at most
+	     * a quarter of the memory (the namespace built from it needs
+	     * about as much again). */
+	    .list_max_keys = S3_LIST_MAX_KEYS,
+	    .list_max_bytes = size_phys_mem() / 4,
 	};
 	*out = &ss->base;
 	return 0;

@@ -128,6 +128,9 @@ int remote_s3_create(const struct remote_s3_config *cfg, struct remote_http *poo
 	s->max_retries = cfg->max_retries ?: DEFAULT_MAX_RETRIES;
 	s->backoff_base_ms = cfg->backoff_base_ms ?: DEFAULT_BACKOFF_BASE_MS;
 	s->backoff_cap_ms = cfg->backoff_cap_ms ?: DEFAULT_BACKOFF_CAP_MS;
+	s->list_timeout_ms = cfg->list_timeout_ms;
+	s->list_max_keys = cfg->list_max_keys;
+	s->list_max_bytes = cfg->list_max_bytes;
 	s->bucket = strdup(cfg->bucket);
 	if (!s->bucket) {
 		r = -ENOMEM;

@@ -51,6 +51,10 @@ struct remote_s3_config {
 	unsigned max_retries;	     /* [6] after the first attempt */
 	unsigned backoff_base_ms;    /* [100] */
 	unsigned backoff_cap_ms;     /* [5000] */
+	/* A listing that never ends is stopped (remote_s3_list): */
+	unsigned list_timeout_ms;    /* [none] the whole listing */
+	uint64_t list_max_keys;	     /* [none] keys passed to the callback */
+	uint64_t list_max_bytes;     /* [none] their keys + ETags + 64 bytes each */
 };
 
 struct remote_s3;
@@ -87,7 +91,9 @@ typedef int (*remote_s3_list_fn)(void *arg, const struct remote_s3_object *obj);
  * passed. Blocks until done; fn runs on the worker threads. 0, or
  * -errno with one line in err naming the cause (-EACCES: credentials or
  * signature refused; -ENOENT: no such bucket; -EIO / -ETIMEDOUT: the
- * endpoint failed after the retries).
+ * endpoint failed after the retries; -ELOOP: a continuation token seen
+ * before in the same walk; -EFBIG: over list_max_keys or list_max_bytes;
+ * -ETIMEDOUT: over list_timeout_ms).
  */
 int remote_s3_list(struct remote_s3 *s, unsigned parallel, remote_s3_list_fn fn, void *arg,
 		   char *err, size_t errlen);

@@ -211,6 +211,8 @@ struct remote_s3 {
 	char *ca_bundle;  /* AWS_CA_BUNDLE, or NULL: the system store */
 	char region[S3_MAX_REGION];
 	unsigned connect_timeout_ms, timeout_ms, max_retries, backoff_base_ms, backoff_cap_ms;
+	unsigned list_timeout_ms;
+	uint64_t list_max_keys, list_max_bytes;
 	/* remote_s3_cancel: every request aborts (from curl's progress
 	 * callback) and no back-off sleeps on; stop_cond wakes the sleepers. */
 	_Atomic bool stop;

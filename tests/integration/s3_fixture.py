@@ -435,6 +435,24 @@ class _FakeS3Handler(http.server.BaseHTTPRequestHandler):
 		prefix = q.get('prefix', '')
 		keys = sorted(k for k in fs.objects if k.startswith(prefix))
 		token = 'same/token+=' if mode == 'list_repeat_token' else ''
+		got = q.get('continuation-token')
+		if mode == 'list_alternating_tokens':
+			token = 'tok/A+=' if got != 'tok/A+=' else 'tok/B+='
+		if mode == 'list_endless':
+			# every page new keys and a new token, never the last page
+			n = int(got.split('-')[1]) + 1 if got else 0
+			token = f'page-{n}'
+			keys = [f'endless/{n:08d}/{i:04d}' for i in range(1000)]
+			out = ['<?xml version="1.0" encoding="UTF-8"?><ListBucketResult>',
+			       f'<IsTruncated>true</IsTruncated>'
+			       f'<NextContinuationToken>{token}</NextContinuationToken>']
+			for k in keys:
+				out.append(f'<Contents><Key>{k}</Key><Size>1</Size>'
+					   '<ETag>&quot;00000000000000000000000000000000&quot;</ETag>'
+					   '<LastModified>2026-01-01T00:00:00.000Z</LastModified>'
+					   '</Contents>')
+			out.append('</ListBucketResult>')
+			return self._send(200, ''.join(out).encode())
 		out = ['<?xml version="1.0" encoding="UTF-8"?><ListBucketResult>',
 		       f'<IsTruncated>{"true" if token else "false"}</IsTruncated>']
 		if token:
@@ -486,7 +504,8 @@ class FakeS3:
 	no_content_range, long_body (more bytes than the range), short_body
 	(fewer than Content-Length, then closes); listing modes list_bad_xml,
 	list_huge (a 33 MiB page), list_repeat_token (always truncated, same
-	token). It checks no signature. tls=True: https with a fresh self-signed
+	token), list_alternating_tokens (always truncated, tokens A, B, A, B),
+	list_endless (1000 new keys and a new token on every page, forever). It checks no signature. tls=True: https with a fresh self-signed
 	certificate (ca_file; give it as AWS_CA_BUNDLE).
 	fail_next(key, status, code, n=1): the next n GETs of key get that S3
 	error answer (403 RequestTimeTooSkewed, 400 ExpiredToken, ...).

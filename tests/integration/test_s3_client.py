@@ -28,7 +28,7 @@ import traceback
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import s3_fixture as s3f  # noqa: E402
 
-EIO, ENOENT, EACCES, EINVAL, ETIMEDOUT, EAGAIN, ESTALE = 5, 2, 13, 22, 110, 11, 116
+EIO, ENOENT, EACCES, EINVAL, ETIMEDOUT, EAGAIN, ESTALE, ELOOP = 5, 2, 13, 22, 110, 11, 116, 40
 
 passed = 0
 failed = []
@@ -636,14 +636,16 @@ def test_lying_server(rng):
 			fake.mode = 'ignore_range'
 			eq('a 200 for a whole-object read is fine', c.get('d/obj.bin', et, 5000, 0, 5000),
 			   data)
-			for mode, why in (('list_bad_xml', 'malformed'), ('list_huge', 'oversized'),
-					  ('list_repeat_token', 'repeats its continuation token')):
+			for mode, why, want in (('list_bad_xml', 'malformed', EIO),
+						('list_huge', 'oversized', EIO),
+						('list_repeat_token', 'repeats its continuation token',
+						 ELOOP)):
 				fake.mode = mode
 				for par in (1, 4):
 					head, got = c.list(par)
-					check(f'server answers {mode} (parallel {par}): -EIO, says {why}',
-					      got is None and head.startswith(f'err -{EIO} ') and why in head,
-					      head)
+					check(f'server answers {mode} (parallel {par}): -{want}, says {why}',
+					      got is None and head.startswith(f'err -{want} ') and
+					      why in head, head)
 			fake.mode = 'ok'
 			eq('the same client is fine with an honest answer again',
 			   c.get('d/obj.bin', et, 5000, 0, 10), data[:10])

@@ -14,6 +14,10 @@ so each mount comes up in well under a second. Checks:
   second later) succeeds; 400 ExpiredToken refreshes the (container)
   credentials and the same read succeeds; only snapshot answers (404, an
   object changed) are final: later reads fail without asking the store.
+- listings that never end: continuation tokens A, B, A, B fail the mount
+  with one line; endless pages of new keys and tokens fail it at
+  --list-timeout (also -o list_timeout=); the client's key and byte caps
+  stop such a listing with -EFBIG (s3_cli).
 """
 
 import errno
@@ -221,10 +225,56 @@ def test_transient_answers(c):
 			c.eq(f'{name}: ... without asking the store again', fake.gets(f'{name}.bin'), n)
 
 
+def test_endless_listings(c):
+	objs = {'a.bin': b'a' * 100}
+	with s3f.FakeS3(objs, mode='list_alternating_tokens') as fake, ct.TempDirs() as td:
+		t0 = time.monotonic()
+		ok = mount_fake_quiet(td, fake)
+		took = time.monotonic() - t0
+		c.check('tokens A, B, A, B: the mount fails', ok[0] not in (0, None), f'{ok}')
+		c.check('... within 10 s', took < 10, f'{took:.1f}s')
+		c.check('... with one line naming the repeated token',
+			'repeats its continuation token' in ok[1] and len(ok[1].strip().splitlines()) == 1,
+			ok[1])
+		c.check('... nothing mounted', not ct.is_mounted(td.mnt))
+	with s3f.FakeS3(objs, mode='list_endless') as fake, ct.TempDirs() as td:
+		for opt in (['--list-timeout=3'], ['-o', 'list_timeout=3']):
+			t0 = time.monotonic()
+			ok = mount_fake_quiet(td, fake, opt)
+			took = time.monotonic() - t0
+			c.check(f'endless pages, {" ".join(opt)}: the mount fails',
+				ok[0] not in (0, None), f'{ok}')
+			c.check('... after 3 s, within 8 s', 3 <= took < 8, f'{took:.1f}s')
+			c.check('... with one line naming --list-timeout',
+				'--list-timeout' in ok[1] and len(ok[1].strip().splitlines()) == 1, ok[1])
+			c.check('... nothing mounted', not ct.is_mounted(td.mnt))
+		cli = os.path.join(os.environ['COORDFS_BUILD_DIR'], 'tests', 'unit', 's3_cli')
+		env = {k: v for k, v in os.environ.items() if not k.startswith('AWS_')}
+		for cap in ('--list-max-keys=20000', '--list-max-bytes=1000000'):
+			t0 = time.monotonic()
+			p = subprocess.run([cli, '--endpoint=' + fake.endpoint, '--no-sign', cap, 'fake'],
+					   input='list 1\nlist 4\nquit\n', capture_output=True, text=True,
+					   env=env, timeout=60)
+			lines = p.stdout.splitlines()
+			c.check(f'endless pages, client {cap}: -EFBIG for flat and parallel listings',
+				len(lines) >= 3 and all(ln.startswith(f'err -{errno.EFBIG} ')
+							 for ln in lines[1:3]), p.stdout[:500])
+			c.check('... quickly', time.monotonic() - t0 < 20)
+
+
+def mount_fake_quiet(td, fake, opts=()):
+	"""Try to mount s3://fake; (rc, stderr)."""
+	env = {k: v for k, v in os.environ.items() if not k.startswith('AWS_')}
+	rc, _, err = ct.run_coordfs(['--endpoint=' + fake.endpoint, '--no-sign-request'] +
+				    list(opts) + ['s3://' + fake.bucket, td.mnt], env=env, timeout=30)
+	return rc, err
+
+
 def main():
 	c = ct.Checker('test_s3_hostile', timeout=240)
 	c.group(test_stalled_store, c)
 	c.group(test_transient_answers, c)
+	c.group(test_endless_listings, c)
 	c.finish()
 
 
