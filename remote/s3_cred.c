@@ -34,7 +34,9 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include <wordexp.h>
 
@@ -355,6 +357,50 @@ static int read_output(int fd, struct strbuf *body, int64_t deadline_ms)
 	}
 }
 
+/* Reap pid, waiting until deadline_ms at most (a child that closed its
+ * stdout may still run): then it is killed. A pidfd makes the wait a
+ * poll; without one (kernels before 5.3) waitpid is polled. 0, or
+ * -ETIMEDOUT when the child had to be killed. */
+static int reap_child(pid_t pid, int *status, int64_t deadline_ms)
+{
+	int pfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	bool exited = false;
+	int r = 0;
+
+	for (;;) {
+		int64_t left = deadline_ms - deadline_now_ms();
+		if (left <= 0)
+			break;
+		if (pfd >= 0) {
+			struct pollfd p = {.fd = pfd, .events = POLLIN};
+			int n = poll(&p, 1, (int)(left > 1000 ? 1000 : left));
+			if (n > 0) {
+				exited = true;
+				break;
+			}
+			if (n < 0 && errno != EINTR)
+				break;
+		} else {
+			pid_t w = waitpid(pid, status, WNOHANG);
+			if (w == pid)
+				return 0;
+			if (w < 0 && errno != EINTR)
+				return -errno;
+			struct timespec ts = {0, 10 * 1000000L};
+			nanosleep(&ts, NULL);
+		}
+	}
+	if (!exited) {
+		kill(pid, SIGKILL);
+		r = -ETIMEDOUT;
+	}
+	if (pfd >= 0)
+		close(pfd);
+	while (waitpid(pid, status, 0) < 0 && errno == EINTR)
+		;
+	return r;
+}
+
 static int fetch_process(struct s3_cred *c, struct s3_creds *out, char *err, size_t errlen)
 {
 	posix_spawn_file_actions_t fa;
@@ -398,11 +444,20 @@ static int fetch_process(struct s3_cred *c, struct s3_creds *out, char *err, siz
 			we.we_wordv[0], strerror(-r));
 		goto out;
 	}
-	r = read_output(pipefd[0], &body, deadline_now_ms() + PROCESS_TIMEOUT_MS);
-	if (r == -ETIMEDOUT)
+	int64_t deadline = deadline_now_ms() + PROCESS_TIMEOUT_MS;
+
+	r = read_output(pipefd[0], &body, deadline);
+	/* On any error the child is killed and its pipe closed before the
+	 * wait: one blocked writing into a full pipe (over 64 KiB of output)
+	 * would otherwise never exit, and a refresh holds refresh_lock (every
+	 * request and unmount waiting behind it). The wait itself is bounded. */
+	if (r)
 		kill(pid, SIGKILL);
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
+	close(pipefd[0]);
+	pipefd[0] = -1;
+	int rr = reap_child(pid, &status, r ? deadline_now_ms() + 5000 : deadline);
+	if (!r && rr == -ETIMEDOUT)
+		r = -ETIMEDOUT; /* closed its stdout, then never exited */
 	if (r) {
 		remote__s3_set_err(err, errlen, "credential_process %s: %s", we.we_wordv[0],
 			r == -ETIMEDOUT ? "no answer within 60 s (killed)" :

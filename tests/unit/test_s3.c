@@ -17,8 +17,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/deadline.h"
 #include "common/log.h"
 #include "common/strbuf.h"
 #include "remote/http.h"
@@ -788,6 +790,36 @@ START_TEST(test_create_errors)
 }
 END_TEST
 
+/* A credential_process that prints more than 64 KiB (here forever) is
+ * killed and its pipe closed before the wait: create fails at once. It
+ * used to wait for a child blocked on its full pipe, for ever. */
+START_TEST(test_credential_process_flood)
+{
+	struct remote_s3 *s = NULL;
+	char err[256], path[] = "/tmp/coordfs-cred-XXXXXX";
+	int fd = mkstemp(path);
+
+	ck_assert_int_ge(fd, 0);
+	const char *ini = "[default]\ncredential_process = yes AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA\n";
+	ck_assert_int_eq(write(fd, ini, strlen(ini)), (ssize_t)strlen(ini));
+	close(fd);
+	clear_aws_env();
+	setenv("AWS_SHARED_CREDENTIALS_FILE", path, 1);
+	setenv("AWS_CONFIG_FILE", "/nonexistent", 1);
+	struct remote_s3_config cfg = {.bucket = "bkt"};
+	int64_t t0 = deadline_now_ms();
+
+	ck_assert_int_eq(create(&cfg, &s, err), -EACCES);
+	ck_assert_int_lt(deadline_now_ms() - t0, 10000);
+	ck_assert_msg(strstr(err, "more than 64 KiB"), "%s", err);
+	/* the child is gone: no zombie, no running process left */
+	ck_assert_int_eq(waitpid(-1, NULL, WNOHANG), -1);
+	unsetenv("AWS_SHARED_CREDENTIALS_FILE");
+	unsetenv("AWS_CONFIG_FILE");
+	unlink(path);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("s3");
@@ -815,6 +847,7 @@ int main(void)
 	tcase_add_test(tc, test_pool_handles);
 	tcase_add_test(tc, test_create_urls);
 	tcase_add_test(tc, test_create_errors);
+	tcase_add_test(tc, test_credential_process_flood);
 	suite_add_tcase(s, tc);
 	return check_run(s);
 }
