@@ -126,12 +126,16 @@ int ns_text_put(struct ns_text *t, const void *data, size_t len, bool nul, uint3
  *
  * A listing is used by one thread at a time. 0 or -ENOMEM / -EOVERFLOW.
  */
-#define NS_MAX_ETAG 255
+#define NS_MAX_ETAG 128 /* quotes included; REMOTE_S3_MAX_ETAG, REMOTE_MAX_ETAG */
 struct ns_listing;
 int ns_listing_create(struct ns_listing **out);
 void ns_listing_destroy(struct ns_listing *l); /* NULL ok */
 int ns_listing_add(struct ns_listing *l, const char *key, size_t key_len, uint64_t size,
 		   const char *etag, int64_t mtime_ns);
+/* A key the lister could not use (why: a static string, e.g. "key over
+ * 1024 bytes"): ns_build skips, logs and counts it like the others. */
+int ns_listing_add_unusable(struct ns_listing *l, const char *key, size_t key_len,
+			    const char *why);
 /* The number of records added. */
 size_t ns_listing_count(const struct ns_listing *l);
 /* Build ns from l (l may be destroyed afterwards). 0, or -errno with err

@@ -75,8 +75,15 @@ static int s3_connect(struct s3_source *ss, char *err, size_t errlen)
 	return 0;
 }
 
+/* One limit for an ETag everywhere: the listing, the namespace and the
+ * peer protocol that carries it. */
+_Static_assert(NS_MAX_ETAG == REMOTE_S3_MAX_ETAG && NS_MAX_ETAG == REMOTE_MAX_ETAG,
+	       "ETag limits differ");
+
 static int list_one(void *arg, const struct remote_s3_object *obj)
 {
+	if (obj->unusable) /* skipped, logged and counted by ns_build */
+		return ns_listing_add_unusable(arg, obj->key, obj->key_len, obj->unusable);
 	return ns_listing_add(arg, obj->key, obj->key_len, obj->size, obj->etag, obj->mtime_ns);
 }
 

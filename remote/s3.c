@@ -586,6 +586,10 @@ ssize_t remote_s3_get_by(struct remote_s3 *s, const char *key, const char *etag,
 	remote__s3_pct(&url, s->prefix, strlen(s->prefix), true);
 	remote__s3_pct(&url, key, strlen(key), true);
 	snprintf(range, sizeof(range), "Range: bytes=%" PRIu64 "-%" PRIu64, off, off + len - 1);
+	/* If-Match compares strongly (RFC 9110): a weak listed tag would never
+	 * match, so it is not sent; the answer's ETag is still checked,
+	 * exactly as listed. */
+	bool weak = !strncmp(etag, "W/", 2);
 	snprintf(ifmatch, sizeof(ifmatch), "If-Match: %s", etag);
 	if (url.failed) {
 		ret = -ENOMEM;
@@ -603,7 +607,7 @@ ssize_t remote_s3_get_by(struct remote_s3 *s, const char *key, const char *etag,
 		}
 
 		h1 = curl_slist_append(NULL, range);
-		h2 = h1 ? curl_slist_append(h1, ifmatch) : NULL;
+		h2 = h1 && !weak ? curl_slist_append(h1, ifmatch) : h1;
 		if (!h2) {
 			curl_slist_free_all(h1);
 			ret = -ENOMEM;

@@ -77,6 +77,11 @@ struct remote_s3_object {
 	uint64_t size;
 	const char *etag; /* as listed, quotes included, NUL-terminated */
 	int64_t mtime_ns; /* LastModified */
+	/* NULL, or why this client cannot read the object (a key over
+	 * REMOTE_S3_MAX_KEY, an ETag over REMOTE_S3_MAX_ETAG: etag is then
+	 * ""): passed on so that the caller can skip, log and count it
+	 * instead of the whole listing failing. */
+	const char *unusable;
 };
 
 /* Called once per object, serialized (never concurrently), in no

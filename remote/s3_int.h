@@ -95,6 +95,7 @@ struct s3_page_entry {
 	uint64_t size;
 	char etag[REMOTE_S3_MAX_ETAG + 1];
 	int64_t mtime_ns;
+	const char *unusable; /* remote_s3_object.unusable */
 };
 
 struct s3_page {
@@ -105,7 +106,8 @@ struct s3_page {
 	bool truncated;
 	bool url_encoded; /* <EncodingType>url</EncodingType>: keys and prefixes decoded at the end
 			   */
-	size_t skipped;	  /* keys dropped: their decoded form holds a NUL byte */
+	size_t skipped;	  /* keys dropped: their decoded form holds a NUL byte, and
+			     CommonPrefixes over REMOTE_S3_MAX_KEY */
 	char *next_token;
 	char error_code[64]; /* from an <Error> document */
 	char error_message[256];

@@ -468,8 +468,8 @@ static void run_task(struct list_ctx *c, const struct task *t)
 		int r = 0;
 
 		if (p->skipped)
-			log_warn("s3://%s/%s: %zu keys with a NUL byte left out", s->bucket,
-				 t->prefix, p->skipped);
+			log_warn("s3://%s/%s: %zu keys with a NUL byte or prefixes over 1024 bytes "
+				 "left out", s->bucket, t->prefix, p->skipped);
 		pthread_mutex_lock(&c->cb_lock);
 		for (size_t i = 0; i < p->n_entries && !r; i++) {
 			struct s3_page_entry *en = &p->entries[i];
@@ -488,6 +488,7 @@ static void run_task(struct list_ctx *c, const struct task *t)
 			obj.size = en->size;
 			obj.etag = en->etag;
 			obj.mtime_ns = en->mtime_ns;
+			obj.unusable = en->unusable;
 			c->keys++;
 			c->bytes += obj.key_len + strlen(en->etag) + LIST_KEY_OVERHEAD;
 			if ((s->list_max_keys && c->keys > s->list_max_keys) ||

@@ -203,8 +203,12 @@ bool remote__s3_etag_equal(const char *a, const char *b)
 	const char *pa, *pb;
 	size_t na, nb;
 
-	if (!a || !b || !strncmp(a, "W/", 2) || !strncmp(b, "W/", 2))
+	if (!a || !b)
 		return false;
+	/* A weak tag names the version only as the server wrote it: equal
+	 * exactly as listed, never to a strong one. */
+	if (!strncmp(a, "W/", 2) || !strncmp(b, "W/", 2))
+		return a[2] && !strcmp(a, b);
 	etag_inner(a, &pa, &na);
 	etag_inner(b, &pb, &nb);
 	return na > 0 && na == nb && !memcmp(pa, pb, na);
@@ -415,6 +419,12 @@ static void end_text(struct s3_page *p)
 		p->have_size = true;
 		break;
 	case W_ETAG:
+		/* One odd ETag makes its object unreadable, not the page. */
+		if (p->text_len > REMOTE_S3_MAX_ETAG) {
+			p->cur.etag[0] = '\0';
+			p->cur.unusable = "ETag over 128 bytes";
+			break;
+		}
 		copy_text(p->cur.etag, sizeof(p->cur.etag), t, p->text_len, p);
 		p->have_etag = p->text_len > 0;
 		break;
@@ -636,12 +646,23 @@ int remote__s3_page_feed(struct s3_page *p, const char *data, size_t len, bool f
 		p->failed = -EINVAL; /* we could never ask for the next page */
 	if (final && !p->failed && p->url_encoded)
 		p->failed = page_url_decode(p);
+	/* A key over S3's own limit cannot be read back (remote_s3_get refuses
+	 * it): that object is skipped, not the page. A prefix over it holds
+	 * only such keys: not walked into. */
 	for (size_t i = 0; final && !p->failed && i < p->n_entries; i++)
 		if (p->entries[i].key_len > REMOTE_S3_MAX_KEY)
-			p->failed = -EINVAL;
-	for (size_t i = 0; final && !p->failed && i < p->n_prefixes; i++)
-		if (strlen(p->prefixes[i]) > REMOTE_S3_MAX_KEY)
-			p->failed = -EINVAL;
+			p->entries[i].unusable = "key over 1024 bytes";
+	size_t kept = 0;
+	for (size_t i = 0; final && !p->failed && i < p->n_prefixes; i++) {
+		if (strlen(p->prefixes[i]) > REMOTE_S3_MAX_KEY) {
+			free(p->prefixes[i]);
+			p->skipped++;
+		} else {
+			p->prefixes[kept++] = p->prefixes[i];
+		}
+	}
+	if (final && !p->failed)
+		p->n_prefixes = kept;
 	return p->failed;
 }
 

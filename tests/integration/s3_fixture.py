@@ -460,7 +460,7 @@ class _FakeS3Handler(http.server.BaseHTTPRequestHandler):
 		for k in keys:
 			out.append(f'<Contents><Key>{_xml_escape(k)}</Key>'
 				   f'<Size>{len(fs.objects[k])}</Size>'
-				   f'<ETag>&quot;{fs.etag(k).strip(chr(34))}&quot;</ETag>'
+				   f'<ETag>{_xml_escape(fs.etag(k), {chr(34): "&quot;"})}</ETag>'
 				   '<LastModified>2026-01-01T00:00:00.000Z</LastModified></Contents>')
 		out.append('</ListBucketResult>')
 		self._send(200, ''.join(out).encode())
@@ -507,6 +507,8 @@ class FakeS3:
 	token), list_alternating_tokens (always truncated, tokens A, B, A, B),
 	list_endless (1000 new keys and a new token on every page, forever). It checks no signature. tls=True: https with a fresh self-signed
 	certificate (ca_file; give it as AWS_CA_BUNDLE).
+	etags[key] = '...': the ETag listed and answered for key (weak ones,
+	oversized ones), instead of the quoted MD5.
 	fail_next(key, status, code, n=1): the next n GETs of key get that S3
 	error answer (403 RequestTimeTooSkewed, 400 ExpiredToken, ...).
 	stall(prefix): GETs of keys under prefix are taken and never answered
@@ -525,6 +527,7 @@ class FakeS3:
 		self.stall_prefixes = []
 		self.unstalled = threading.Event()
 		self.injected = {}
+		self.etags = {}
 		self.tls = tls
 		self.ca_file = None
 		self._tmp = None
@@ -555,6 +558,8 @@ class FakeS3:
 		return f'{"https" if self.tls else "http"}://127.0.0.1:{self.port}'
 
 	def etag(self, key):
+		if key in self.etags:
+			return self.etags[key]
 		return '"' + hashlib.md5(self.objects[key]).hexdigest() + '"'
 
 	def fail_next(self, key, status, code, n=1):

@@ -18,6 +18,9 @@ so each mount comes up in well under a second. Checks:
   with one line; endless pages of new keys and tokens fail it at
   --list-timeout (also -o list_timeout=); the client's key and byte caps
   stop such a listing with -EFBIG (s3_cli).
+- odd keys and ETags: a key over 1024 bytes and an ETag over 128 bytes
+  are skipped and counted (source.skipped_keys), the rest mounts; an
+  object listed with a weak ETag (W/"...") reads, compared as listed.
 """
 
 import errno
@@ -262,6 +265,34 @@ def test_endless_listings(c):
 			c.check('... quickly', time.monotonic() - t0 < 20)
 
 
+def test_odd_keys_and_etags(c):
+	long_key = ('d' * 200 + '/') * 6 + 'f.bin'  # 1211 bytes, components of 200
+	objs = {'ok/a.bin': os.urandom(3000), long_key: b'long', 'odd/big-etag.bin': b'big',
+		'odd/weak.bin': os.urandom(5000)}
+	with s3f.FakeS3(objs) as fake, ct.TempDirs() as td:
+		fake.etags['odd/big-etag.bin'] = '"' + 'e' * 200 + '"'
+		fake.etags['odd/weak.bin'] = 'W/"5eb63bbbe01eeed093cb22bb8f5acdc3"'
+		if not mount_fake(c, td, fake, ['--no-kernel-cache'], 'odd keys: '):
+			return
+		mnt = td.mnt
+		c.eq('odd keys: the usable keys are listed', sorted(os.listdir(os.path.join(mnt, 'odd'))),
+		     ['weak.bin'])
+		c.check('odd keys: the long key is left out', not os.path.exists(os.path.join(mnt, 'd' * 200)))
+		c.eq('odd keys: both counted in source.skipped_keys',
+		     ct.stats(mnt)['source']['skipped_keys'], 2)
+		with open(os.path.join(mnt, 'ok/a.bin'), 'rb') as f:
+			c.check('odd keys: an ordinary file reads', f.read() == objs['ok/a.bin'])
+		res = read_timed_in_child(os.path.join(mnt, 'odd/weak.bin'), 20)
+		c.eq('weak ETag: the file reads', res[:2], ('ok', 5000))
+		with open(os.path.join(mnt, 'odd/weak.bin'), 'rb') as f:
+			c.check('weak ETag: ... the right bytes', f.read() == objs['odd/weak.bin'])
+		with fake.lock:
+			hdrs = [h for (m, path, _), h in zip(fake.requests, fake.headers)
+				if 'weak.bin' in path]
+		c.check('weak ETag: no If-Match sent (it could never match)',
+			hdrs and all('if-match' not in h for h in hdrs), hdrs[:1])
+
+
 def mount_fake_quiet(td, fake, opts=()):
 	"""Try to mount s3://fake; (rc, stderr)."""
 	env = {k: v for k, v in os.environ.items() if not k.startswith('AWS_')}
@@ -275,6 +306,7 @@ def main():
 	c.group(test_stalled_store, c)
 	c.group(test_transient_answers, c)
 	c.group(test_endless_listings, c)
+	c.group(test_odd_keys_and_etags, c)
 	c.finish()
 
 

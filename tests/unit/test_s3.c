@@ -127,6 +127,11 @@ START_TEST(test_etag_equal)
 	ck_assert(!remote__s3_etag_equal("\"abc\"", "\"abd\""));
 	ck_assert(!remote__s3_etag_equal("\"abc\"", "\"abc-1\""));
 	ck_assert(!remote__s3_etag_equal("W/\"abc\"", "\"abc\""));
+	ck_assert(!remote__s3_etag_equal("\"abc\"", "W/\"abc\""));
+	/* weak tags: equal exactly as listed */
+	ck_assert(remote__s3_etag_equal("W/\"abc\"", "W/\"abc\""));
+	ck_assert(!remote__s3_etag_equal("W/\"abc\"", "W/\"abd\""));
+	ck_assert(!remote__s3_etag_equal("W/", "W/"));
 	ck_assert(!remote__s3_etag_equal("\"\"", "\"\""));
 	ck_assert(!remote__s3_etag_equal("", ""));
 	ck_assert(!remote__s3_etag_equal(NULL, "\"abc\""));
@@ -331,19 +336,35 @@ START_TEST(test_page_caps)
 	memset(key, 'k', REMOTE_S3_MAX_KEY + 1);
 	key[REMOTE_S3_MAX_KEY + 1] = '\0';
 	strbuf_init(&sb);
-	/* a key one byte over S3's limit */
-	strbuf_printf(&sb, LBR("<Contents><Key>%s</Key><Size>1</Size></Contents>"), key);
-	ck_assert_int_lt(parse_one(sb.buf), 0);
+	/* a key one byte over S3's limit: that object is unusable, the page
+	 * (and the object after it) fine */
+	strbuf_printf(&sb, LBR("<Contents><Key>%s</Key><Size>1</Size></Contents>"
+			       "<Contents><Key>b</Key><Size>2</Size></Contents>"), key);
+	struct s3_page p;
+	ck_assert_int_eq(remote__s3_page_init(&p), 0);
+	ck_assert_int_eq(remote__s3_page_feed(&p, sb.buf, sb.len, true), 0);
+	ck_assert_uint_eq(p.n_entries, 2);
+	ck_assert_str_eq(p.entries[0].unusable, "key over 1024 bytes");
+	ck_assert_ptr_null(p.entries[1].unusable);
+	remote__s3_page_fini(&p);
 	/* exactly at the limit */
 	key[REMOTE_S3_MAX_KEY] = '\0';
 	strbuf_reset(&sb);
 	strbuf_printf(&sb, LBR("<Contents><Key>%s</Key><Size>1</Size></Contents>"), key);
 	ck_assert_int_eq(parse_one(sb.buf), 0);
-	/* an oversized ETag */
+	/* an oversized ETag: that object only */
 	strbuf_reset(&sb);
-	strbuf_printf(&sb, LBR("<Contents><Key>a</Key><Size>1</Size><ETag>%s</ETag></Contents>"),
+	strbuf_printf(&sb, LBR("<Contents><Key>a</Key><Size>1</Size><ETag>%.129s</ETag></Contents>"
+			       "<Contents><Key>b</Key><Size>2</Size><ETag>\"e\"</ETag></Contents>"),
 		      key);
-	ck_assert_int_lt(parse_one(sb.buf), 0);
+	ck_assert_int_eq(remote__s3_page_init(&p), 0);
+	ck_assert_int_eq(remote__s3_page_feed(&p, sb.buf, sb.len, true), 0);
+	ck_assert_uint_eq(p.n_entries, 2);
+	ck_assert_str_eq(p.entries[0].unusable, "ETag over 128 bytes");
+	ck_assert_str_eq(p.entries[0].etag, "");
+	ck_assert_ptr_null(p.entries[1].unusable);
+	ck_assert_str_eq(p.entries[1].etag, "\"e\"");
+	remote__s3_page_fini(&p);
 	/* a huge text in an element we keep */
 	strbuf_reset(&sb);
 	strbuf_puts(&sb, "<ListBucketResult><NextContinuationToken>");
@@ -414,7 +435,12 @@ START_TEST(test_page_url_encoded)
 	for (int i = 0; i <= REMOTE_S3_MAX_KEY; i++)
 		strbuf_puts(&sb, "%41");
 	strbuf_puts(&sb, "</Key><Size>1</Size></Contents></ListBucketResult>");
-	ck_assert_int_lt(parse_one(sb.buf), 0);
+	struct s3_page pg;
+	ck_assert_int_eq(remote__s3_page_init(&pg), 0);
+	ck_assert_int_eq(remote__s3_page_feed(&pg, sb.buf, sb.len, true), 0);
+	ck_assert_uint_eq(pg.n_entries, 1);
+	ck_assert_str_eq(pg.entries[0].unusable, "key over 1024 bytes"); /* decoded */
+	remote__s3_page_fini(&pg);
 	strbuf_fini(&sb);
 }
 END_TEST

@@ -45,10 +45,10 @@ static struct {
 } fake;
 
 static const struct remote_s3_object listing[] = {
-    {"train/cat/1.jpg", 15, 1000, "\"0123456789abcdef0123456789abcdef\"", 5},
-    {"train/dog/2.jpg", 15, 2000, "\"0123456789ABCDEF0123456789ABCDEF-3\"", 6},
-    {"train//bad.jpg", 14, 10, "\"x\"", 7},
-    {"top.bin", 7, 10 << 20, "\"etag-top\"", 8},
+    {"train/cat/1.jpg", 15, 1000, "\"0123456789abcdef0123456789abcdef\"", 5, NULL},
+    {"train/dog/2.jpg", 15, 2000, "\"0123456789ABCDEF0123456789ABCDEF-3\"", 6, NULL},
+    {"train//bad.jpg", 14, 10, "\"x\"", 7, NULL},
+    {"top.bin", 7, 10 << 20, "\"etag-top\"", 8, NULL},
 };
 
 static int curl_inits; /* remote_global_init calls not yet cleaned up */
