@@ -8,9 +8,9 @@
  * refreshed before they expire: one caller fetches new ones while the
  * others go on with the old ones as long as those are still valid.
  *
- * credential_process runs the profile's command line, split into words as
- * a shell would (wordexp(3) without command substitution), without a
- * shell, with no descriptor of ours but stdin, stdout and stderr; its
+ * credential_process runs the profile's command line, split into words
+ * (remote__s3_split_command: quotes and backslashes as a shell has them,
+ * but nothing expanded, no $VAR, ~ or globs), without a shell, with no descriptor of ours but stdin, stdout and stderr; its
  * standard output (at most 64 KiB, within 60 s) is the JSON document the
  * AWS tools define (Version 1). stderr is passed through.
  *
@@ -38,7 +38,6 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-#include <wordexp.h>
 
 #include "common/deadline.h"
 #include "common/log.h"
@@ -247,6 +246,15 @@ static int fetch_container(struct s3_cred *c, struct s3_creds *out, char *err, s
 		}
 		while (len && (text[len - 1] == '\n' || text[len - 1] == '\r'))
 			len--;
+		/* a line break would start a header of the file's choosing */
+		if (memchr(text, '\r', len) || memchr(text, '\n', len) || memchr(text, '\0', len)) {
+			explicit_bzero(text, len);
+			free(text);
+			remote__s3_set_err(err, errlen, "%s: the authorization token holds a line break",
+				c->auth_file);
+			r = -EACCES;
+			goto out;
+		}
 		strbuf_puts(&auth, "Authorization: ");
 		strbuf_append(&auth, text, len);
 		explicit_bzero(text, len);
@@ -404,25 +412,19 @@ static int reap_child(pid_t pid, int *status, int64_t deadline_ms)
 static int fetch_process(struct s3_cred *c, struct s3_creds *out, char *err, size_t errlen)
 {
 	posix_spawn_file_actions_t fa;
-	wordexp_t we;
 	struct strbuf body;
-	int pipefd[2] = {-1, -1}, r, status = 0, wr;
+	int pipefd[2] = {-1, -1}, r, status = 0;
 	pid_t pid = -1;
+	char **argv;
+	size_t argc;
+	const char *why;
 
-	wr = wordexp(c->process, &we, WRDE_NOCMD);
-	if (wr) {
-		if (wr == WRDE_NOSPACE)
-			wordfree(&we);
+	/* wordexp(3) would expand $VARS, ~ and globs, and is not thread-safe */
+	r = remote__s3_split_command(c->process, &argv, &argc, &why);
+	if (r) {
 		remote__s3_set_err(err, errlen, "credential_process: cannot split the command "
-			"line (%s)", wr == WRDE_CMDSUB ? "command substitution is not allowed" :
-			wr == WRDE_BADCHAR ? "unquoted | & ; < > ( ) { } or newline" :
-			wr == WRDE_SYNTAX ? "unbalanced quotes" : "out of memory");
-		return -EINVAL;
-	}
-	if (we.we_wordc == 0) {
-		wordfree(&we);
-		remote__s3_set_err(err, errlen, "credential_process: empty command");
-		return -EINVAL;
+			"line (%s)", r == -ENOMEM ? "out of memory" : why);
+		return r == -ENOMEM ? r : -EINVAL;
 	}
 	strbuf_init(&body);
 	if (pipe2(pipefd, O_CLOEXEC)) {
@@ -434,14 +436,14 @@ static int fetch_process(struct s3_cred *c, struct s3_creds *out, char *err, siz
 	posix_spawn_file_actions_adddup2(&fa, pipefd[1], STDOUT_FILENO);
 	/* none of the daemon's descriptors (FUSE, sockets, SOURCE) */
 	posix_spawn_file_actions_addclosefrom_np(&fa, STDERR_FILENO + 1);
-	r = -posix_spawnp(&pid, we.we_wordv[0], &fa, NULL, we.we_wordv, environ);
+	r = -posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
 	posix_spawn_file_actions_destroy(&fa);
 	close(pipefd[1]);
 	pipefd[1] = -1;
 	if (r) {
 		pid = -1;
 		remote__s3_set_err(err, errlen, "credential_process: cannot run %s: %s",
-			we.we_wordv[0], strerror(-r));
+			argv[0], strerror(-r));
 		goto out;
 	}
 	int64_t deadline = deadline_now_ms() + PROCESS_TIMEOUT_MS;
@@ -459,14 +461,14 @@ static int fetch_process(struct s3_cred *c, struct s3_creds *out, char *err, siz
 	if (!r && rr == -ETIMEDOUT)
 		r = -ETIMEDOUT; /* closed its stdout, then never exited */
 	if (r) {
-		remote__s3_set_err(err, errlen, "credential_process %s: %s", we.we_wordv[0],
+		remote__s3_set_err(err, errlen, "credential_process %s: %s", argv[0],
 			r == -ETIMEDOUT ? "no answer within 60 s (killed)" :
 			r == -EFBIG ? "more than 64 KiB of output" : strerror(-r));
 		r = r == -ETIMEDOUT ? -ETIMEDOUT : -EIO;
 		goto out;
 	}
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-		remote__s3_set_err(err, errlen, "credential_process %s: %s %d", we.we_wordv[0],
+		remote__s3_set_err(err, errlen, "credential_process %s: %s %d", argv[0],
 			WIFEXITED(status) ? "exited with status" : "killed by signal",
 			WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
 		r = -EIO;
@@ -476,7 +478,7 @@ static int fetch_process(struct s3_cred *c, struct s3_creds *out, char *err, siz
 	if (remote__s3_cred_json(body.buf ? body.buf : "", body.len, out)) {
 		remote__s3_set_err(err, errlen, "credential_process %s: its output is not a "
 			"credentials document (JSON with Version 1, AccessKeyId, SecretAccessKey)",
-			we.we_wordv[0]);
+			argv[0]);
 		r = -EIO;
 	}
 out:
@@ -485,7 +487,7 @@ out:
 	if (pipefd[1] >= 0)
 		close(pipefd[1]);
 	strbuf_fini_wipe(&body);
-	wordfree(&we);
+	remote__s3_argv_free(argv);
 	return r;
 }
 
@@ -663,6 +665,23 @@ int remote__s3_cred_create(const struct remote_s3_config *cfg, struct remote_htt
 			c->auth = strdup(v);
 		if (!c->url || (v && !c->auth && !c->auth_file)) {
 			r = -ENOMEM;
+			goto fail;
+		}
+		/* As the AWS SDKs: credentials go only to this machine, the
+		 * ECS/EKS agents, or over https. */
+		if (!remote__s3_container_uri_ok(c->url)) {
+			remote__s3_set_err(err, errlen,
+				"container credentials: AWS_CONTAINER_CREDENTIALS_FULL_URI must be "
+				"https, or http to a loopback address, 169.254.170.2 or "
+				"169.254.170.23");
+			r = -EACCES;
+			goto fail;
+		}
+		if (c->auth && strpbrk(c->auth, "\r\n")) {
+			remote__s3_set_err(err, errlen,
+				"container credentials: AWS_CONTAINER_AUTHORIZATION_TOKEN holds a "
+				"line break");
+			r = -EACCES;
 			goto fail;
 		}
 		if ((r = first_fetch(c, "container credentials: ", err, errlen)))

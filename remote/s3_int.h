@@ -168,6 +168,27 @@ struct s3_creds {
  * oversized field, Code other than Success, Version other than 1). */
 int remote__s3_cred_json(const char *json, size_t len, struct s3_creds *out);
 
+/*
+ * Split a credential_process command line into words, without a shell
+ * and without expanding anything ($VAR, ~, globs stay as written):
+ * blanks separate words; '...' is literal; "..." is literal but for \"
+ * \\ \$ \` ; a backslash outside quotes takes the next byte as is. An
+ * unquoted $( or ` (command substitution), | & ; < > ( ) { } or newline
+ * (shell constructs that would not do what they say) is refused. 0 and *argv (NULL-terminated, *argc
+ * words, free with remote__s3_argv_free), -EINVAL with *why (static), or
+ * -ENOMEM.
+ */
+int remote__s3_split_command(const char *line, char ***argv, size_t *argc, const char **why);
+void remote__s3_argv_free(char **argv);
+
+/*
+ * Whether AWS_CONTAINER_CREDENTIALS_FULL_URI may be asked for credentials
+ * (as the AWS SDKs restrict it): https to any host, or http to a loopback
+ * address (127.0.0.0/8, [::1], localhost), the ECS endpoint 169.254.170.2
+ * or the EKS one, 169.254.170.23 / [fd00:ec2::23]. No user info.
+ */
+bool remote__s3_container_uri_ok(const char *url);
+
 /* ---- credential provider (s3_cred.c) ---------------------------------- */
 
 struct s3_cred;

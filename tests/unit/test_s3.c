@@ -846,6 +846,104 @@ START_TEST(test_credential_process_flood)
 }
 END_TEST
 
+/* credential_process is split without a shell and without expanding
+ * anything (wordexp expanded $VARS, ~ and globs); container credentials
+ * go only where the AWS SDKs send them, and a token cannot add headers. */
+START_TEST(test_split_command)
+{
+	char **v;
+	size_t n;
+	const char *why;
+
+	ck_assert_int_eq(remote__s3_split_command("  a 'b c' \"d \\\" e\" f\\ g $HOME ~ *  ",
+						  &v, &n, &why), 0);
+	ck_assert_uint_eq(n, 7);
+	ck_assert_str_eq(v[0], "a");
+	ck_assert_str_eq(v[1], "b c");
+	ck_assert_str_eq(v[2], "d \" e");
+	ck_assert_str_eq(v[3], "f g");
+	ck_assert_str_eq(v[4], "$HOME");
+	ck_assert_str_eq(v[5], "~");
+	ck_assert_str_eq(v[6], "*");
+	ck_assert_ptr_null(v[7]);
+	remote__s3_argv_free(v);
+	ck_assert_int_eq(remote__s3_split_command("x'y'\"z\"", &v, &n, &why), 0);
+	ck_assert_uint_eq(n, 1);
+	ck_assert_str_eq(v[0], "xyz");
+	remote__s3_argv_free(v);
+	static const char *const bad[] = {"a | b", "a; b", "a > f", "$(x)", "`x`", "a 'b",
+					  "a \"b", "", "   ", "a & b", "a\nb"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ck_assert_msg(remote__s3_split_command(bad[i], &v, &n, &why) == -EINVAL && why,
+			      "accepted: %s", bad[i]);
+	/* quoted, they are just bytes */
+	ck_assert_int_eq(remote__s3_split_command("a '|;&' \"$(x)\"", &v, &n, &why), 0);
+	ck_assert_str_eq(v[1], "|;&");
+	ck_assert_str_eq(v[2], "$(x)");
+	remote__s3_argv_free(v);
+}
+END_TEST
+
+START_TEST(test_container_uri)
+{
+	static const char *const ok[] = {
+	    "http://127.0.0.1:8080/creds", "http://127.1.2.3/x", "http://localhost:9/c",
+	    "http://[::1]:80/c", "http://169.254.170.2/v2/creds", "http://169.254.170.23/v1",
+	    "http://[fd00:ec2::23]/v1", "https://creds.example.com/x", "HTTP://127.0.0.1/"};
+	static const char *const bad[] = {
+	    "http://10.0.0.1/creds", "http://169.254.169.254/latest", "http://example.com/c",
+	    "http://127.0.0.1.evil.com/c", "http://user@127.0.0.1/c", "http://[::2]/c",
+	    "ftp://127.0.0.1/c", "http://128.0.0.1/", "http://127.0.0.256/", "file:///etc/x",
+	    "http://localhost.evil/", "https://u@h/x"};
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++)
+		ck_assert_msg(remote__s3_container_uri_ok(ok[i]), "refused %s", ok[i]);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ck_assert_msg(!remote__s3_container_uri_ok(bad[i]), "accepted %s", bad[i]);
+}
+END_TEST
+
+/* Through remote_s3_create: the rules hold before any request is made. */
+START_TEST(test_container_and_process_rules)
+{
+	struct remote_s3 *s = NULL;
+	char err[256];
+	struct remote_s3_config cfg = {.bucket = "bkt"};
+
+	clear_aws_env();
+	setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent", 1);
+	setenv("AWS_CONFIG_FILE", "/nonexistent", 1);
+	setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://10.1.2.3:9/creds", 1);
+	ck_assert_int_eq(create(&cfg, &s, err), -EACCES);
+	ck_assert_msg(strstr(err, "loopback"), "%s", err);
+	setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://127.0.0.1:9/creds", 1);
+	setenv("AWS_CONTAINER_AUTHORIZATION_TOKEN", "tok\r\nX-Injected: 1", 1);
+	ck_assert_int_eq(create(&cfg, &s, err), -EACCES);
+	ck_assert_msg(strstr(err, "line break"), "%s", err);
+	ck_assert_msg(!strstr(err, "Injected"), "%s", err);
+	unsetenv("AWS_CONTAINER_AUTHORIZATION_TOKEN");
+	unsetenv("AWS_CONTAINER_CREDENTIALS_FULL_URI");
+
+	/* $HOME reaches the command as written */
+	char path[] = "/tmp/coordfs-cred-XXXXXX";
+	int fd = mkstemp(path);
+	ck_assert_int_ge(fd, 0);
+	const char *ini = "[default]\ncredential_process = printf "
+			  "'{\"Version\":1,\"AccessKeyId\":\"%s\",\"SecretAccessKey\":\"s\"}' $HOME\n";
+	ck_assert_int_eq(write(fd, ini, strlen(ini)), (ssize_t)strlen(ini));
+	close(fd);
+	setenv("AWS_SHARED_CREDENTIALS_FILE", path, 1);
+	setenv("HOME", "/expanded", 1);
+	ck_assert_msg(create(&cfg, &s, err) == 0, "%s", err);
+	struct s3_creds cr;
+	ck_assert_int_eq(remote__s3_cred_get(s->cred, &cr), 0);
+	ck_assert_str_eq(cr.access_key, "$HOME");
+	destroy(s);
+	unsetenv("AWS_SHARED_CREDENTIALS_FILE");
+	unsetenv("AWS_CONFIG_FILE");
+	unlink(path);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("s3");
@@ -874,6 +972,9 @@ int main(void)
 	tcase_add_test(tc, test_create_urls);
 	tcase_add_test(tc, test_create_errors);
 	tcase_add_test(tc, test_credential_process_flood);
+	tcase_add_test(tc, test_split_command);
+	tcase_add_test(tc, test_container_uri);
+	tcase_add_test(tc, test_container_and_process_rules);
 	suite_add_tcase(s, tc);
 	return check_run(s);
 }
