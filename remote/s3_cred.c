@@ -79,9 +79,10 @@ static int64_t now_s(void)
 
 /* ---- files ------------------------------------------------------------ */
 
-/* Read a whole small file into a NUL-terminated buffer. -ENOENT when it
- * does not exist, -EFBIG over the cap. */
-static int read_small_file(const char *path, char **out, size_t *len)
+/* Read a whole small file into a NUL-terminated buffer; *mode (NULL ok):
+ * its permission bits, from the descriptor read. -ENOENT when it does
+ * not exist, -EFBIG over the cap. */
+static int read_small_file(const char *path, char **out, size_t *len, mode_t *mode)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	struct stat st;
@@ -99,6 +100,8 @@ static int read_small_file(const char *path, char **out, size_t *len)
 	char *buf = malloc((size_t)st.st_size + 1);
 	size_t got = 0;
 
+	if (mode)
+		*mode = st.st_mode & 07777;
 	if (!buf) {
 		close(fd);
 		return -ENOMEM;
@@ -133,13 +136,18 @@ static int home_path(const char *rel, char *out, size_t cap)
 	return snprintf(out, cap, "%s/%s", home, rel) < (int)cap ? 0 : -ENAMETOOLONG;
 }
 
-/* Merge `section` of the INI file at path into p. A missing file is fine. */
-static int load_ini(const char *path, const char *section, struct s3_profile *p, char *err,
-		    size_t errlen)
+/* Warned about a shared credentials file others can read (once a process). */
+static atomic_bool warned_open_file;
+
+/* Merge `section` of the INI file at path into p. A missing file is fine.
+ * holds_keys: the shared credentials file, which others must not read. */
+static int load_ini(const char *path, const char *section, struct s3_profile *p,
+		    bool holds_keys, char *err, size_t errlen)
 {
 	char *text = NULL;
 	size_t len = 0;
-	int r = read_small_file(path, &text, &len);
+	mode_t mode = 0;
+	int r = read_small_file(path, &text, &len, &mode);
 
 	if (r == -ENOENT)
 		return 0;
@@ -147,6 +155,14 @@ static int load_ini(const char *path, const char *section, struct s3_profile *p,
 		remote__s3_set_err(err, errlen, "%s: cannot read: %s", path, strerror(-r));
 		return -EINVAL;
 	}
+	/* As ssh does for private keys, but a warning: the keys are used. */
+	if (holds_keys && (mode & 077) && !atomic_exchange(&warned_open_file, true))
+		log_warn("%s is readable by %s (mode %04o): whoever can read it has these "
+			 "keys; chmod 600 it",
+			 path, (mode & 070) && (mode & 07) ? "group and others"
+			       : (mode & 070)		 ? "its group"
+							 : "others",
+			 (unsigned)mode);
 	r = remote__s3_ini_parse(text, len, section, p);
 	/* the text holds secrets: wipe before freeing */
 	explicit_bzero(text, len);
@@ -237,7 +253,7 @@ static int fetch_container(struct s3_cred *c, struct s3_creds *out, char *err, s
 		char *text = NULL;
 		size_t len = 0;
 
-		r = read_small_file(c->auth_file, &text, &len);
+		r = read_small_file(c->auth_file, &text, &len, NULL);
 		if (r) {
 			remote__s3_set_err(err, errlen, "%s: cannot read the authorization token",
 				c->auth_file);
@@ -559,13 +575,13 @@ static int from_profile(const struct remote_s3_config *cfg, struct s3_profile *p
 	/* config first, so the credentials file's values win */
 	if (conf_path[0]) {
 		if (!strcmp(name, "default") &&
-		    (r = load_ini(conf_path, "default", p, err, errlen)))
+		    (r = load_ini(conf_path, "default", p, false, err, errlen)))
 			return r;
 		snprintf(section, sizeof(section), "profile %s", name);
-		if ((r = load_ini(conf_path, section, p, err, errlen)))
+		if ((r = load_ini(conf_path, section, p, false, err, errlen)))
 			return r;
 	}
-	if (cred_path[0] && (r = load_ini(cred_path, name, p, err, errlen)))
+	if (cred_path[0] && (r = load_ini(cred_path, name, p, true, err, errlen)))
 		return r;
 	if (explicit_name && !p->found) {
 		remote__s3_set_err(err, errlen, "profile %s: not found in %s or %s", name,

@@ -21,6 +21,8 @@ so each mount comes up in well under a second. Checks:
 - odd keys and ETags: a key over 1024 bytes and an ETag over 128 bytes
   are skipped and counted (source.skipped_keys), the rest mounts; an
   object listed with a weak ETag (W/"...") reads, compared as listed.
+- a shared credentials file readable by group or others mounts with one
+  warning saying so (as ssh does for keys); a 0600 one without.
 """
 
 import errno
@@ -293,6 +295,38 @@ def test_odd_keys_and_etags(c):
 			hdrs and all('if-match' not in h for h in hdrs), hdrs[:1])
 
 
+def test_open_credentials_file(c):
+	objs = {'a.bin': b'a' * 100}
+	with s3f.FakeS3(objs) as fake:
+		for mode, warned in ((0o644, True), (0o640, True), (0o600, False)):
+			with ct.TempDirs() as td:
+				cred = os.path.join(td.root, 'credentials')
+				with open(cred, 'w') as f:
+					f.write('[default]\naws_access_key_id = AKFAKE\n'
+						'aws_secret_access_key = fake-secret\n')
+				os.chmod(cred, mode)
+				env = {k: v for k, v in os.environ.items() if not k.startswith('AWS_')}
+				env.update(AWS_SHARED_CREDENTIALS_FILE=cred, AWS_CONFIG_FILE='/nonexistent',
+					   AWS_EC2_METADATA_DISABLED='true')
+				log = os.path.join(td.root, 'log')
+				rc, _, err = ct.run_coordfs(['--endpoint=' + fake.endpoint,
+							     '--log-file=' + log,
+							     's3://' + fake.bucket, td.mnt], env=env)
+				c.check(f'credentials file {mode:04o}: mounts',
+					rc == 0 and ct.is_mounted(td.mnt), err)
+				lines = [ln for ln in err.splitlines() if 'readable by' in ln]
+				if warned:
+					c.eq(f'credentials file {mode:04o}: one warning', len(lines), 1)
+					c.check('... naming the file and the fix',
+						lines and cred in lines[0] and 'chmod 600' in lines[0], lines)
+					c.check('... never the secret', 'fake-secret' not in err)
+				else:
+					c.eq(f'credentials file {mode:04o}: no warning', lines, [])
+				with open(log, errors='replace') as f:
+					c.eq(f'credentials file {mode:04o}: the daemon does not warn again',
+					     sum('readable by' in ln for ln in f), 0)
+
+
 def mount_fake_quiet(td, fake, opts=()):
 	"""Try to mount s3://fake; (rc, stderr)."""
 	env = {k: v for k, v in os.environ.items() if not k.startswith('AWS_')}
@@ -307,6 +341,7 @@ def main():
 	c.group(test_transient_answers, c)
 	c.group(test_endless_listings, c)
 	c.group(test_odd_keys_and_etags, c)
+	c.group(test_open_credentials_file, c)
 	c.finish()
 
 
