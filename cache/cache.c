@@ -5,8 +5,16 @@
  *   STATE_FILLING     one caller is filling it; others wait on its stripe
  *   (off << 2) | 2    held at arena offset off
  *   STATE_FAILED      its fill failed against the immutable snapshot: -EIO
- * A fill that failed for a passing reason (cache_fill_error_is_transient)
- * returns the word to 0 and wakes the waiters, who retry.
+ *   (ms << 2) | 0     (ms > 0) empty again since a fill failed for a
+ *                     passing reason (cache_fill_error_is_transient) at
+ *                     CLOCK_MONOTONIC millisecond ms
+ * The waiters of a fill that fails because the source failed for now
+ * (-EAGAIN; a local shortage such as EMFILE empties the word instead) get
+ * its failure (-EAGAIN) instead of taking turns at the same fill: behind a
+ * stalled source each would wait through a whole retry ladder. So does
+ * every caller for RETRY_QUIET_MS after it (the kernel re-issues a failed
+ * page read at once: it must not wait a second time); a caller after that
+ * takes the unit as empty and fills.
  *
  * Arena space: a bump pointer (top) plus a list of holes, the reservations
  * of failed fills that were not the last one. A failed fill gives its bytes
@@ -23,12 +31,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #define STATE_EMPTY 0u
 #define STATE_FILLING 1u
 #define STATE_HELD 2u
 #define STATE_FAILED 3u
+/* How long after a passing failure a unit's callers share it instead of
+ * filling again. */
+#define RETRY_QUIET_MS 1000
 #define NSTRIPES 64
 #define ALIGN 64
 /* Unit state words live in blocks of 2^16 (512 KiB), allocated when a unit
@@ -224,21 +236,54 @@ static void arena_unalloc(struct cache *c, uint64_t off, size_t len)
 	pthread_mutex_unlock(&c->holes_lock);
 }
 
-/* Whether a fill error is a passing shortage after which a later call
- * retries (cache_fill_fn in cache.h). */
-static bool cache_fill_error_is_transient(int err)
+/* Whether a fill error is a shortage of this process's own (descriptors,
+ * memory), which its waiters may well not meet. */
+static bool cache_fill_error_is_shortage(int err)
 {
 	switch (err) {
 	case -EMFILE:
 	case -ENFILE:
 	case -ENOMEM:
 	case -ENOBUFS:
-	case -EAGAIN:
 	case -EINTR:
 		return true;
 	default:
 		return false;
 	}
+}
+
+/* Whether a fill error is a passing one after which a later call
+ * retries (cache_fill_fn in cache.h). */
+static bool cache_fill_error_is_transient(int err)
+{
+	return err == -EAGAIN || cache_fill_error_is_shortage(err);
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
+}
+
+/* The state word of a unit whose fill just failed for a passing reason. */
+static uint64_t retry_word(void)
+{
+	uint64_t ms = now_ms();
+
+	return (ms ? ms : 1) << 2;
+}
+
+static bool is_retry(uint64_t st)
+{
+	return st != STATE_EMPTY && (st & 3u) == 0;
+}
+
+/* A passing failure recent enough to be shared rather than retried. */
+static bool retry_quiet(uint64_t st)
+{
+	return is_retry(st) && now_ms() - (st >> 2) < RETRY_QUIET_MS;
 }
 
 /* Unit's state word; with create, its block is allocated if need be.
@@ -307,7 +352,12 @@ static int fill_and_publish(struct cache *c, uint64_t unit, size_t unit_len, cac
 		if (!transient)
 			count(&c->failed_units, 1);
 		arena_unalloc(c, off, unit_len);
-		atomic_store_explicit(slot(c, unit, false), transient ? STATE_EMPTY : STATE_FAILED,
+		/* A local shortage (descriptors, memory) passes at once: the
+		 * waiters try again. The source failing for now is shared. */
+		uint64_t next = !transient		  ? STATE_FAILED
+				: cache_fill_error_is_shortage(rc) ? STATE_EMPTY
+								  : retry_word();
+		atomic_store_explicit(slot(c, unit, false), next,
 				      memory_order_release);
 		wake_waiters(c, unit);
 		return transient ? rc : -EIO;
@@ -335,6 +385,8 @@ int cache_get(struct cache *c, uint64_t unit, size_t unit_len, size_t want_bytes
 	}
 	if (st == STATE_FAILED)
 		return -EIO;
+	if (retry_quiet(st))
+		return -EAGAIN; /* failed for a passing reason a moment ago */
 	count(&c->misses, 1);
 	count(&c->miss_bytes, want_bytes);
 	if (!admit)
@@ -343,16 +395,21 @@ int cache_get(struct cache *c, uint64_t unit, size_t unit_len, size_t want_bytes
 	if (!w)
 		return -ENOMEM; /* passing: nothing marked, a later call retries */
 	for (;;) {
-		if (st == STATE_FILLING)
+		if (st == STATE_FILLING) {
 			st = wait_fill(c, unit);
+			/* The fill we waited for failed for a passing reason:
+			 * its failure is ours too (see the top of the file). */
+			if (is_retry(st))
+				return -EAGAIN;
+		}
 		if ((st & 3u) == STATE_HELD) {
 			*data = c->arena + (st >> 2);
 			return 0;
 		}
 		if (st == STATE_FAILED)
 			return -EIO;
-		/* Empty: try to become the filler. */
-		uint64_t expect = STATE_EMPTY;
+		/* Empty (or empty again): try to become the filler. */
+		uint64_t expect = is_retry(st) ? st : STATE_EMPTY;
 		if (atomic_compare_exchange_strong_explicit(w, &expect, STATE_FILLING,
 							    memory_order_acq_rel,
 							    memory_order_acquire))
@@ -374,8 +431,11 @@ int cache_prefill(struct cache *c, uint64_t unit, size_t unit_len, cache_fill_fn
 	if (!w)
 		return -ENOMEM;
 	if (!atomic_compare_exchange_strong_explicit(w, &expect, STATE_FILLING,
-						     memory_order_acq_rel, memory_order_acquire))
-		return -EEXIST; /* held, or being filled by someone else */
+						     memory_order_acq_rel, memory_order_acquire) &&
+	    (!is_retry(expect) || retry_quiet(expect) ||
+	     !atomic_compare_exchange_strong_explicit(w, &expect, STATE_FILLING,
+						      memory_order_acq_rel, memory_order_acquire)))
+		return -EEXIST; /* held, failed, failing just now, or being filled */
 	return fill_and_publish(c, unit, unit_len, fill, arg, &data);
 }
 

@@ -31,11 +31,13 @@ struct cache;
 
 /*
  * Fill dst with exactly len bytes of unit. Returns 0 or -errno. Called
- * without any cache lock held; may block on I/O. A passing shortage
- * (-EMFILE, -ENFILE, -ENOMEM, -ENOBUFS, -EAGAIN, -EINTR) leaves the unit
- * to be filled by a later call; any other error means the unit cannot be
- * read as snapshotted (changed, shrunk, unreadable): the unit is marked
- * failed for the cache's lifetime.
+ * without any cache lock held; may block on I/O. A passing failure
+ * (-EAGAIN: the source failed for now; -EMFILE, -ENFILE, -ENOMEM,
+ * -ENOBUFS, -EINTR: a shortage of this process) leaves the unit to be
+ * filled by a later call; any other error means the unit cannot be read
+ * as snapshotted (changed, shrunk, gone): the unit is marked failed for
+ * the cache's lifetime. So a fill returns another error only for a
+ * snapshot that no longer holds.
  */
 typedef int (*cache_fill_fn)(void *arg, uint64_t unit, void *dst, size_t len);
 
@@ -66,7 +68,10 @@ void cache_destroy(struct cache *c);
  *   -ENOSPC  not held and no room: the caller reads it elsewhere;
  *   -EIO     the unit is marked failed (this fill's error, or an earlier
  *            one): every later call returns -EIO at once, without a fill;
- *   -errno   a transient fill error (nothing admitted; a later call retries).
+ *   -errno   a transient fill error (nothing admitted; a later call retries);
+ *            a caller that waited on another's fill that failed this way,
+ *            or that comes within 1 s of such a failure, gets -EAGAIN
+ *            rather than filling again itself.
  * A failed fill never costs budget: its reservation is returned in full and
  * its place reused by later units.
  * Blocks while the unit is being filled. admit=false never fills (used by

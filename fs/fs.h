@@ -56,6 +56,13 @@ struct fs_ctx {
 	/* Readers that missed the cache and wait on SOURCE or a peer: prefill
 	 * yields to them. */
 	_Atomic unsigned readers_missing;
+	/* Reader threads waiting on SOURCE (or a peer) for a miss, at most
+	 * FS_SOURCE_WAITERS (io.c): the other FUSE threads stay free for
+	 * hits and metadata however slow SOURCE is. Zero-initialized: valid
+	 * as PTHREAD_MUTEX_INITIALIZER / PTHREAD_COND_INITIALIZER. */
+	pthread_mutex_t waiters_lock;
+	pthread_cond_t waiters_cond;
+	unsigned source_waiters;
 	struct fs_prefill *prefill; /* NULL without --prefill */
 	struct timespec started;
 	/* peers (NULL when single node) */
@@ -72,6 +79,12 @@ struct fs_ctx {
 	 * links to; NULL when the view is served in this session */
 	const char *prep_link;
 };
+
+/* FUSE threads of a session (main.c, prepmount.c), and how many of them
+ * may wait on SOURCE at once: the rest always serve cache hits and
+ * metadata. */
+#define FS_FUSE_THREADS 32
+#define FS_SOURCE_WAITERS 24
 
 /* The budget's allowance for I/O buffers (peer units, server responses). */
 #define FS_IO_MEM (64ULL << 20)

@@ -9,9 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "cache/cache.h"
 #include "cache/disk.h"
+#include "common/deadline.h"
 #include "common/log.h"
 #include "fs/fs.h"
 #include "fs/io.h"
@@ -60,6 +62,7 @@ struct fill_ctx {
 	bool own_fd;
 	bool opened;
 	bool allow_peer; /* false when serving a peer: never forward */
+	bool limit_waiters; /* a reader's thread: at most FS_SOURCE_WAITERS wait */
 	struct fs_peer_buf *pb;
 	struct fs_readahead *ra; /* the handle's window, or NULL */
 };
@@ -314,8 +317,55 @@ static int read_unit_from(struct fill_ctx *fc, uint32_t k, uint64_t uoff, size_t
 	return source_read(fs, fc->node, fc->fd, off, len, buf);
 }
 
+/* The deadline of a read starting now (0: none, options not checked). */
+static int64_t read_deadline(const struct fs_ctx *fs)
+{
+	unsigned s = fs->opt.source_timeout_s;
+
+	return s ? deadline_now_ms() + (int64_t)s * 1000 : 0;
+}
+
+/* How long a reader waits for one of the FS_SOURCE_WAITERS places. Short:
+ * a waiting reader holds a FUSE thread too; against a healthy source
+ * places free up in a request's time. */
+#define WAITER_SLOT_MS 500
+
+/* A place among the threads that may block on SOURCE: true, or false
+ * when none freed up within WAITER_SLOT_MS (the source is stalled: the
+ * reader gets EIO rather than one more thread stuck). */
+static bool waiter_enter(struct fs_ctx *fs)
+{
+	struct timespec until;
+	bool ok = true;
+
+	/* CLOCK_REALTIME: the zero-initialized condition variable's clock. */
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_nsec += WAITER_SLOT_MS * 1000000L;
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&fs->waiters_lock);
+	while (fs->source_waiters >= FS_SOURCE_WAITERS && ok)
+		ok = pthread_cond_timedwait(&fs->waiters_cond, &fs->waiters_lock, &until) == 0 ||
+		     fs->source_waiters < FS_SOURCE_WAITERS;
+	if (ok)
+		fs->source_waiters++;
+	pthread_mutex_unlock(&fs->waiters_lock);
+	return ok;
+}
+
+static void waiter_leave(struct fs_ctx *fs)
+{
+	pthread_mutex_lock(&fs->waiters_lock);
+	fs->source_waiters--;
+	pthread_cond_signal(&fs->waiters_cond);
+	pthread_mutex_unlock(&fs->waiters_lock);
+}
+
 /* read_unit_from, counting a reader that misses the cache while it waits:
- * prefill (fs/prefill.c) yields to such readers. */
+ * prefill (fs/prefill.c) yields to such readers. A reader thread
+ * (limit_waiters) must first get one of FS_SOURCE_WAITERS places. */
 static int read_unit(struct fill_ctx *fc, uint32_t k, uint64_t uoff, size_t len, void *buf,
 		     const void **direct)
 {
@@ -323,16 +373,30 @@ static int read_unit(struct fill_ctx *fc, uint32_t k, uint64_t uoff, size_t len,
 
 	if (cache_holds(fs->cache, (uint64_t)fs->ns.nodes[fc->node].first + k))
 		return read_unit_from(fc, k, uoff, len, buf, direct);
+	if (fc->limit_waiters && !waiter_enter(fs)) {
+		fs_source_problem(fs->src, &fs->ns, fc->node,
+				  "%u reads already wait on the source; EIO", FS_SOURCE_WAITERS);
+		fs_count(&fs->ctr.source_errors, 1);
+		return -EIO;
+	}
 	atomic_fetch_add_explicit(&fs->readers_missing, 1, memory_order_relaxed);
 	int rc = read_unit_from(fc, k, uoff, len, buf, direct);
 	atomic_fetch_sub_explicit(&fs->readers_missing, 1, memory_order_relaxed);
+	if (fc->limit_waiters)
+		waiter_leave(fs);
 	return rc;
 }
 
 int fs_prefill_unit(struct fs_ctx *fs, uint32_t node, uint32_t k)
 {
 	const struct ns_node *n = &fs->ns.nodes[node];
-	struct fill_ctx fc = { fs, node, -1, false, false, false, NULL, NULL };
+	struct fill_ctx fc = { .fs = fs, .node = node, .fd = -1 };
+
+	if (k >= n->count)
+		return -EINVAL;
+	/* A bound per unit, as for a reader: one stalled GET cannot hold a
+	 * prefill worker (and readers waiting on its fill) for long. */
+	fs_source_set_deadline(read_deadline(fs));
 	int rc = cache_prefill(fs->cache, (uint64_t)n->first + k, ns_unit_len(&fs->ns, node, k),
 			       fill_unit, &fc);
 
@@ -346,11 +410,13 @@ static ssize_t read_file(struct fs_ctx *fs, uint32_t node, int fd, struct fs_pee
 			 const void **direct, bool allow_peer)
 {
 	const struct ns_node *n = &fs->ns.nodes[node];
-	struct fill_ctx fc = { fs, node, fd, false, false, allow_peer, pb, ra };
+	struct fill_ctx fc = { fs, node, fd, false, false, allow_peer, allow_peer, pb, ra };
 	size_t done = 0;
 	ssize_t ret;
 	int rc = fs_node_attrs(fs, node);
 
+	/* --source-timeout bounds this whole read, retries included. */
+	fs_source_set_deadline(read_deadline(fs));
 	*direct = NULL;
 	if (rc < 0)
 		return rc;
@@ -360,6 +426,13 @@ static ssize_t read_file(struct fs_ctx *fs, uint32_t node, int fd, struct fs_pee
 		len = (size_t)(n->size - off);
 	while (done < len) {
 		uint64_t pos = off + done;
+		/* Never a unit past the file's own: unit first + k of another
+		 * file would serve that file's bytes. ns.c keeps sizes and
+		 * counts consistent; this is the check that makes it so. */
+		if (pos / fs->ns.chunk_size >= n->count) {
+			ret = -EIO;
+			goto out;
+		}
 		uint32_t k = (uint32_t)(pos / fs->ns.chunk_size);
 		uint64_t uoff = pos - (uint64_t)k * fs->ns.chunk_size;
 		size_t piece = (size_t)(ns_unit_len(&fs->ns, node, k) - uoff);
@@ -451,7 +524,7 @@ ssize_t fs_read_file(struct fs_ctx *fs, uint32_t node, int fd, uint64_t off, siz
 int fs_prefill_disk_unit(struct fs_ctx *fs, uint32_t node, uint32_t k)
 {
 	size_t unit_len = (size_t)ns_unit_len(&fs->ns, node, k);
-	struct fill_ctx fc = { fs, node, -1, false, false, false, NULL, NULL };
+	struct fill_ctx fc = { .fs = fs, .node = node, .fd = -1 };
 	struct cache_disk_key key;
 	uint64_t snap;
 

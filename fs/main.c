@@ -10,6 +10,7 @@
 #include <fuse_lowlevel.h>
 #include <libmount.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -277,6 +278,46 @@ static void fuse_log_to_ours(enum fuse_log_level level, const char *fmt, va_list
 	used = 0;
 }
 
+/* libfuse's handlers end the session loop on SIGTERM, SIGINT and SIGHUP;
+ * the loop then joins its threads, which finish the request each is in.
+ * Ours first stops every object-store request, so none of them waits out
+ * a stalled store (retries, back-off) before unmount can proceed. */
+static const int stop_signals[] = {SIGTERM, SIGINT, SIGHUP};
+static struct sigaction prev_stop[3];
+
+static void on_stop_signal(int sig, siginfo_t *si, void *uc)
+{
+	fs_source_stop_all();
+	for (size_t i = 0; i < 3; i++) {
+		const struct sigaction *p = &prev_stop[i];
+		if (stop_signals[i] != sig)
+			continue;
+		if (p->sa_flags & SA_SIGINFO)
+			p->sa_sigaction(sig, si, uc);
+		else if (p->sa_handler != SIG_DFL && p->sa_handler != SIG_IGN)
+			p->sa_handler(sig);
+	}
+}
+
+static int chain_stop_signals(void)
+{
+	struct sigaction sa = {.sa_sigaction = on_stop_signal, .sa_flags = SA_SIGINFO};
+
+	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < 3; i++)
+		if (sigaction(stop_signals[i], &sa, &prev_stop[i]) < 0)
+			return -errno;
+	return 0;
+}
+
+/* Give libfuse its own handlers back before it removes them. */
+static void unchain_stop_signals(void)
+{
+	for (size_t i = 0; i < 3; i++)
+		if (prev_stop[i].sa_handler || (prev_stop[i].sa_flags & SA_SIGINFO))
+			sigaction(stop_signals[i], &prev_stop[i], NULL);
+}
+
 int main(int argc, char *argv[])
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
@@ -335,6 +376,7 @@ int main(int argc, char *argv[])
 			.gid = fs->opt.obj_gid,
 			.file_mode = fs->opt.obj_file_mode,
 			.dir_mode = fs->opt.obj_dir_mode,
+			.list_timeout_s = fs->opt.list_timeout_s,
 		};
 		rc = fs_source_s3_create(&so, &fs->src, err, sizeof(err));
 	} else {
@@ -406,7 +448,7 @@ int main(int argc, char *argv[])
 	se = fuse_session_new(&args, &ops, sizeof(ops), fs);
 	if (!se)
 		goto out; /* libfuse printed the reason */
-	if (fuse_set_signal_handlers(se) < 0) {
+	if (fuse_set_signal_handlers(se) < 0 || chain_stop_signals() < 0) {
 		ret = fs_fail("cannot install signal handlers");
 		goto out;
 	}
@@ -465,9 +507,13 @@ int main(int argc, char *argv[])
 		goto out;
 	}
 	fuse_loop_cfg_set_clone_fd(lc, 1);
-	fuse_loop_cfg_set_max_threads(lc, 32);
+	fuse_loop_cfg_set_max_threads(lc, FS_FUSE_THREADS);
 	rc = fuse_session_loop_mt(se, lc);
 	fuse_loop_cfg_destroy(lc);
+	/* Nothing may wait on the source any more (prefill, the peer
+	 * server's and the prepared view's reads, joined below). */
+	if (fs->src->ops->cancel)
+		fs->src->ops->cancel(fs->src);
 	if (fs->report_fd >= 0 && !why[0])
 		snprintf(why, sizeof(why),
 			 "the FUSE session ended before the kernel's INIT "
@@ -481,6 +527,7 @@ out:
 	if (se) {
 		if (mounted)
 			fuse_session_unmount(se);
+		unchain_stop_signals();
 		fuse_remove_signal_handlers(se);
 		fuse_session_destroy(se);
 	}

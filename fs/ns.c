@@ -479,9 +479,12 @@ int ns_freeze(struct ns *ns, uint32_t i, const struct stat *st)
 	}
 	if (S_ISREG(st->st_mode)) {
 		uint64_t size = (uint64_t)st->st_size;
-		uint64_t units = (size + ns->chunk_size - 1) / ns->chunk_size;
+		uint64_t units = ns_units_of(size, ns->chunk_size);
 		uint64_t first = atomic_load_explicit(&ns->nunits, memory_order_relaxed);
-		if (units > NS_MAX_UNITS - first) {
+		/* count is 32-bit: 2^32 units would be stored as 0 and the file
+		 * would read the next file's units. */
+		if (st->st_size < 0 || size > ns_max_file_size(ns->chunk_size) ||
+		    units > NS_MAX_UNITS - first) {
 			rc = -EOVERFLOW;
 			goto out;
 		}

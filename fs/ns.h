@@ -67,6 +67,22 @@ struct ns {
 /* Unit ids are 32-bit: a bound for cache_create(). */
 #define NS_MAX_UNITS ((uint64_t)UINT32_MAX + 1)
 
+/* Cache units of a file of size bytes, without the wrap of
+ * (size + chunk - 1) / chunk near 2^64. */
+static inline uint64_t ns_units_of(uint64_t size, uint64_t chunk_size)
+{
+	return size / chunk_size + (size % chunk_size != 0);
+}
+
+/* The largest file a namespace takes: its size must fit off_t, and its
+ * unit count a node's 32-bit count. Beyond that the unit numbering would
+ * wrap and a file would own another file's units. */
+static inline uint64_t ns_max_file_size(uint64_t chunk_size)
+{
+	uint64_t by_units = (uint64_t)UINT32_MAX * chunk_size; /* chunk <= 2^32: no wrap */
+	return by_units < (uint64_t)INT64_MAX ? by_units : (uint64_t)INT64_MAX;
+}
+
 /*
  * Scan the directory tree at source_fd (an O_DIRECTORY fd, kept by the
  * caller) for names and types only, as `find` walks a tree: directory
@@ -103,18 +119,23 @@ int ns_text_put(struct ns_text *t, const void *data, size_t len, bool nul, uint3
  * uid:gid. Keys that cannot be paths are left out, each logged once with
  * control characters escaped, and counted in *skipped: empty components
  * (a leading, doubled or trailing '/'), "." or "..", a component over 255
- * bytes, a NUL byte, an ETag over NS_MAX_ETAG bytes, a repeated key, and a
- * key that is also a directory prefix of other keys (the file is dropped,
- * the keys below it kept).
+ * bytes, a NUL byte, an ETag over NS_MAX_ETAG bytes, a size over
+ * ns_max_file_size(chunk_size), a repeated key, and a key that is also a
+ * directory prefix of other keys (the file is dropped, the keys below it
+ * kept).
  *
  * A listing is used by one thread at a time. 0 or -ENOMEM / -EOVERFLOW.
  */
-#define NS_MAX_ETAG 255
+#define NS_MAX_ETAG 128 /* quotes included; REMOTE_S3_MAX_ETAG, REMOTE_MAX_ETAG */
 struct ns_listing;
 int ns_listing_create(struct ns_listing **out);
 void ns_listing_destroy(struct ns_listing *l); /* NULL ok */
 int ns_listing_add(struct ns_listing *l, const char *key, size_t key_len, uint64_t size,
 		   const char *etag, int64_t mtime_ns);
+/* A key the lister could not use (why: a static string, e.g. "key over
+ * 1024 bytes"): ns_build skips, logs and counts it like the others. */
+int ns_listing_add_unusable(struct ns_listing *l, const char *key, size_t key_len,
+			    const char *why);
 /* The number of records added. */
 size_t ns_listing_count(const struct ns_listing *l);
 /* Who owns a listing's files and directories, and their permission bits. */
@@ -137,7 +158,8 @@ static inline bool ns_known(const struct ns *ns, uint32_t i)
  * Freeze node i's attributes from st (its first lookup). The first call
  * wins; later ones return 0 and change nothing. A regular file gets its
  * cache units numbered. Returns 0, -ESTALE when st's type is not the type
- * listed at mount (nothing is frozen), or -EOVERFLOW (unit ids exhausted).
+ * listed at mount (nothing is frozen), or -EOVERFLOW (unit ids exhausted,
+ * or a file over ns_max_file_size: nothing is frozen).
  */
 int ns_freeze(struct ns *ns, uint32_t i, const struct stat *st);
 

@@ -25,7 +25,7 @@ struct listing_rec {
 	size_t key_off; /* into arena; key then etag, each NUL-terminated */
 	uint32_t key_len;
 	uint16_t etag_len;
-	bool bad_etag;
+	const char *bad_why; /* skip it: why (static), or NULL */
 };
 
 struct ns_listing {
@@ -74,11 +74,11 @@ int ns_listing_add(struct ns_listing *l, const char *key, size_t key_len, uint64
 		   const char *etag, int64_t mtime_ns)
 {
 	size_t etag_len = etag ? strlen(etag) : 0;
-	bool bad_etag = etag_len > NS_MAX_ETAG;
+	const char *bad_why = etag_len > NS_MAX_ETAG ? "ETag over 128 bytes" : NULL;
 
 	if (key_len > UINT32_MAX)
 		return -EOVERFLOW;
-	if (bad_etag)
+	if (bad_why)
 		etag_len = 0;
 	if (l->n == l->cap) {
 		size_t ncap = l->cap ? l->cap * 2 : 4096;
@@ -96,13 +96,23 @@ int ns_listing_add(struct ns_listing *l, const char *key, size_t key_len, uint64
 	r->key_off = l->arena_len;
 	r->key_len = (uint32_t)key_len;
 	r->etag_len = (uint16_t)etag_len;
-	r->bad_etag = bad_etag;
+	r->bad_why = bad_why;
 	memcpy(l->arena + l->arena_len, key, key_len);
 	l->arena[l->arena_len + key_len] = '\0';
 	memcpy(l->arena + l->arena_len + key_len + 1, etag ? etag : "", etag_len);
 	l->arena[l->arena_len + key_len + 1 + etag_len] = '\0';
 	l->arena_len += key_len + etag_len + 2;
 	return 0;
+}
+
+int ns_listing_add_unusable(struct ns_listing *l, const char *key, size_t key_len,
+			    const char *why)
+{
+	int rc = ns_listing_add(l, key, key_len, 0, NULL, 0);
+
+	if (rc == 0)
+		l->recs[l->n - 1].bad_why = why;
+	return rc;
 }
 
 /* ---- sorting ---- */
@@ -344,7 +354,8 @@ static int layout(struct ns *ns, struct tree *t, const struct ns_listing *l, uin
 		    (rc = pool_put_etag(&pool, l->arena + r->key_off + r->key_len + 1, r->etag_len,
 					&n->etag_off)) < 0)
 			break;
-		uint64_t units = (n->size + chunk_size - 1) / chunk_size;
+		/* ns_build skipped sizes over ns_max_file_size: no wrap here */
+		uint64_t units = ns_units_of(n->size, chunk_size);
 		if (units > UINT32_MAX || ns->nunits + units > UINT32_MAX) {
 			rc = -EOVERFLOW;
 			break;
@@ -400,8 +411,10 @@ int ns_build(struct ns *ns, struct ns_listing *l, uint64_t chunk_size, const str
 	}
 	for (size_t i = 0; i < l->n; i++) {
 		const struct listing_rec *r = &l->recs[i];
-		const char *why = r->bad_etag ? "ETag over 255 bytes"
-					      : bad_key(l->arena + r->key_off, r->key_len);
+		const char *why = r->bad_why ? r->bad_why
+				  : r->size > ns_max_file_size(chunk_size)
+				      ? "listed size beyond what a file can be"
+				      : bad_key(l->arena + r->key_off, r->key_len);
 		ok[i] = !why;
 		if (why) {
 			log_skipped(l->arena + r->key_off, r->key_len, why);

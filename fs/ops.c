@@ -291,7 +291,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		int rc = fs_open_source(fs, node, &h->fd);
 		if (rc < 0) {
 			handle_free(fs, h);
-			fuse_reply_err(req, -rc);
+			/* a passing failure: EIO for this open, a later one tries */
+			fuse_reply_err(req, rc == -EAGAIN ? EIO : -rc);
 			return;
 		}
 	}

@@ -70,6 +70,8 @@ static const struct fuse_opt fs_opt_spec[] = {
 	OPT2("--gid=%s", "gid=%s", gid_arg),
 	OPT2("--file-mode=%s", "file_mode=%s", file_mode_arg),
 	OPT2("--dir-mode=%s", "dir_mode=%s", dir_mode_arg),
+	OPT2("--source-timeout=%s", "source_timeout=%s", source_timeout_arg),
+	OPT2("--list-timeout=%s", "list_timeout=%s", list_timeout_arg),
 	FUSE_OPT_KEY("-h", KEY_HELP),
 	FUSE_OPT_KEY("--help", KEY_HELP),
 	FUSE_OPT_KEY("-V", KEY_VERSION),
@@ -118,6 +120,8 @@ static const char fs_options_usage[] =
 	"  --kernel-cache           accepted and ignored: the kernel cache is the default\n"
 	"  --prefill                after mounting, fill this node's share of the cache\n"
 	"                           from SOURCE in the background (readers go first)\n"
+	"  --source-timeout=SECONDS the longest a read waits for SOURCE, retries\n"
+	"                           included, before EIO (60)\n"
 	"S3 sources (credentials: AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, the shared\n"
 	"credentials and config files, or the container/instance role; never options):\n"
 	"  --endpoint=URL           S3-compatible endpoint, http(s)://host[:port] (AWS)\n"
@@ -129,6 +133,7 @@ static const char fs_options_usage[] =
 	"  --uid=N, --gid=N         owner and group of the objects (the mounting user's)\n"
 	"  --file-mode=OCTAL        mode of the objects (0444)\n"
 	"  --dir-mode=OCTAL         mode of the directories (0555)\n"
+	"  --list-timeout=SECONDS   the longest the listing at mount may take (900)\n"
 	"  -o OPT[,OPT...]          the same as key=value (cache_size=8G), and FUSE mount options\n"
 	"                           (-o allow_other: let other users in; by default only the\n"
 	"                           user who mounted, root included, can use the mount)\n"
@@ -419,6 +424,16 @@ static int parse_sizes(struct fs_options *o)
 	} else if (getrandom(&o->seed_value, sizeof(o->seed_value), 0) != sizeof(o->seed_value)) {
 		o->seed_value = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
 	}
+	int secs = 60;
+	if (o->source_timeout_arg && parse_count(o->source_timeout_arg, 1, 3600, &secs) < 0)
+		return -fs_fail("bad --source-timeout '%s': want 1 to 3600 seconds",
+				o->source_timeout_arg);
+	o->source_timeout_s = (unsigned)secs;
+	secs = 900;
+	if (o->list_timeout_arg && parse_count(o->list_timeout_arg, 1, 86400, &secs) < 0)
+		return -fs_fail("bad --list-timeout '%s': want 1 to 86400 seconds",
+				o->list_timeout_arg);
+	o->list_timeout_s = (unsigned)secs;
 	bool discovered = o->peers && strcmp(fs_membership_source(o->peers), "static") != 0;
 
 	if (o->peers && !o->node && !discovered)
@@ -456,6 +471,7 @@ static int parse_sizes(struct fs_options *o)
 				      : o->gid_arg	    ? "--gid"
 				      : o->file_mode_arg   ? "--file-mode"
 				      : o->dir_mode_arg    ? "--dir-mode"
+				      : o->list_timeout_arg ? "--list-timeout"
 							    : NULL;
 		if (s3_only)
 			return -fs_fail("%s applies only to an s3://BUCKET[/PREFIX] SOURCE%s", s3_only,
@@ -535,5 +551,7 @@ void fs_options_free(struct fs_options *o)
 	free(o->gid_arg);
 	free(o->file_mode_arg);
 	free(o->dir_mode_arg);
+	free(o->source_timeout_arg);
+	free(o->list_timeout_arg);
 	free(o->parse_error);
 }

@@ -55,6 +55,10 @@ struct fs_options {
 	bool allow_other;
 	bool accept_bearer; /* --accept-bearer: the peer server also takes "Bearer SECRET" */
 	bool allow_root;
+	char *source_timeout_arg;
+	unsigned source_timeout_s; /* --source-timeout: a read's longest wait on SOURCE */
+	char *list_timeout_arg;
+	unsigned list_timeout_s; /* --list-timeout: the listing at mount */
 	bool show_help;
 	bool show_version;
 	/* parsed and checked by fs_options_check */

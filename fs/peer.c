@@ -51,6 +51,8 @@ int fs_peer_fetch(struct fs_ctx *fs, uint32_t node, uint32_t k, uint64_t uoff, s
 
 	if (!fs->client)
 		return -ENOTSUP;
+	if (k >= fs->ns.nodes[node].count)
+		return -EINVAL; /* not this file's unit */
 	int plen = unit_relpath(fs, node, path, sizeof(path));
 	if (plen < 0)
 		return plen;

@@ -128,6 +128,10 @@ static int srv_read(void *arg, uint32_t file_id, uint64_t off, size_t len,
 		return -EINVAL;
 	/* One unit at a time: the server asks again for the rest. */
 	uint64_t k = off / fs->ns.chunk_size;
+	/* Only the file's own units: first + k past its count is another
+	 * file's unit (a wrapped count would otherwise hand out its bytes). */
+	if (k >= n->count)
+		return -EINVAL;
 	uint64_t unit_end = (k + 1) * fs->ns.chunk_size;
 	if (unit_end > n->size)
 		unit_end = n->size;

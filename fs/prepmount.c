@@ -249,7 +249,7 @@ static void *loop_main(void *arg)
 		return NULL;
 	}
 	fuse_loop_cfg_set_clone_fd(lc, 1);
-	fuse_loop_cfg_set_max_threads(lc, 32);
+	fuse_loop_cfg_set_max_threads(lc, FS_FUSE_THREADS);
 	if (fuse_session_loop_mt(pm->se, lc) < 0)
 		log_warn("prepared view: its FUSE session ended with an error");
 	fuse_loop_cfg_destroy(lc);

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * What every source shares: telling an object-store SOURCE from a
- * directory, splitting s3://BUCKET[/PREFIX], and the request-latency
- * histogram behind source.latency_ms.
+ * directory, splitting s3://BUCKET[/PREFIX], the request-latency
+ * histogram behind source.latency_ms, and the per-thread read deadline.
  */
 #include "fs/source.h"
 
@@ -20,6 +20,20 @@
 /* Bucket names: S3's rules allow 3 to 63 of [a-z0-9.-]; older buckets and
  * other stores also use upper case and '_'. */
 #define S3_BUCKET_MAX 255
+
+/* Per thread: a read's bound travels down to the source through the
+ * cache's fill callback, which has no room for it. */
+static _Thread_local int64_t source_deadline_ms;
+
+void fs_source_set_deadline(int64_t deadline_ms)
+{
+	source_deadline_ms = deadline_ms;
+}
+
+int64_t fs_source_deadline(void)
+{
+	return source_deadline_ms;
+}
 
 bool fs_source_is_s3(const char *source)
 {

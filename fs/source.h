@@ -65,14 +65,16 @@ struct fs_source_ops {
 	 * May be NULL. */
 	int (*start)(struct fs_source *src);
 	/* A read handle for regular file node, checked against the snapshot:
-	 * 0 and *fh (>= 0, or -1 when the source has no handles), or -errno. */
+	 * 0 and *fh (>= 0, or -1 when the source has no handles), or -errno
+	 * (-EIO final, -EAGAIN passing, as for read). */
 	int (*open)(struct fs_source *src, const struct ns *ns, uint32_t node, int *fh);
 	void (*close)(struct fs_source *src, int fh); /* fh >= 0 only */
 	/* Read exactly len bytes at off of file node into buf, through fh
-	 * (>= 0) or without a handle (-1). 0, or -EIO (changed, shrank,
-	 * failed; logged: final for this file), -EAGAIN (the source itself
-	 * failed for now, e.g. an endpoint down after the retries: a later
-	 * read retries; readers see EIO), -errno. Blocks. */
+	 * (>= 0) or without a handle (-1). 0, or -EIO only when the snapshot
+	 * no longer holds (changed, shrank, gone, 412/404; logged: final for
+	 * this file), -EAGAIN for every other failure (an endpoint down after
+	 * the retries, an S3 400/401/403, an NFS ETIMEDOUT or ESTALE: this
+	 * read fails with EIO, a later read retries), -errno. Blocks. */
 	int (*read)(struct fs_source *src, const struct ns *ns, uint32_t node, int fh, uint64_t off,
 		    size_t len, void *buf);
 	/* The snapshot of file node as an ETag for the peer protocol (quotes
@@ -83,6 +85,10 @@ struct fs_source_ops {
 	/* After start: the HTTP connection pool the source reads through, for
 	 * the peer client to share (remote/http.h), or NULL. May be NULL. */
 	struct remote_http *(*http_pool)(struct fs_source *src);
+	/* Unmount: every request in flight and to come fails at once
+	 * (-EAGAIN), so that no thread stays blocked on the source. May be
+	 * NULL (a local read cannot be interrupted). */
+	void (*cancel)(struct fs_source *src);
 	void (*destroy)(struct fs_source *src);
 };
 
@@ -98,6 +104,20 @@ struct fs_source {
 };
 
 #define FS_SOURCE_SUMMARY_S 60
+
+/*
+ * The calling thread's deadline for source reads (CLOCK_MONOTONIC ms, as
+ * deadline_now_ms(); 0: none), set by the read path (--source-timeout)
+ * before it may reach the source: a source that can bound its waits (an
+ * object store) starts no attempt after it and gives -EAGAIN.
+ */
+void fs_source_set_deadline(int64_t deadline_ms);
+int64_t fs_source_deadline(void);
+
+/* From a SIGTERM/SIGINT/SIGHUP handler (async-signal-safe): every
+ * object-store request of the process in flight and to come fails within
+ * about a second, so the FUSE threads blocked on one can be joined. */
+void fs_source_stop_all(void);
 
 /* After build_ns: room for one "logged" bit per node. 0 or -ENOMEM. */
 int fs_source_log_init(struct fs_source *src, uint32_t nnodes);
@@ -135,6 +155,7 @@ struct fs_source_s3_options {
 	uid_t uid; /* the objects' owner and group (--uid, --gid) */
 	gid_t gid;
 	mode_t file_mode, dir_mode; /* their permission bits (--file-mode, --dir-mode) */
+	unsigned list_timeout_s; /* --list-timeout; 0: none */
 };
 
 /* Whether SOURCE names an object store (s3://...). */

@@ -109,9 +109,17 @@ static int local_open(struct fs_source *src, const struct ns *ns, uint32_t node,
 			return -EMFILE;
 		}
 		fs_source_problem(src, ns, node, "cannot open source file: %s", strerror(e));
-		return -EIO;
+		/* Gone is final; anything else (an NFS server timing out,
+		 * ESTALE, EACCES) may pass: this read fails, a later one tries. */
+		return e == ENOENT ? -EIO : -EAGAIN;
 	}
-	if (fstat(fd, &st) < 0 || !matches_snapshot(&ns->nodes[node], &st)) {
+	if (fstat(fd, &st) < 0) {
+		int e = errno;
+		close(fd);
+		fs_source_problem(src, ns, node, "cannot stat source file: %s", strerror(e));
+		return -EAGAIN;
+	}
+	if (!matches_snapshot(&ns->nodes[node], &st)) {
 		close(fd);
 		report_changed(src, ns, node, "changed (size, mtime or type)");
 		return -EIO;
@@ -148,8 +156,9 @@ static int local_pread(struct local_source *ls, const struct ns *ns, uint32_t no
 		atomic_fetch_add_explicit(&ls->requests, 1, memory_order_relaxed);
 		fs_latency_add(&ls->latency, now_usec() - t0);
 		if (n < 0) {
+			/* EIO, ETIMEDOUT, ESTALE from NFS: not the file's last word */
 			fs_source_problem(&ls->base, ns, node, "read failed: %s", strerror(errno));
-			return -EIO;
+			return -EAGAIN;
 		}
 		if (n == 0) {
 			report_changed(&ls->base, ns, node, "shrank");
@@ -160,7 +169,12 @@ static int local_pread(struct local_source *ls, const struct ns *ns, uint32_t no
 	posix_fadvise(fd, (off_t)off, (off_t)len, POSIX_FADV_DONTNEED);
 	/* Catch a file rewritten in place while we read it: never mixed bytes. */
 	struct stat st;
-	if (fstat(fd, &st) < 0 || !matches_snapshot(&ns->nodes[node], &st)) {
+	if (fstat(fd, &st) < 0) {
+		fs_source_problem(&ls->base, ns, node, "cannot stat source file: %s",
+				  strerror(errno));
+		return -EAGAIN;
+	}
+	if (!matches_snapshot(&ns->nodes[node], &st)) {
 		report_changed(&ls->base, ns, node, "changed while being read");
 		return -EIO;
 	}

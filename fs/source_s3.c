@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "common/size.h"
 #include "fs/source.h"
 #include "remote/http.h"
 #include "remote/remote.h"
@@ -25,6 +26,7 @@
 
 /* Listings in flight at mount, and connections kept for reads. */
 #define S3_LIST_PARALLEL 8
+#define S3_LIST_MAX_KEYS ((uint64_t)1 << 31)
 #define S3_MAX_CONNECTIONS 64
 
 struct s3_source {
@@ -73,8 +75,15 @@ static int s3_connect(struct s3_source *ss, char *err, size_t errlen)
 	return 0;
 }
 
+/* One limit for an ETag everywhere: the listing, the namespace and the
+ * peer protocol that carries it. */
+_Static_assert(NS_MAX_ETAG == REMOTE_S3_MAX_ETAG && NS_MAX_ETAG == REMOTE_MAX_ETAG,
+	       "ETag limits differ");
+
 static int list_one(void *arg, const struct remote_s3_object *obj)
 {
+	if (obj->unusable) /* skipped, logged and counted by ns_build */
+		return ns_listing_add_unusable(arg, obj->key, obj->key_len, obj->unusable);
 	return ns_listing_add(arg, obj->key, obj->key_len, obj->size, obj->etag, obj->mtime_ns);
 }
 
@@ -139,7 +148,8 @@ static int s3_read(struct fs_source *src, const struct ns *ns, uint32_t node, in
 		fs_source_problem(src, ns, node, "listed without an ETag: cannot be read safely");
 		return -EIO;
 	}
-	ssize_t n = remote_s3_get(ss->s3, key, etag, ns->nodes[node].size, off, len, buf);
+	ssize_t n = remote_s3_get_by(ss->s3, key, etag, ns->nodes[node].size, off, len, buf,
+				     fs_source_deadline());
 	if (n == (ssize_t)len)
 		return 0;
 	if (n >= 0) {
@@ -147,13 +157,12 @@ static int s3_read(struct fs_source *src, const struct ns *ns, uint32_t node, in
 				  "short read from the object store (%zd of %zu bytes)", n, len);
 		return -EIO;
 	}
-	/* An endpoint that kept failing through the retries (or no memory) is
-	 * a passing failure, -EAGAIN: the cache does not mark the unit failed,
-	 * and the reader gets EIO (fs/io.c); an answer about the object (412,
-	 * 403, 404, a mismatch) is final. */
-	if (n == -EAGAIN || n == -ETIMEDOUT || n == -ENOMEM)
-		return -EAGAIN;
-	return -EIO;
+	/* Only an answer about the snapshot (412, 404, another ETag or size)
+	 * is final: -EIO, and the cache marks the unit failed. Anything else
+	 * (an endpoint failing through the retries, 400 RequestTimeout, 403
+	 * RequestTimeTooSkewed, no memory) fails this read only: -EAGAIN, the
+	 * reader gets EIO (fs/io.c) and a later read asks again. */
+	return n == -ESTALE ? -EIO : -EAGAIN;
 }
 
 static int s3_etag(struct fs_source *src, const struct ns *ns, uint32_t node, char *buf, size_t len)
@@ -204,6 +213,16 @@ static struct remote_http *s3_http_pool(struct fs_source *src)
 	return s3_of(src)->pool;
 }
 
+void fs_source_stop_all(void)
+{
+	remote_s3_stop_all();
+}
+
+static void s3_cancel(struct fs_source *src)
+{
+	remote_s3_cancel(s3_of(src)->s3);
+}
+
 static const struct fs_source_ops s3_ops = {
 	.kind = "s3",
 	.prefill_parallel = 24,
@@ -218,6 +237,7 @@ static const struct fs_source_ops s3_ops = {
 	.etag = s3_etag,
 	.get_stats = s3_get_stats,
 	.http_pool = s3_http_pool,
+	.cancel = s3_cancel,
 	.destroy = s3_destroy,
 };
 
@@ -265,6 +285,13 @@ int fs_source_s3_create(const struct fs_source_s3_options *o, struct fs_source *
 	    .addressing = !o->addressing		   ? REMOTE_S3_ADDR_AUTO
 			  : !strcmp(o->addressing, "path") ? REMOTE_S3_ADDR_PATH
 							   : REMOTE_S3_ADDR_VIRTUAL,
+	    .list_timeout_ms = o->list_timeout_s * 1000,
+	    /* A listing that never ends must not take the machine's memory:
+	     * the namespace holds at most 2^31 keys, and the listing at most
+	     * a quarter of the memory (the namespace built from it needs
+	     * about as much again). */
+	    .list_max_keys = S3_LIST_MAX_KEYS,
+	    .list_max_bytes = size_phys_mem() / 4,
 	};
 	*out = &ss->base;
 	return 0;

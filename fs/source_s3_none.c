@@ -23,3 +23,8 @@ int fs_source_s3_create(const struct fs_source_s3_options *o, struct fs_source *
 	snprintf(err, errlen, "source '%s': this coordfs was built without S3 support", o->url);
 	return -ENOTSUP;
 }
+
+void fs_source_stop_all(void)
+{
+	/* no object-store requests in this build */
+}

@@ -22,6 +22,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "common/deadline.h"
 #include "common/log.h"
 #include "common/strbuf.h"
 #include "remote/http.h"
@@ -115,12 +116,21 @@ int remote_s3_create(const struct remote_s3_config *cfg, struct remote_http *poo
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&s->stop_cond, &ca);
+	pthread_condattr_destroy(&ca);
+	pthread_mutex_init(&s->stop_lock, NULL);
 	s->http = pool;
 	s->connect_timeout_ms = cfg->connect_timeout_ms ?: DEFAULT_CONNECT_TIMEOUT_MS;
 	s->timeout_ms = cfg->timeout_ms ?: DEFAULT_TIMEOUT_MS;
 	s->max_retries = cfg->max_retries ?: DEFAULT_MAX_RETRIES;
 	s->backoff_base_ms = cfg->backoff_base_ms ?: DEFAULT_BACKOFF_BASE_MS;
 	s->backoff_cap_ms = cfg->backoff_cap_ms ?: DEFAULT_BACKOFF_CAP_MS;
+	s->list_timeout_ms = cfg->list_timeout_ms;
+	s->list_max_keys = cfg->list_max_keys;
+	s->list_max_bytes = cfg->list_max_bytes;
 	s->bucket = strdup(cfg->bucket);
 	if (!s->bucket) {
 		r = -ENOMEM;
@@ -217,7 +227,63 @@ void remote_s3_destroy(struct remote_s3 *s)
 	free(s->bucket_url);
 	free(s->sigv4);
 	free(s->ca_bundle);
+	pthread_cond_destroy(&s->stop_cond);
+	pthread_mutex_destroy(&s->stop_lock);
 	free(s);
+}
+
+/* Set from a signal handler: a lock-free atomic store, nothing else. */
+static atomic_bool s3_stop_all;
+
+void remote_s3_stop_all(void)
+{
+	atomic_store_explicit(&s3_stop_all, true, memory_order_relaxed);
+}
+
+void remote_s3_cancel(struct remote_s3 *s)
+{
+	if (!s)
+		return;
+	pthread_mutex_lock(&s->stop_lock);
+	atomic_store_explicit(&s->stop, true, memory_order_relaxed);
+	pthread_cond_broadcast(&s->stop_cond);
+	pthread_mutex_unlock(&s->stop_lock);
+}
+
+bool remote__s3_stopped(struct remote_s3 *s)
+{
+	return atomic_load_explicit(&s->stop, memory_order_relaxed) ||
+	       atomic_load_explicit(&s3_stop_all, memory_order_relaxed);
+}
+
+/* curl calls this about once a second even while nothing arrives, and
+ * more often while bytes move: the one place a blocked transfer can be
+ * ended from outside. */
+static int guard_cb(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+		    curl_off_t ulnow)
+{
+	struct s3_guard *g = arg;
+
+	(void)dltotal;
+	(void)ultotal;
+	(void)ulnow;
+	if (remote__s3_stopped(g->s)) {
+		g->why = S3_ABORT_STOP;
+		return 1;
+	}
+	if (g->deadline_ms && dlnow == 0 && deadline_now_ms() >= g->deadline_ms) {
+		g->why = S3_ABORT_DEADLINE;
+		return 1;
+	}
+	return 0;
+}
+
+void remote__s3_guard(void *easy, struct s3_guard *g)
+{
+	g->why = S3_ABORT_NONE;
+	curl_easy_setopt(easy, CURLOPT_XFERINFOFUNCTION, guard_cb);
+	curl_easy_setopt(easy, CURLOPT_XFERINFODATA, g);
+	curl_easy_setopt(easy, CURLOPT_NOPROGRESS, 0L);
 }
 
 int remote__s3_easy(struct remote_s3 *s, struct curl_slist **hdrs, void **easy)
@@ -244,7 +310,12 @@ int remote__s3_easy(struct remote_s3 *s, struct curl_slist **hdrs, void **easy)
 	/* keys are sent as listed: no "." or ".." folding by curl */
 	curl_easy_setopt(e, CURLOPT_PATH_AS_IS, 1L);
 	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)s->connect_timeout_ms);
-	curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)s->timeout_ms);
+	/* No cap on a whole transfer (a 1 GiB unit on a slow link must
+	 * complete): a request that stalls, under 1 KiB/s for timeout_ms, is
+	 * dropped and retried instead. */
+	curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1024L);
+	curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME,
+			 (long)(s->timeout_ms < 1000 ? 1 : (s->timeout_ms + 999) / 1000));
 	if (s->ca_bundle)
 		curl_easy_setopt(e, CURLOPT_CAINFO, s->ca_bundle);
 	/* The pool's handles use no proxy (peers, credential endpoints); the
@@ -304,14 +375,34 @@ bool remote__s3_retryable(int curl_code, long status)
 	}
 }
 
-void remote__s3_backoff(struct remote_s3 *s, unsigned attempt)
+/* A signal handler cannot signal the condition variable: sleepers look
+ * at remote_s3_stop_all's flag at least this often. */
+#define STOP_POLL_MS 200
+
+bool remote__s3_backoff(struct remote_s3 *s, unsigned attempt, int64_t deadline_ms)
 {
 	unsigned ms = remote_http_backoff_ms(attempt, s->backoff_base_ms, s->backoff_cap_ms);
-	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
+	int64_t until = deadline_now_ms() + ms;
+	bool go = true;
 
+	if (deadline_ms && until >= deadline_ms)
+		return false; /* the retry would start too late to help */
 	STAT_ADD(s, retries, 1);
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
+	pthread_mutex_lock(&s->stop_lock);
+	for (;;) {
+		if (remote__s3_stopped(s)) {
+			go = false;
+			break;
+		}
+		int64_t left = until - deadline_now_ms();
+		if (left <= 0)
+			break;
+		struct timespec ts = deadline_after_ms(left < STOP_POLL_MS ? (unsigned)left
+									 : STOP_POLL_MS);
+		pthread_cond_timedwait(&s->stop_cond, &s->stop_lock, &ts);
+	}
+	pthread_mutex_unlock(&s->stop_lock);
+	return go;
 }
 
 int remote__s3_status_errno(long status, const char *code)
@@ -426,32 +517,55 @@ static void error_code(const char *body, size_t len, char *code, size_t cap)
 	remote__s3_page_fini(&p);
 }
 
-/* Check a finished 200/206 answer against the request and the snapshot. */
+/* Check a finished 200/206 answer against the request and the snapshot.
+ * *changed: the answer is about another version of the object (final);
+ * otherwise a bad answer may be followed by a good one. */
 static const char *get_mismatch(const struct get_xfer *x, const char *etag, uint64_t size,
-				uint64_t off, size_t len)
+				uint64_t off, size_t len, bool *changed)
 {
 	uint64_t first, last, total;
 
+	*changed = true;
 	if (!remote__s3_etag_equal(x->etag, etag))
 		return "ETag differs from the listing: the object changed";
 	if (x->status == 206) {
+		*changed = false;
 		if (remote__s3_content_range(x->content_range, &first, &last, &total))
 			return "206 without a valid Content-Range";
+		*changed = true;
 		if (total != size)
 			return "size differs from the listing: the object changed";
+		*changed = false;
 		if (first != off || last != off + len - 1)
 			return "Content-Range is not the range asked for";
 	} else if (off != 0 || len != size) {
+		*changed = false;
 		return "whole object sent for a partial read";
 	}
+	*changed = false;
 	if (x->got != len)
 		return "short body";
 	return NULL;
 }
 
+/* An error code saying the request's temporary credentials expired
+ * (clocks apart, a refresh that came late): worth one refresh. */
+static bool token_expired(const char *code)
+{
+	return !strcmp(code, "ExpiredToken") || !strcmp(code, "TokenRefreshRequired");
+}
+
 ssize_t remote_s3_get(struct remote_s3 *s, const char *key, const char *etag, uint64_t size,
 		      uint64_t off, size_t len, void *buf)
 {
+	return remote_s3_get_by(s, key, etag, size, off, len, buf, 0);
+}
+
+ssize_t remote_s3_get_by(struct remote_s3 *s, const char *key, const char *etag, uint64_t size,
+			 uint64_t off, size_t len, void *buf, int64_t deadline_ms)
+{
+	struct s3_guard guard = {.s = s, .deadline_ms = deadline_ms};
+	bool refreshed = false;
 	struct get_xfer *x;
 	struct strbuf url;
 	char range[80], ifmatch[REMOTE_S3_MAX_ETAG + 16], code[64] = "";
@@ -472,6 +586,10 @@ ssize_t remote_s3_get(struct remote_s3 *s, const char *key, const char *etag, ui
 	remote__s3_pct(&url, s->prefix, strlen(s->prefix), true);
 	remote__s3_pct(&url, key, strlen(key), true);
 	snprintf(range, sizeof(range), "Range: bytes=%" PRIu64 "-%" PRIu64, off, off + len - 1);
+	/* If-Match compares strongly (RFC 9110): a weak listed tag would never
+	 * match, so it is not sent; the answer's ETag is still checked,
+	 * exactly as listed. */
+	bool weak = !strncmp(etag, "W/", 2);
 	snprintf(ifmatch, sizeof(ifmatch), "If-Match: %s", etag);
 	if (url.failed) {
 		ret = -ENOMEM;
@@ -483,8 +601,13 @@ ssize_t remote_s3_get(struct remote_s3 *s, const char *key, const char *etag, ui
 		struct curl_slist *hdrs = NULL, *h1, *h2;
 		int r;
 
+		if (remote__s3_stopped(s)) {
+			ret = -ECANCELED;
+			goto out;
+		}
+
 		h1 = curl_slist_append(NULL, range);
-		h2 = h1 ? curl_slist_append(h1, ifmatch) : NULL;
+		h2 = h1 && !weak ? curl_slist_append(h1, ifmatch) : h1;
 		if (!h2) {
 			curl_slist_free_all(h1);
 			ret = -ENOMEM;
@@ -504,6 +627,7 @@ ssize_t remote_s3_get(struct remote_s3 *s, const char *key, const char *etag, ui
 		x->buf = buf;
 		x->len = len;
 		remote__s3_easy_request(e, url.buf, hdrs, get_header_cb, get_write_cb, x, cerr);
+		remote__s3_guard(e, &guard);
 		STAT_ADD(s, requests, 1);
 		CURLcode rc = curl_easy_perform(e);
 		curl_off_t ttfb = 0;
@@ -514,6 +638,16 @@ ssize_t remote_s3_get(struct remote_s3 *s, const char *key, const char *etag, ui
 		curl_slist_free_all(hdrs);
 		remote_http_put(s->http, e); /* the rest looks at x only */
 
+		if (guard.why != S3_ABORT_NONE) {
+			/* Not the object's fault: the mount is going away, or the
+			 * reader has waited long enough. */
+			if (guard.why == S3_ABORT_DEADLINE)
+				log_err("s3://%s/%s%s: no answer within the source timeout "
+					"(after %u attempts)",
+					s->bucket, s->prefix, key, attempt + 1);
+			ret = guard.why == S3_ABORT_STOP ? -ECANCELED : -ETIMEDOUT;
+			goto out;
+		}
 		if (x->overflow) {
 			log_err("s3://%s/%s%s: more bytes than asked for", s->bucket, s->prefix,
 				key);
@@ -521,11 +655,12 @@ ssize_t remote_s3_get(struct remote_s3 *s, const char *key, const char *etag, ui
 			goto out;
 		}
 		if (rc == CURLE_OK && (x->status == 200 || x->status == 206)) {
-			const char *why = get_mismatch(x, etag, size, off, len);
+			bool changed;
+			const char *why = get_mismatch(x, etag, size, off, len, &changed);
 
 			if (why) {
 				log_err("s3://%s/%s%s: %s", s->bucket, s->prefix, key, why);
-				ret = -EIO;
+				ret = changed ? -ESTALE : -EIO;
 				goto out;
 			}
 			remote__s3_hist_add(&s->latency, (uint64_t)ttfb);
@@ -536,8 +671,13 @@ ssize_t remote_s3_get(struct remote_s3 *s, const char *key, const char *etag, ui
 		if (remote__s3_retryable(rc, x->status) && attempt < s->max_retries) {
 			log_debug("s3://%s/%s%s: retrying (%s)", s->bucket, s->prefix, key,
 				  rc != CURLE_OK ? curl_easy_strerror(rc) : "5xx");
-			remote__s3_backoff(s, attempt + 1);
-			continue;
+			if (remote__s3_backoff(s, attempt + 1, deadline_ms))
+				continue;
+			if (remote__s3_stopped(s)) {
+				ret = -ECANCELED;
+				goto out;
+			}
+			/* past the deadline: report this attempt's failure */
 		}
 		if (rc != CURLE_OK) {
 			log_err("s3://%s/%s%s: %s (after %u attempts)", s->bucket, s->prefix, key,
@@ -547,14 +687,26 @@ ssize_t remote_s3_get(struct remote_s3 *s, const char *key, const char *etag, ui
 			goto out;
 		}
 		error_code(x->errbody, x->errlen, code, sizeof(code));
+		if (token_expired(code) && !refreshed && remote__s3_cred_expire(s->cred)) {
+			/* The next remote__s3_easy fetches new credentials. */
+			log_info("s3://%s/%s%s: %s: refreshing the credentials", s->bucket,
+				 s->prefix, key, code);
+			refreshed = true;
+			continue;
+		}
 		log_err("s3://%s/%s%s: HTTP %ld%s%s%s%s", s->bucket, s->prefix, key, x->status,
 			code[0] ? " (" : "", code, code[0] ? ")" : "",
 			x->status == 412   ? ": the object changed since it was listed"
 			: x->status == 403 ? ": access denied"
 			: x->status == 404 ? ": the object is gone"
 					   : "");
-		/* 5xx through every retry is the endpoint's state, not the object's. */
-		ret = remote__s3_retryable(rc, x->status) ? -EAGAIN : -EIO;
+		/* 5xx through every retry is the endpoint's state, not the
+		 * object's. Only 412 and 404 speak of the snapshot; any other
+		 * answer (400 RequestTimeout, 403 RequestTimeTooSkewed, 401) may
+		 * be followed by a good one. */
+		ret = remote__s3_retryable(rc, x->status)	   ? -EAGAIN
+		      : x->status == 412 || x->status == 404 ? -ESTALE
+							       : -EIO;
 		goto out;
 	}
 out:

@@ -44,10 +44,17 @@ struct remote_s3_config {
 	bool no_sign;	      /* anonymous requests */
 	enum remote_s3_addressing addressing;
 	unsigned connect_timeout_ms; /* [3000] */
-	unsigned timeout_ms;	     /* [30000] one request, first byte to last */
+	unsigned timeout_ms;	     /* [30000] a request that moves under 1 KiB/s this
+					long (whole seconds, at least 1) is dropped and
+					retried; there is no cap on a whole transfer, so
+					a large unit on a slow link still completes */
 	unsigned max_retries;	     /* [6] after the first attempt */
 	unsigned backoff_base_ms;    /* [100] */
 	unsigned backoff_cap_ms;     /* [5000] */
+	/* A listing that never ends is stopped (remote_s3_list): */
+	unsigned list_timeout_ms;    /* [none] the whole listing */
+	uint64_t list_max_keys;	     /* [none] keys passed to the callback */
+	uint64_t list_max_bytes;     /* [none] their keys + ETags + 64 bytes each */
 };
 
 struct remote_s3;
@@ -70,6 +77,11 @@ struct remote_s3_object {
 	uint64_t size;
 	const char *etag; /* as listed, quotes included, NUL-terminated */
 	int64_t mtime_ns; /* LastModified */
+	/* NULL, or why this client cannot read the object (a key over
+	 * REMOTE_S3_MAX_KEY, an ETag over REMOTE_S3_MAX_ETAG: etag is then
+	 * ""): passed on so that the caller can skip, log and count it
+	 * instead of the whole listing failing. */
+	const char *unusable;
 };
 
 /* Called once per object, serialized (never concurrently), in no
@@ -84,7 +96,9 @@ typedef int (*remote_s3_list_fn)(void *arg, const struct remote_s3_object *obj);
  * passed. Blocks until done; fn runs on the worker threads. 0, or
  * -errno with one line in err naming the cause (-EACCES: credentials or
  * signature refused; -ENOENT: no such bucket; -EIO / -ETIMEDOUT: the
- * endpoint failed after the retries).
+ * endpoint failed after the retries; -ELOOP: a continuation token seen
+ * before in the same walk; -EFBIG: over list_max_keys or list_max_bytes;
+ * -ETIMEDOUT: over list_timeout_ms).
  */
 int remote_s3_list(struct remote_s3 *s, unsigned parallel, remote_s3_list_fn fn, void *arg,
 		   char *err, size_t errlen);
@@ -94,14 +108,33 @@ int remote_s3_list(struct remote_s3 *s, unsigned parallel, remote_s3_list_fn fn,
  * signed GET with `Range` and `If-Match: etag`; the answer's ETag and
  * Content-Range total must equal etag and size too. Throttling (503),
  * other 5xx, timeouts and dropped connections are retried with backoff.
- * Returns len exactly, or -EIO (403, 404, 412, any mismatch: an answer
- * about the object, final; one log line naming the key), -EAGAIN (the
- * endpoint kept failing, 5xx or dropped connections, through the retries:
- * a later call may succeed), -ETIMEDOUT (likewise, timed out), -EINVAL.
+ * Returns len exactly, or -ESTALE (412, 404, another ETag or total size:
+ * the listed version of the object is gone, final), -EIO (any other
+ * answer: 400, 401, 403, a wrong range, too many bytes; a later call may
+ * get a good one), -EAGAIN (the endpoint kept failing, 5xx or dropped
+ * connections, through the retries), -ETIMEDOUT (likewise, timed out),
+ * -EINVAL; each error with one log line naming the key. An ExpiredToken
+ * answer refreshes temporary credentials and is retried once.
  * Blocks up to the retries' total time.
  */
 ssize_t remote_s3_get(struct remote_s3 *s, const char *key, const char *etag, uint64_t size,
 		      uint64_t off, size_t len, void *buf);
+/* remote_s3_get bounded by deadline_ms (CLOCK_MONOTONIC milliseconds, as
+ * deadline_now_ms(); 0: none): no attempt starts after it, and an attempt
+ * still waiting for its answer's body then is aborted: -ETIMEDOUT.
+ * -ECANCELED once the client is stopped (remote_s3_cancel,
+ * remote_s3_stop_all). */
+ssize_t remote_s3_get_by(struct remote_s3 *s, const char *key, const char *etag, uint64_t size,
+			 uint64_t off, size_t len, void *buf, int64_t deadline_ms);
+
+/* Stop s: requests in flight abort within about a second (curl's progress
+ * callback), back-off sleeps end at once, and every later request fails
+ * with -ECANCELED. For unmount: nothing waits on the store any more. */
+void remote_s3_cancel(struct remote_s3 *s);
+/* The same for every client of the process, and async-signal-safe (a
+ * lock-free store: a SIGTERM handler calls it); sleepers notice within
+ * 200 ms. Cannot be undone. */
+void remote_s3_stop_all(void);
 
 struct remote_s3_stats {
 	uint64_t requests;	 /* HTTP requests sent, retries included */

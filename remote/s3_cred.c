@@ -8,9 +8,9 @@
  * refreshed before they expire: one caller fetches new ones while the
  * others go on with the old ones as long as those are still valid.
  *
- * credential_process runs the profile's command line, split into words as
- * a shell would (wordexp(3) without command substitution), without a
- * shell, with no descriptor of ours but stdin, stdout and stderr; its
+ * credential_process runs the profile's command line, split into words
+ * (remote__s3_split_command: quotes and backslashes as a shell has them,
+ * but nothing expanded, no $VAR, ~ or globs), without a shell, with no descriptor of ours but stdin, stdout and stderr; its
  * standard output (at most 64 KiB, within 60 s) is the JSON document the
  * AWS tools define (Version 1). stderr is passed through.
  *
@@ -34,9 +34,10 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
-#include <wordexp.h>
 
 #include "common/deadline.h"
 #include "common/log.h"
@@ -78,9 +79,10 @@ static int64_t now_s(void)
 
 /* ---- files ------------------------------------------------------------ */
 
-/* Read a whole small file into a NUL-terminated buffer. -ENOENT when it
- * does not exist, -EFBIG over the cap. */
-static int read_small_file(const char *path, char **out, size_t *len)
+/* Read a whole small file into a NUL-terminated buffer; *mode (NULL ok):
+ * its permission bits, from the descriptor read. -ENOENT when it does
+ * not exist, -EFBIG over the cap. */
+static int read_small_file(const char *path, char **out, size_t *len, mode_t *mode)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	struct stat st;
@@ -98,6 +100,8 @@ static int read_small_file(const char *path, char **out, size_t *len)
 	char *buf = malloc((size_t)st.st_size + 1);
 	size_t got = 0;
 
+	if (mode)
+		*mode = st.st_mode & 07777;
 	if (!buf) {
 		close(fd);
 		return -ENOMEM;
@@ -132,13 +136,18 @@ static int home_path(const char *rel, char *out, size_t cap)
 	return snprintf(out, cap, "%s/%s", home, rel) < (int)cap ? 0 : -ENAMETOOLONG;
 }
 
-/* Merge `section` of the INI file at path into p. A missing file is fine. */
-static int load_ini(const char *path, const char *section, struct s3_profile *p, char *err,
-		    size_t errlen)
+/* Warned about a shared credentials file others can read (once a process). */
+static atomic_bool warned_open_file;
+
+/* Merge `section` of the INI file at path into p. A missing file is fine.
+ * holds_keys: the shared credentials file, which others must not read. */
+static int load_ini(const char *path, const char *section, struct s3_profile *p,
+		    bool holds_keys, char *err, size_t errlen)
 {
 	char *text = NULL;
 	size_t len = 0;
-	int r = read_small_file(path, &text, &len);
+	mode_t mode = 0;
+	int r = read_small_file(path, &text, &len, &mode);
 
 	if (r == -ENOENT)
 		return 0;
@@ -146,6 +155,14 @@ static int load_ini(const char *path, const char *section, struct s3_profile *p,
 		remote__s3_set_err(err, errlen, "%s: cannot read: %s", path, strerror(-r));
 		return -EINVAL;
 	}
+	/* As ssh does for private keys, but a warning: the keys are used. */
+	if (holds_keys && (mode & 077) && !atomic_exchange(&warned_open_file, true))
+		log_warn("%s is readable by %s (mode %04o): whoever can read it has these "
+			 "keys; chmod 600 it",
+			 path, (mode & 070) && (mode & 07) ? "group and others"
+			       : (mode & 070)		 ? "its group"
+							 : "others",
+			 (unsigned)mode);
 	r = remote__s3_ini_parse(text, len, section, p);
 	/* the text holds secrets: wipe before freeing */
 	explicit_bzero(text, len);
@@ -236,7 +253,7 @@ static int fetch_container(struct s3_cred *c, struct s3_creds *out, char *err, s
 		char *text = NULL;
 		size_t len = 0;
 
-		r = read_small_file(c->auth_file, &text, &len);
+		r = read_small_file(c->auth_file, &text, &len, NULL);
 		if (r) {
 			remote__s3_set_err(err, errlen, "%s: cannot read the authorization token",
 				c->auth_file);
@@ -245,6 +262,15 @@ static int fetch_container(struct s3_cred *c, struct s3_creds *out, char *err, s
 		}
 		while (len && (text[len - 1] == '\n' || text[len - 1] == '\r'))
 			len--;
+		/* a line break would start a header of the file's choosing */
+		if (memchr(text, '\r', len) || memchr(text, '\n', len) || memchr(text, '\0', len)) {
+			explicit_bzero(text, len);
+			free(text);
+			remote__s3_set_err(err, errlen, "%s: the authorization token holds a line break",
+				c->auth_file);
+			r = -EACCES;
+			goto out;
+		}
 		strbuf_puts(&auth, "Authorization: ");
 		strbuf_append(&auth, text, len);
 		explicit_bzero(text, len);
@@ -355,28 +381,66 @@ static int read_output(int fd, struct strbuf *body, int64_t deadline_ms)
 	}
 }
 
+/* Reap pid, waiting until deadline_ms at most (a child that closed its
+ * stdout may still run): then it is killed. A pidfd makes the wait a
+ * poll; without one (kernels before 5.3) waitpid is polled. 0, or
+ * -ETIMEDOUT when the child had to be killed. */
+static int reap_child(pid_t pid, int *status, int64_t deadline_ms)
+{
+	int pfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	bool exited = false;
+	int r = 0;
+
+	for (;;) {
+		int64_t left = deadline_ms - deadline_now_ms();
+		if (left <= 0)
+			break;
+		if (pfd >= 0) {
+			struct pollfd p = {.fd = pfd, .events = POLLIN};
+			int n = poll(&p, 1, (int)(left > 1000 ? 1000 : left));
+			if (n > 0) {
+				exited = true;
+				break;
+			}
+			if (n < 0 && errno != EINTR)
+				break;
+		} else {
+			pid_t w = waitpid(pid, status, WNOHANG);
+			if (w == pid)
+				return 0;
+			if (w < 0 && errno != EINTR)
+				return -errno;
+			struct timespec ts = {0, 10 * 1000000L};
+			nanosleep(&ts, NULL);
+		}
+	}
+	if (!exited) {
+		kill(pid, SIGKILL);
+		r = -ETIMEDOUT;
+	}
+	if (pfd >= 0)
+		close(pfd);
+	while (waitpid(pid, status, 0) < 0 && errno == EINTR)
+		;
+	return r;
+}
+
 static int fetch_process(struct s3_cred *c, struct s3_creds *out, char *err, size_t errlen)
 {
 	posix_spawn_file_actions_t fa;
-	wordexp_t we;
 	struct strbuf body;
-	int pipefd[2] = {-1, -1}, r, status = 0, wr;
+	int pipefd[2] = {-1, -1}, r, status = 0;
 	pid_t pid = -1;
+	char **argv;
+	size_t argc;
+	const char *why;
 
-	wr = wordexp(c->process, &we, WRDE_NOCMD);
-	if (wr) {
-		if (wr == WRDE_NOSPACE)
-			wordfree(&we);
+	/* wordexp(3) would expand $VARS, ~ and globs, and is not thread-safe */
+	r = remote__s3_split_command(c->process, &argv, &argc, &why);
+	if (r) {
 		remote__s3_set_err(err, errlen, "credential_process: cannot split the command "
-			"line (%s)", wr == WRDE_CMDSUB ? "command substitution is not allowed" :
-			wr == WRDE_BADCHAR ? "unquoted | & ; < > ( ) { } or newline" :
-			wr == WRDE_SYNTAX ? "unbalanced quotes" : "out of memory");
-		return -EINVAL;
-	}
-	if (we.we_wordc == 0) {
-		wordfree(&we);
-		remote__s3_set_err(err, errlen, "credential_process: empty command");
-		return -EINVAL;
+			"line (%s)", r == -ENOMEM ? "out of memory" : why);
+		return r == -ENOMEM ? r : -EINVAL;
 	}
 	strbuf_init(&body);
 	if (pipe2(pipefd, O_CLOEXEC)) {
@@ -388,30 +452,39 @@ static int fetch_process(struct s3_cred *c, struct s3_creds *out, char *err, siz
 	posix_spawn_file_actions_adddup2(&fa, pipefd[1], STDOUT_FILENO);
 	/* none of the daemon's descriptors (FUSE, sockets, SOURCE) */
 	posix_spawn_file_actions_addclosefrom_np(&fa, STDERR_FILENO + 1);
-	r = -posix_spawnp(&pid, we.we_wordv[0], &fa, NULL, we.we_wordv, environ);
+	r = -posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
 	posix_spawn_file_actions_destroy(&fa);
 	close(pipefd[1]);
 	pipefd[1] = -1;
 	if (r) {
 		pid = -1;
 		remote__s3_set_err(err, errlen, "credential_process: cannot run %s: %s",
-			we.we_wordv[0], strerror(-r));
+			argv[0], strerror(-r));
 		goto out;
 	}
-	r = read_output(pipefd[0], &body, deadline_now_ms() + PROCESS_TIMEOUT_MS);
-	if (r == -ETIMEDOUT)
+	int64_t deadline = deadline_now_ms() + PROCESS_TIMEOUT_MS;
+
+	r = read_output(pipefd[0], &body, deadline);
+	/* On any error the child is killed and its pipe closed before the
+	 * wait: one blocked writing into a full pipe (over 64 KiB of output)
+	 * would otherwise never exit, and a refresh holds refresh_lock (every
+	 * request and unmount waiting behind it). The wait itself is bounded. */
+	if (r)
 		kill(pid, SIGKILL);
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
+	close(pipefd[0]);
+	pipefd[0] = -1;
+	int rr = reap_child(pid, &status, r ? deadline_now_ms() + 5000 : deadline);
+	if (!r && rr == -ETIMEDOUT)
+		r = -ETIMEDOUT; /* closed its stdout, then never exited */
 	if (r) {
-		remote__s3_set_err(err, errlen, "credential_process %s: %s", we.we_wordv[0],
+		remote__s3_set_err(err, errlen, "credential_process %s: %s", argv[0],
 			r == -ETIMEDOUT ? "no answer within 60 s (killed)" :
 			r == -EFBIG ? "more than 64 KiB of output" : strerror(-r));
 		r = r == -ETIMEDOUT ? -ETIMEDOUT : -EIO;
 		goto out;
 	}
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-		remote__s3_set_err(err, errlen, "credential_process %s: %s %d", we.we_wordv[0],
+		remote__s3_set_err(err, errlen, "credential_process %s: %s %d", argv[0],
 			WIFEXITED(status) ? "exited with status" : "killed by signal",
 			WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
 		r = -EIO;
@@ -421,7 +494,7 @@ static int fetch_process(struct s3_cred *c, struct s3_creds *out, char *err, siz
 	if (remote__s3_cred_json(body.buf ? body.buf : "", body.len, out)) {
 		remote__s3_set_err(err, errlen, "credential_process %s: its output is not a "
 			"credentials document (JSON with Version 1, AccessKeyId, SecretAccessKey)",
-			we.we_wordv[0]);
+			argv[0]);
 		r = -EIO;
 	}
 out:
@@ -430,7 +503,7 @@ out:
 	if (pipefd[1] >= 0)
 		close(pipefd[1]);
 	strbuf_fini_wipe(&body);
-	wordfree(&we);
+	remote__s3_argv_free(argv);
 	return r;
 }
 
@@ -502,13 +575,13 @@ static int from_profile(const struct remote_s3_config *cfg, struct s3_profile *p
 	/* config first, so the credentials file's values win */
 	if (conf_path[0]) {
 		if (!strcmp(name, "default") &&
-		    (r = load_ini(conf_path, "default", p, err, errlen)))
+		    (r = load_ini(conf_path, "default", p, false, err, errlen)))
 			return r;
 		snprintf(section, sizeof(section), "profile %s", name);
-		if ((r = load_ini(conf_path, section, p, err, errlen)))
+		if ((r = load_ini(conf_path, section, p, false, err, errlen)))
 			return r;
 	}
-	if (cred_path[0] && (r = load_ini(cred_path, name, p, err, errlen)))
+	if (cred_path[0] && (r = load_ini(cred_path, name, p, true, err, errlen)))
 		return r;
 	if (explicit_name && !p->found) {
 		remote__s3_set_err(err, errlen, "profile %s: not found in %s or %s", name,
@@ -608,6 +681,23 @@ int remote__s3_cred_create(const struct remote_s3_config *cfg, struct remote_htt
 			c->auth = strdup(v);
 		if (!c->url || (v && !c->auth && !c->auth_file)) {
 			r = -ENOMEM;
+			goto fail;
+		}
+		/* As the AWS SDKs: credentials go only to this machine, the
+		 * ECS/EKS agents, or over https. */
+		if (!remote__s3_container_uri_ok(c->url)) {
+			remote__s3_set_err(err, errlen,
+				"container credentials: AWS_CONTAINER_CREDENTIALS_FULL_URI must be "
+				"https, or http to a loopback address, 169.254.170.2 or "
+				"169.254.170.23");
+			r = -EACCES;
+			goto fail;
+		}
+		if (c->auth && strpbrk(c->auth, "\r\n")) {
+			remote__s3_set_err(err, errlen,
+				"container credentials: AWS_CONTAINER_AUTHORIZATION_TOKEN holds a "
+				"line break");
+			r = -EACCES;
 			goto fail;
 		}
 		if ((r = first_fetch(c, "container credentials: ", err, errlen)))
@@ -726,6 +816,20 @@ int remote__s3_cred_get(struct s3_cred *c, struct s3_creds *out)
 		return 0; /* someone refreshes; the old ones are still good */
 	}
 	return copy_valid(c, out, &due) ? 0 : -EACCES;
+}
+
+bool remote__s3_cred_expire(struct s3_cred *c)
+{
+	bool can;
+
+	if (!c)
+		return false;
+	pthread_mutex_lock(&c->lock);
+	can = c->refresh_at_s != 0; /* 0: static, nothing to refresh */
+	if (can)
+		c->refresh_at_s = now_s();
+	pthread_mutex_unlock(&c->lock);
+	return can;
 }
 
 enum s3_cred_source remote__s3_cred_source(const struct s3_cred *c)

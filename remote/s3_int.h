@@ -11,6 +11,7 @@
 #ifndef COORDFS_REMOTE_S3_INT_H
 #define COORDFS_REMOTE_S3_INT_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -94,6 +95,7 @@ struct s3_page_entry {
 	uint64_t size;
 	char etag[REMOTE_S3_MAX_ETAG + 1];
 	int64_t mtime_ns;
+	const char *unusable; /* remote_s3_object.unusable */
 };
 
 struct s3_page {
@@ -104,7 +106,8 @@ struct s3_page {
 	bool truncated;
 	bool url_encoded; /* <EncodingType>url</EncodingType>: keys and prefixes decoded at the end
 			   */
-	size_t skipped;	  /* keys dropped: their decoded form holds a NUL byte */
+	size_t skipped;	  /* keys dropped: their decoded form holds a NUL byte, and
+			     CommonPrefixes over REMOTE_S3_MAX_KEY */
 	char *next_token;
 	char error_code[64]; /* from an <Error> document */
 	char error_message[256];
@@ -165,6 +168,27 @@ struct s3_creds {
  * oversized field, Code other than Success, Version other than 1). */
 int remote__s3_cred_json(const char *json, size_t len, struct s3_creds *out);
 
+/*
+ * Split a credential_process command line into words, without a shell
+ * and without expanding anything ($VAR, ~, globs stay as written):
+ * blanks separate words; '...' is literal; "..." is literal but for \"
+ * \\ \$ \` ; a backslash outside quotes takes the next byte as is. An
+ * unquoted $( or ` (command substitution), | & ; < > ( ) { } or newline
+ * (shell constructs that would not do what they say) is refused. 0 and *argv (NULL-terminated, *argc
+ * words, free with remote__s3_argv_free), -EINVAL with *why (static), or
+ * -ENOMEM.
+ */
+int remote__s3_split_command(const char *line, char ***argv, size_t *argc, const char **why);
+void remote__s3_argv_free(char **argv);
+
+/*
+ * Whether AWS_CONTAINER_CREDENTIALS_FULL_URI may be asked for credentials
+ * (as the AWS SDKs restrict it): https to any host, or http to a loopback
+ * address (127.0.0.0/8, [::1], localhost), the ECS endpoint 169.254.170.2
+ * or the EKS one, 169.254.170.23 / [fd00:ec2::23]. No user info.
+ */
+bool remote__s3_container_uri_ok(const char *url);
+
 /* ---- credential provider (s3_cred.c) ---------------------------------- */
 
 struct s3_cred;
@@ -189,6 +213,10 @@ void remote__s3_cred_destroy(struct s3_cred *c);
  * the others go on with the old ones while those are still valid.
  * 0 or -EACCES (expired and the refresh failed). */
 int remote__s3_cred_get(struct s3_cred *c, struct s3_creds *out);
+/* The store said the credentials expired: make temporary ones due for a
+ * refresh now (the next remote__s3_cred_get fetches). false when they
+ * cannot be refreshed (static keys, anonymous, NULL). */
+bool remote__s3_cred_expire(struct s3_cred *c);
 enum s3_cred_source remote__s3_cred_source(const struct s3_cred *c);
 /* How many times credentials were fetched from an endpoint. */
 unsigned remote__s3_cred_fetches(const struct s3_cred *c);
@@ -206,6 +234,13 @@ struct remote_s3 {
 	char *ca_bundle;  /* AWS_CA_BUNDLE, or NULL: the system store */
 	char region[S3_MAX_REGION];
 	unsigned connect_timeout_ms, timeout_ms, max_retries, backoff_base_ms, backoff_cap_ms;
+	unsigned list_timeout_ms;
+	uint64_t list_max_keys, list_max_bytes;
+	/* remote_s3_cancel: every request aborts (from curl's progress
+	 * callback) and no back-off sleeps on; stop_cond wakes the sleepers. */
+	_Atomic bool stop;
+	pthread_mutex_t stop_lock;
+	pthread_cond_t stop_cond; /* CLOCK_MONOTONIC */
 	_Atomic uint64_t requests, retries, errors, bytes;
 	struct s3_hist latency;
 };
@@ -231,8 +266,27 @@ int remote__s3_easy(struct remote_s3 *s, struct curl_slist **hdrs, void **easy);
 /* Whether a failed attempt is worth repeating: transport errors, 500,
  * 502, 503, 504 (and 429). */
 bool remote__s3_retryable(int curl_code, long status);
-/* Sleep before retry number attempt, counting it. */
-void remote__s3_backoff(struct remote_s3 *s, unsigned attempt);
+/* Sleep before retry number attempt, counting it; the sleep is a timed
+ * wait that remote_s3_cancel (or remote_s3_stop_all, seen within 200 ms)
+ * cuts short. false, without sleeping past it, when the client is stopped
+ * or the retry would start at or after deadline_ms (CLOCK_MONOTONIC ms;
+ * 0: none): do not retry. */
+bool remote__s3_backoff(struct remote_s3 *s, unsigned attempt, int64_t deadline_ms);
+
+/* Why a request was aborted by its guard (remote__s3_guard). */
+enum s3_abort { S3_ABORT_NONE = 0, S3_ABORT_STOP, S3_ABORT_DEADLINE };
+struct s3_guard {
+	struct remote_s3 *s;
+	int64_t deadline_ms; /* 0: none */
+	enum s3_abort why;
+};
+/* Watch a request from curl's progress callback: it is aborted
+ * (CURLE_ABORTED_BY_CALLBACK, g->why set) once the client is stopped, or
+ * when deadline_ms passes before the first byte of the answer's body (a
+ * body that keeps coming is bounded by the low-speed limit instead, so a
+ * large unit on a slow link is not cut). g must outlive the transfer. */
+void remote__s3_guard(void *easy, struct s3_guard *g);
+bool remote__s3_stopped(struct remote_s3 *s);
 
 /* Text for an S3 error code in a user-facing line. */
 int remote__s3_status_errno(long status, const char *code);

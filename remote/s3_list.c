@@ -23,6 +23,13 @@
  * A page's objects reach the callback only after the page parsed
  * completely (a retried page never repeats objects), under one mutex (the
  * callback is serialized). The first error stops every worker.
+ *
+ * A listing that never ends is stopped: a continuation token seen before
+ * in the same task (A, B, A, B... as well as A, A) is an error (a set of
+ * the tokens' 64-bit hashes: a false alarm would need a collision, about
+ * 2^-40 for a million pages); the keys and bytes passed on are capped
+ * (list_max_keys, list_max_bytes: endless pages of new keys would fill
+ * memory); and the whole listing is bounded in time (list_timeout_ms).
  */
 #include "remote/s3_int.h"
 
@@ -33,12 +40,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/deadline.h"
+#include "common/hash.h"
 #include "common/log.h"
 #include "common/strbuf.h"
 #include "remote/http.h"
 
 #define LIST_MAX_THREADS 256
 #define LIST_PAGE_KEYS 1000
+/* Bytes a listed key costs its user beyond its key and ETag, for
+ * list_max_bytes (ns_listing's record and arena terminators, rounded up). */
+#define LIST_KEY_OVERHEAD 64
 
 enum task_kind {
 	TASK_FLAT,     /* everything below prefix, no delimiter */
@@ -64,8 +76,50 @@ struct list_ctx {
 	unsigned busy;
 	int error;
 	char err[512];
-	pthread_mutex_t cb_lock; /* serializes fn */
+	pthread_mutex_t cb_lock; /* serializes fn; keys and bytes */
+	uint64_t keys, bytes;	 /* passed on so far (caps) */
+	int64_t deadline_ms;	 /* list_timeout_ms from the start, or 0 */
 };
+
+/* The continuation tokens one task has followed (their hashes), an
+ * open-addressing set that doubles when half full. */
+struct token_set {
+	uint64_t *v; /* 0: free (a hash of 0 is stored as 1) */
+	size_t n, cap;
+};
+
+/* Add token: 1 when it was there already, 0 when added, -ENOMEM. */
+static int token_seen(struct token_set *ts, const char *token)
+{
+	uint64_t h = hash_bytes(token, strlen(token), 0x746f6b656e73ULL) ?: 1;
+
+	if (2 * (ts->n + 1) > ts->cap) {
+		size_t ncap = ts->cap ? ts->cap * 2 : 64;
+		uint64_t *nv = calloc(ncap, sizeof(*nv));
+		if (!nv)
+			return -ENOMEM;
+		for (size_t i = 0; i < ts->cap; i++) {
+			if (!ts->v[i])
+				continue;
+			size_t j = ts->v[i] & (ncap - 1);
+			while (nv[j])
+				j = (j + 1) & (ncap - 1);
+			nv[j] = ts->v[i];
+		}
+		free(ts->v);
+		ts->v = nv;
+		ts->cap = ncap;
+	}
+	size_t j = h & (ts->cap - 1);
+	while (ts->v[j]) {
+		if (ts->v[j] == h)
+			return 1;
+		j = (j + 1) & (ts->cap - 1);
+	}
+	ts->v[j] = h;
+	ts->n++;
+	return 0;
+}
 
 struct page_xfer {
 	struct s3_page page;
@@ -138,6 +192,7 @@ static int fetch_page(struct list_ctx *c, const char *prefix, bool delimiter,
 {
 	struct remote_s3 *s = c->s;
 	struct strbuf url;
+	struct s3_guard guard = {.s = s, .deadline_ms = c->deadline_ms};
 	char cerr[CURL_ERROR_SIZE];
 	int ret = -EIO;
 
@@ -174,6 +229,7 @@ static int fetch_page(struct list_ctx *c, const char *prefix, bool delimiter,
 			break;
 		}
 		remote__s3_easy_request(e, url.buf, hdrs, page_header_cb, page_write_cb, x, cerr);
+		remote__s3_guard(e, &guard);
 		atomic_fetch_add_explicit(&s->requests, 1, memory_order_relaxed);
 		CURLcode rc = curl_easy_perform(e);
 
@@ -182,6 +238,15 @@ static int fetch_page(struct list_ctx *c, const char *prefix, bool delimiter,
 		curl_slist_free_all(hdrs);
 		remote_http_put(s->http, e); /* the rest looks at x only */
 
+		if (guard.why != S3_ABORT_NONE) {
+			ret = guard.why == S3_ABORT_STOP ? -ECANCELED : -ETIMEDOUT;
+			if (ret == -ECANCELED)
+				ctx_fail(c, ret, "s3://%s: listing cancelled", s->bucket);
+			else
+				ctx_fail(c, ret, "s3://%s/%s: the listing took over %u s (--list-timeout)",
+					 s->bucket, prefix, s->list_timeout_ms / 1000);
+			break;
+		}
 		if (rc == CURLE_OK && x->status == 200) {
 			if (remote__s3_page_feed(&x->page, "", 0, true) == 0) {
 				ret = 0;
@@ -197,10 +262,8 @@ static int fetch_page(struct list_ctx *c, const char *prefix, bool delimiter,
 			break;
 		}
 		if (remote__s3_retryable(rc, x->status) && attempt < s->max_retries &&
-		    !ctx_failed(c)) {
-			remote__s3_backoff(s, attempt + 1);
+		    !ctx_failed(c) && remote__s3_backoff(s, attempt + 1, c->deadline_ms))
 			continue;
-		}
 		if (rc != CURLE_OK) {
 			ret = rc == CURLE_OPERATION_TIMEDOUT ? -ETIMEDOUT : -EIO;
 			ctx_fail(c, ret, "s3://%s: %s: %s (after %u attempts)", s->bucket,
@@ -371,6 +434,7 @@ static void run_task(struct list_ctx *c, const struct task *t)
 	size_t plen = strlen(s->prefix);
 	char **cps = NULL;
 	size_t n_cps = 0, cap_cps = 0;
+	struct token_set seen = {0};
 	bool done = false;
 
 	if (!x) {
@@ -391,15 +455,21 @@ static void run_task(struct list_ctx *c, const struct task *t)
 		start_after[lolen - 1] = '.';
 	}
 	while (!done) {
-		if (ctx_failed(c) ||
-		    fetch_page(c, t->prefix, t->kind == TASK_DISCOVER, start_after, token, x))
+		if (ctx_failed(c))
+			break;
+		if (c->deadline_ms && deadline_now_ms() >= c->deadline_ms) {
+			ctx_fail(c, -ETIMEDOUT, "s3://%s/%s: the listing took over %u s (--list-timeout)",
+				 s->bucket, t->prefix, s->list_timeout_ms / 1000);
+			break;
+		}
+		if (fetch_page(c, t->prefix, t->kind == TASK_DISCOVER, start_after, token, x))
 			break;
 		struct s3_page *p = &x->page;
 		int r = 0;
 
 		if (p->skipped)
-			log_warn("s3://%s/%s: %zu keys with a NUL byte left out", s->bucket,
-				 t->prefix, p->skipped);
+			log_warn("s3://%s/%s: %zu keys with a NUL byte or prefixes over 1024 bytes "
+				 "left out", s->bucket, t->prefix, p->skipped);
 		pthread_mutex_lock(&c->cb_lock);
 		for (size_t i = 0; i < p->n_entries && !r; i++) {
 			struct s3_page_entry *en = &p->entries[i];
@@ -418,9 +488,25 @@ static void run_task(struct list_ctx *c, const struct task *t)
 			obj.size = en->size;
 			obj.etag = en->etag;
 			obj.mtime_ns = en->mtime_ns;
+			obj.unusable = en->unusable;
+			c->keys++;
+			c->bytes += obj.key_len + strlen(en->etag) + LIST_KEY_OVERHEAD;
+			if ((s->list_max_keys && c->keys > s->list_max_keys) ||
+			    (s->list_max_bytes && c->bytes > s->list_max_bytes)) {
+				r = -EFBIG;
+				break;
+			}
 			r = c->fn(c->arg, &obj);
 		}
 		pthread_mutex_unlock(&c->cb_lock);
+		if (r == -EFBIG) {
+			ctx_fail(c, r,
+				 "s3://%s: the listing is over %llu keys or %llu MiB: too large "
+				 "to hold (or an endpoint that never ends it)",
+				 s->bucket, (unsigned long long)s->list_max_keys,
+				 (unsigned long long)(s->list_max_bytes >> 20));
+			break;
+		}
 		if (r) {
 			ctx_fail(c, r, "s3://%s: listing stopped: %s", s->bucket, strerror(-r));
 			break;
@@ -430,10 +516,16 @@ static void run_task(struct list_ctx *c, const struct task *t)
 			break;
 		if (!p->truncated || done)
 			break;
-		if (token && !strcmp(token, p->next_token)) {
-			/* the same page again: a broken server, not a long listing */
-			ctx_fail(c, -EIO, "s3://%s/%s: the endpoint repeats its continuation token",
-				 s->bucket, t->prefix);
+		int seen_rc = token_seen(&seen, p->next_token);
+		if (seen_rc) {
+			/* a page seen before: a broken server, not a long listing */
+			if (seen_rc < 0)
+				ctx_fail(c, -ENOMEM, "s3://%s: out of memory", s->bucket);
+			else
+				ctx_fail(c, -ELOOP,
+					 "s3://%s/%s: the endpoint repeats its continuation token "
+					 "(a listing that would never end)",
+					 s->bucket, t->prefix);
 			break;
 		}
 		free(token);
@@ -449,6 +541,7 @@ out:
 	for (size_t i = 0; i < n_cps; i++)
 		free(cps[i]);
 	free(cps);
+	free(seen.v);
 	free(token);
 	free(start_after);
 	remote__s3_page_fini(&x->page);
@@ -493,6 +586,7 @@ int remote_s3_list(struct remote_s3 *s, unsigned parallel, remote_s3_list_fn fn,
 	if (parallel > LIST_MAX_THREADS)
 		parallel = LIST_MAX_THREADS;
 	c.parallel = parallel ? parallel : 1;
+	c.deadline_ms = s->list_timeout_ms ? deadline_now_ms() + s->list_timeout_ms : 0;
 	pthread_mutex_init(&c.lock, NULL);
 	pthread_cond_init(&c.cond, NULL);
 	pthread_mutex_init(&c.cb_lock, NULL);

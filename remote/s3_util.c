@@ -203,8 +203,12 @@ bool remote__s3_etag_equal(const char *a, const char *b)
 	const char *pa, *pb;
 	size_t na, nb;
 
-	if (!a || !b || !strncmp(a, "W/", 2) || !strncmp(b, "W/", 2))
+	if (!a || !b)
 		return false;
+	/* A weak tag names the version only as the server wrote it: equal
+	 * exactly as listed, never to a strong one. */
+	if (!strncmp(a, "W/", 2) || !strncmp(b, "W/", 2))
+		return a[2] && !strcmp(a, b);
 	etag_inner(a, &pa, &na);
 	etag_inner(b, &pb, &nb);
 	return na > 0 && na == nb && !memcmp(pa, pb, na);
@@ -415,6 +419,12 @@ static void end_text(struct s3_page *p)
 		p->have_size = true;
 		break;
 	case W_ETAG:
+		/* One odd ETag makes its object unreadable, not the page. */
+		if (p->text_len > REMOTE_S3_MAX_ETAG) {
+			p->cur.etag[0] = '\0';
+			p->cur.unusable = "ETag over 128 bytes";
+			break;
+		}
 		copy_text(p->cur.etag, sizeof(p->cur.etag), t, p->text_len, p);
 		p->have_etag = p->text_len > 0;
 		break;
@@ -636,13 +646,158 @@ int remote__s3_page_feed(struct s3_page *p, const char *data, size_t len, bool f
 		p->failed = -EINVAL; /* we could never ask for the next page */
 	if (final && !p->failed && p->url_encoded)
 		p->failed = page_url_decode(p);
+	/* A key over S3's own limit cannot be read back (remote_s3_get refuses
+	 * it): that object is skipped, not the page. A prefix over it holds
+	 * only such keys: not walked into. */
 	for (size_t i = 0; final && !p->failed && i < p->n_entries; i++)
 		if (p->entries[i].key_len > REMOTE_S3_MAX_KEY)
-			p->failed = -EINVAL;
-	for (size_t i = 0; final && !p->failed && i < p->n_prefixes; i++)
-		if (strlen(p->prefixes[i]) > REMOTE_S3_MAX_KEY)
-			p->failed = -EINVAL;
+			p->entries[i].unusable = "key over 1024 bytes";
+	size_t kept = 0;
+	for (size_t i = 0; final && !p->failed && i < p->n_prefixes; i++) {
+		if (strlen(p->prefixes[i]) > REMOTE_S3_MAX_KEY) {
+			free(p->prefixes[i]);
+			p->skipped++;
+		} else {
+			p->prefixes[kept++] = p->prefixes[i];
+		}
+	}
+	if (final && !p->failed)
+		p->n_prefixes = kept;
 	return p->failed;
+}
+
+/* ---- credential_process command line ------------------------------------ */
+
+void remote__s3_argv_free(char **argv)
+{
+	if (!argv)
+		return;
+	for (char **a = argv; *a; a++)
+		free(*a);
+	free(argv);
+}
+
+int remote__s3_split_command(const char *line, char ***argv, size_t *argc, const char **why)
+{
+	size_t len = strlen(line), n = 0;
+	/* at most len/2 + 1 words, each at most len bytes */
+	char **v = calloc(len / 2 + 2, sizeof(*v));
+	char *word = malloc(len + 1);
+	const char *p = line;
+	int r = 0;
+
+	*why = NULL;
+	if (!v || !word) {
+		r = -ENOMEM;
+		goto out;
+	}
+	for (;;) {
+		while (*p == ' ' || *p == '\t')
+			p++;
+		if (!*p)
+			break;
+		size_t w = 0;
+		while (*p && *p != ' ' && *p != '\t') {
+			char ch = *p++;
+			if (ch == '\'') {
+				const char *end = strchr(p, '\'');
+				if (!end) {
+					*why = "unbalanced quotes";
+					r = -EINVAL;
+					goto out;
+				}
+				memcpy(word + w, p, (size_t)(end - p));
+				w += (size_t)(end - p);
+				p = end + 1;
+			} else if (ch == '"') {
+				while (*p && *p != '"') {
+					if (*p == '\\' && p[1] && strchr("\"\\$`", p[1]))
+						p++;
+					word[w++] = *p++;
+				}
+				if (*p != '"') {
+					*why = "unbalanced quotes";
+					r = -EINVAL;
+					goto out;
+				}
+				p++;
+			} else if (ch == '\\') {
+				if (*p)
+					word[w++] = *p++;
+			} else if (ch == '`' || (ch == '$' && *p == '(')) {
+				*why = "command substitution is not allowed";
+				r = -EINVAL;
+				goto out;
+			} else if (strchr("|&;<>(){}\n", ch)) {
+				*why = "unquoted | & ; < > ( ) { } or newline";
+				r = -EINVAL;
+				goto out;
+			} else {
+				word[w++] = ch;
+			}
+		}
+		v[n] = strndup(word, w);
+		if (!v[n]) {
+			r = -ENOMEM;
+			goto out;
+		}
+		n++;
+	}
+	if (n == 0) {
+		*why = "empty command";
+		r = -EINVAL;
+	}
+out:
+	free(word);
+	if (r) {
+		remote__s3_argv_free(v);
+		return r;
+	}
+	*argv = v;
+	*argc = n;
+	return 0;
+}
+
+/* ---- container credentials endpoint ------------------------------------ */
+
+bool remote__s3_container_uri_ok(const char *url)
+{
+	static const char *const allowed[] = {"169.254.170.2", "169.254.170.23", "[fd00:ec2::23]",
+					      "[::1]", "localhost"};
+	const char *h;
+	char host[64];
+
+	if (!strncasecmp(url, "https://", 8))
+		h = url + 8;
+	else if (!strncasecmp(url, "http://", 7))
+		h = url + 7;
+	else
+		return false;
+	size_t n = strcspn(h, "/?#");
+	if (memchr(h, '@', n))
+		return false; /* user info: not a host we can vouch for */
+	if (h == url + 8)
+		return n > 0;
+	/* the host without its port ([v6]:port, v4:port, name:port) */
+	size_t hn;
+	if (h[0] == '[') {
+		const char *close = memchr(h, ']', n);
+		hn = close ? (size_t)(close - h) + 1 : 0;
+	} else {
+		hn = strcspn(h, ":/?#");
+	}
+	if (hn == 0 || hn >= sizeof(host) || (hn < n && h[hn] != ':'))
+		return false;
+	memcpy(host, h, hn);
+	host[hn] = '\0';
+	for (size_t i = 0; i < sizeof(allowed) / sizeof(allowed[0]); i++)
+		if (!strcasecmp(host, allowed[i]))
+			return true;
+	/* 127.0.0.0/8, as a dotted quad and nothing else */
+	unsigned a, b, c, d;
+	char tail;
+	return sscanf(host, "%u.%u.%u.%u%c", &a, &b, &c, &d, &tail) == 4 && a == 127 && b < 256 &&
+	       c < 256 && d < 256;
 }
 
 /* ---- INI -------------------------------------------------------------- */

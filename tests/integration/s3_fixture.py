@@ -414,6 +414,15 @@ class _FakeS3Handler(http.server.BaseHTTPRequestHandler):
 								   keep_blank_values=True)), mode)
 		if key not in fs.objects:
 			return self._send(404, b'<Error><Code>NoSuchKey</Code></Error>')
+		answer = fs.take_injected(key)
+		if answer:
+			status, code = answer
+			return self._send(status, f'<Error><Code>{code}</Code></Error>'.encode())
+		if any(key.startswith(p) for p in fs.stall_prefixes):
+			# a stalled store: the request is taken, nothing comes back
+			fs.unstalled.wait(600)
+			self.close_connection = True
+			return
 		self._get(fs, key, fs.objects[key], mode)
 
 	def _list(self, q, mode):
@@ -426,6 +435,24 @@ class _FakeS3Handler(http.server.BaseHTTPRequestHandler):
 		prefix = q.get('prefix', '')
 		keys = sorted(k for k in fs.objects if k.startswith(prefix))
 		token = 'same/token+=' if mode == 'list_repeat_token' else ''
+		got = q.get('continuation-token')
+		if mode == 'list_alternating_tokens':
+			token = 'tok/A+=' if got != 'tok/A+=' else 'tok/B+='
+		if mode == 'list_endless':
+			# every page new keys and a new token, never the last page
+			n = int(got.split('-')[1]) + 1 if got else 0
+			token = f'page-{n}'
+			keys = [f'endless/{n:08d}/{i:04d}' for i in range(1000)]
+			out = ['<?xml version="1.0" encoding="UTF-8"?><ListBucketResult>',
+			       f'<IsTruncated>true</IsTruncated>'
+			       f'<NextContinuationToken>{token}</NextContinuationToken>']
+			for k in keys:
+				out.append(f'<Contents><Key>{k}</Key><Size>1</Size>'
+					   '<ETag>&quot;00000000000000000000000000000000&quot;</ETag>'
+					   '<LastModified>2026-01-01T00:00:00.000Z</LastModified>'
+					   '</Contents>')
+			out.append('</ListBucketResult>')
+			return self._send(200, ''.join(out).encode())
 		out = ['<?xml version="1.0" encoding="UTF-8"?><ListBucketResult>',
 		       f'<IsTruncated>{"true" if token else "false"}</IsTruncated>']
 		if token:
@@ -433,7 +460,7 @@ class _FakeS3Handler(http.server.BaseHTTPRequestHandler):
 		for k in keys:
 			out.append(f'<Contents><Key>{_xml_escape(k)}</Key>'
 				   f'<Size>{len(fs.objects[k])}</Size>'
-				   f'<ETag>&quot;{fs.etag(k).strip(chr(34))}&quot;</ETag>'
+				   f'<ETag>{_xml_escape(fs.etag(k), {chr(34): "&quot;"})}</ETag>'
 				   '<LastModified>2026-01-01T00:00:00.000Z</LastModified></Contents>')
 		out.append('</ListBucketResult>')
 		self._send(200, ''.join(out).encode())
@@ -477,8 +504,16 @@ class FakeS3:
 	no_content_range, long_body (more bytes than the range), short_body
 	(fewer than Content-Length, then closes); listing modes list_bad_xml,
 	list_huge (a 33 MiB page), list_repeat_token (always truncated, same
-	token). It checks no signature. tls=True: https with a fresh self-signed
+	token), list_alternating_tokens (always truncated, tokens A, B, A, B),
+	list_endless (1000 new keys and a new token on every page, forever). It checks no signature. tls=True: https with a fresh self-signed
 	certificate (ca_file; give it as AWS_CA_BUNDLE).
+	etags[key] = '...': the ETag listed and answered for key (weak ones,
+	oversized ones), instead of the quoted MD5.
+	fail_next(key, status, code, n=1): the next n GETs of key get that S3
+	error answer (403 RequestTimeTooSkewed, 400 ExpiredToken, ...).
+	stall(prefix): GETs of keys under prefix are taken and never answered
+	(until unstall(), or 600 s), as a stalled store does; gets(prefix)
+	counts the object GETs seen.
 	requests: (method, path, Range) seen;
 	headers: each request's headers (names lower-cased), in the same order."""
 
@@ -489,6 +524,10 @@ class FakeS3:
 		self.lock = threading.Lock()
 		self.requests = []
 		self.headers = []
+		self.stall_prefixes = []
+		self.unstalled = threading.Event()
+		self.injected = {}
+		self.etags = {}
 		self.tls = tls
 		self.ca_file = None
 		self._tmp = None
@@ -519,9 +558,42 @@ class FakeS3:
 		return f'{"https" if self.tls else "http"}://127.0.0.1:{self.port}'
 
 	def etag(self, key):
+		if key in self.etags:
+			return self.etags[key]
 		return '"' + hashlib.md5(self.objects[key]).hexdigest() + '"'
 
+	def fail_next(self, key, status, code, n=1):
+		with self.lock:
+			self.injected.setdefault(key, []).extend([(status, code)] * n)
+
+	def take_injected(self, key):
+		with self.lock:
+			q = self.injected.get(key)
+			return q.pop(0) if q else None
+
+	def stall(self, prefix):
+		with self.lock:
+			self.unstalled.clear()
+			self.stall_prefixes.append(prefix)
+
+	def unstall(self):
+		with self.lock:
+			self.stall_prefixes = []
+			self.unstalled.set()
+
+	def gets(self, prefix=''):
+		"""Object GETs seen for keys under prefix."""
+		n = 0
+		with self.lock:
+			for method, path, _ in self.requests:
+				url = urllib.parse.urlsplit(path)
+				key = urllib.parse.unquote(url.path).lstrip('/').split('/', 1)[-1]
+				if method == 'GET' and not url.query and key.startswith(prefix):
+					n += 1
+		return n
+
 	def close(self):
+		self.unstall()
 		self._srv.shutdown()
 		self._srv.server_close()
 		self._thread.join(5)

@@ -28,7 +28,7 @@ import traceback
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import s3_fixture as s3f  # noqa: E402
 
-EIO, ENOENT, EACCES, EINVAL, ETIMEDOUT, EAGAIN = 5, 2, 13, 22, 110, 11
+EIO, ENOENT, EACCES, EINVAL, ETIMEDOUT, EAGAIN, ESTALE, ELOOP = 5, 2, 13, 22, 110, 11, 116, 40
 
 passed = 0
 failed = []
@@ -217,8 +217,8 @@ def test_get(rgw, objs, etags, rng):
 							    len(objs[k])), objs[k])
 		eq('GET past the listed size: -EINVAL', c.get('top.txt', etags['top.txt'], 10, 5, 6),
 		   -EINVAL)
-		eq('GET with a wrong size for the snapshot: -EIO',
-		   c.get('big.bin', etags['big.bin'], len(big) + 1, 0, 10), -EIO)
+		eq('GET with a wrong size for the snapshot: -ESTALE (final)',
+		   c.get('big.bin', etags['big.bin'], len(big) + 1, 0, 10), -ESTALE)
 
 		# many threads at once, one pool: every read identical to the object,
 		# and the pool's connections shared (short-lived listing threads
@@ -252,14 +252,15 @@ def test_get(rgw, objs, etags, rng):
 		key = 'train/c004/img002.jpg'
 		rgw.put('data', key, bytes(b ^ 0xFF for b in objs[key]))
 		px.clear_log()
-		eq('GET of an object overwritten since the listing: -EIO',
-		   c.get(key, etags[key], len(objs[key]), 0, len(objs[key])), -EIO)
+		eq('GET of an object overwritten since the listing: -ESTALE',
+		   c.get(key, etags[key], len(objs[key]), 0, len(objs[key])), -ESTALE)
 		eq('  one request, not retried (412)', px.count(method='GET', key=key), 1)
 		eq('  radosgw answered 412', px.count(key=key, status=412), 1)
 		errors_before = c.stats()['errors']
 		rgw.delete('data', 'train/c005/img003.jpg')
 		key = 'train/c005/img003.jpg'
-		eq('GET of a deleted object: -EIO', c.get(key, etags[key], len(objs[key]), 0, 1), -EIO)
+		eq('GET of a deleted object: -ESTALE', c.get(key, etags[key], len(objs[key]), 0, 1),
+		   -ESTALE)
 		eq('  counted as an error', c.stats()['errors'], errors_before + 1)
 
 		# down, then back: the same client recovers
@@ -619,11 +620,14 @@ def test_lying_server(rng):
 			   {k: (len(v), fake.etag(k)) for k, v in objs.items()})
 			eq('honest fake server: ranged GET', c.get('d/obj.bin', et, 5000, 100, 200),
 			   data[100:300])
-			for mode in ('wrong_etag', 'ignore_range', 'wrong_range', 'wrong_total',
-				     'no_content_range', 'long_body'):
+			# another version of the object is final (-ESTALE); a broken
+			# answer is not (-EIO: a later call may get a good one)
+			for mode, want in (('wrong_etag', -ESTALE), ('ignore_range', -EIO),
+					   ('wrong_range', -EIO), ('wrong_total', -ESTALE),
+					   ('no_content_range', -EIO), ('long_body', -EIO)):
 				fake.mode = mode
-				eq(f'server answers {mode}: -EIO', c.get('d/obj.bin', et, 5000, 100, 200),
-				   -EIO)
+				eq(f'server answers {mode}: {want}',
+				   c.get('d/obj.bin', et, 5000, 100, 200), want)
 			# A body cut short is a dropped connection: retried, then -EAGAIN
 			# (the endpoint's fault, not the object's), never bytes.
 			fake.mode = 'short_body'
@@ -632,14 +636,16 @@ def test_lying_server(rng):
 			fake.mode = 'ignore_range'
 			eq('a 200 for a whole-object read is fine', c.get('d/obj.bin', et, 5000, 0, 5000),
 			   data)
-			for mode, why in (('list_bad_xml', 'malformed'), ('list_huge', 'oversized'),
-					  ('list_repeat_token', 'repeats its continuation token')):
+			for mode, why, want in (('list_bad_xml', 'malformed', EIO),
+						('list_huge', 'oversized', EIO),
+						('list_repeat_token', 'repeats its continuation token',
+						 ELOOP)):
 				fake.mode = mode
 				for par in (1, 4):
 					head, got = c.list(par)
-					check(f'server answers {mode} (parallel {par}): -EIO, says {why}',
-					      got is None and head.startswith(f'err -{EIO} ') and why in head,
-					      head)
+					check(f'server answers {mode} (parallel {par}): -{want}, says {why}',
+					      got is None and head.startswith(f'err -{want} ') and
+					      why in head, head)
 			fake.mode = 'ok'
 			eq('the same client is fine with an honest answer again',
 			   c.get('d/obj.bin', et, 5000, 0, 10), data[:10])

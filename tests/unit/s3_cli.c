@@ -20,6 +20,7 @@
  *   s3_cli [--endpoint=URL] [--region=R] [--profile=P] [--no-sign]
  *          [--addressing=path|virtual] [--retries=N] [--timeout-ms=N]
  *          [--connect-timeout-ms=N] [--backoff-base-ms=N] [--backoff-cap-ms=N]
+ *          [--list-timeout-ms=N] [--list-max-keys=N] [--list-max-bytes=N]
  *          [-v] BUCKET[/PREFIX]
  * A failed create prints "err -ERRNO MESSAGE" and exits 1.
  */
@@ -270,6 +271,12 @@ int main(int argc, char **argv)
 			cfg.backoff_base_ms = opt_uint(a, "--backoff-base-ms=");
 		else if (!strncmp(a, "--backoff-cap-ms=", 17))
 			cfg.backoff_cap_ms = opt_uint(a, "--backoff-cap-ms=");
+		else if (!strncmp(a, "--list-timeout-ms=", 18))
+			cfg.list_timeout_ms = opt_uint(a, "--list-timeout-ms=");
+		else if (!strncmp(a, "--list-max-keys=", 16))
+			cfg.list_max_keys = strtoull(a + 16, NULL, 10);
+		else if (!strncmp(a, "--list-max-bytes=", 17))
+			cfg.list_max_bytes = strtoull(a + 17, NULL, 10);
 		else if (!strcmp(a, "-v"))
 			log_set_level(LOG_DEBUG);
 		else if (a[0] != '-' && !target)

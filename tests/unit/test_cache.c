@@ -415,7 +415,7 @@ static void cf_read(struct cf_state *s, uint64_t u)
 
 	/* Failing units are refused like any other once the budget is full. */
 	if (u % 4 == 0 ? (rc != -EIO && rc != -ENOSPC)
-		       : (rc != 0 && rc != -ENOSPC && rc != -EMFILE))
+		       : (rc != 0 && rc != -ENOSPC && rc != -EMFILE && rc != -EAGAIN))
 		atomic_fetch_add(&s->unexpected, 1);
 	if (rc == 0 && ((const unsigned char *)d)[9] != (unsigned char)(u * 7 + 9))
 		atomic_fetch_add(&s->unexpected, 1);
@@ -526,6 +526,73 @@ START_TEST(prefill_admits_without_counting_reads)
 }
 END_TEST
 
+/* A fill that fails for a passing reason fails its waiters too: they do
+ * not take turns at the same fill (behind a stalled source, each would
+ * wait through a whole retry ladder). A later caller fills again. */
+struct slow_fail {
+	_Atomic unsigned calls;
+	_Atomic int release;
+	struct cache *c;
+	_Atomic unsigned eagain, other;
+};
+
+static int fill_slow_fail(void *arg, uint64_t unit, void *dst, size_t len)
+{
+	struct slow_fail *f = arg;
+
+	(void)unit;
+	if (atomic_fetch_add(&f->calls, 1) > 0) {
+		memset(dst, 1, len); /* a later, fresh caller succeeds */
+		return 0;
+	}
+	while (!atomic_load(&f->release))
+		usleep(1000);
+	return -EAGAIN;
+}
+
+static void *slow_fail_reader(void *p)
+{
+	struct slow_fail *f = p;
+	const void *d;
+	int rc = cache_get(f->c, 7, 4096, 4096, true, fill_slow_fail, f, &d);
+
+	atomic_fetch_add(rc == -EAGAIN ? &f->eagain : &f->other, 1);
+	return NULL;
+}
+
+START_TEST(waiters_share_a_transient_failure)
+{
+	enum { READERS = 6 };
+	static struct slow_fail f;
+	pthread_t t[READERS];
+	const void *d;
+
+	ck_assert_int_eq(cache_create(1 << 20, 16, &f.c), 0);
+	for (int i = 0; i < READERS; i++)
+		ck_assert_int_eq(pthread_create(&t[i], NULL, slow_fail_reader, &f), 0);
+	/* all but the filler are waiting on its fill */
+	while (atomic_load(&f.calls) < 1)
+		usleep(1000);
+	usleep(200 * 1000);
+	atomic_store(&f.release, 1);
+	for (int i = 0; i < READERS; i++)
+		pthread_join(t[i], NULL);
+	ck_assert_uint_eq(atomic_load(&f.calls), 1);
+	ck_assert_uint_eq(atomic_load(&f.eagain), READERS);
+	ck_assert_uint_eq(atomic_load(&f.other), 0);
+	ck_assert(!cache_holds(f.c, 7));
+	/* a caller right after shares the failure (the kernel re-issues a
+	 * failed page read at once) ... */
+	ck_assert_int_eq(cache_get(f.c, 7, 4096, 4096, true, fill_slow_fail, &f, &d), -EAGAIN);
+	ck_assert_uint_eq(atomic_load(&f.calls), 1);
+	usleep(1100 * 1000);
+	/* ... the next one a second later fills again and succeeds */
+	ck_assert_int_eq(cache_get(f.c, 7, 4096, 4096, true, fill_slow_fail, &f, &d), 0);
+	ck_assert_uint_eq(atomic_load(&f.calls), 2);
+	cache_destroy(f.c);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("cache");
@@ -543,6 +610,7 @@ int main(void)
 	tcase_add_test(tc, concurrent_fills_stay_in_budget_and_fill_once);
 	tcase_add_test(tc, single_flight_one_fill_for_many_readers);
 	tcase_add_test(tc, prefill_admits_without_counting_reads);
+	tcase_add_test(tc, waiters_share_a_transient_failure);
 	suite_add_tcase(s, tc);
 	return check_run(s);
 }

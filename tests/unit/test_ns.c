@@ -546,6 +546,71 @@ START_TEST(listing_skips_bad_keys)
 }
 END_TEST
 
+/* Sizes no file can have (near 2^64, over off_t, over 2^32 units) are
+ * skipped and counted: (size + chunk - 1) / chunk wrapped to 0 units, and
+ * the next file's unit numbers were then handed to the huge one. */
+START_TEST(listing_skips_impossible_sizes)
+{
+	struct ns_listing *l;
+	struct ns ns;
+	char err[256] = "";
+	uint64_t skipped = 0, max = ns_max_file_size(4096);
+	uint32_t n, a;
+
+	ck_assert_uint_eq(max, (uint64_t)UINT32_MAX * 4096);
+	ck_assert_uint_eq(ns_max_file_size(1ULL << 30), (uint64_t)UINT32_MAX << 30);
+	ck_assert_int_eq(ns_listing_create(&l), 0);
+	add(l, "w", UINT64_MAX, NULL, 0);
+	add(l, "v", (uint64_t)INT64_MAX + 1, NULL, 0);
+	add(l, "u", max + 1, NULL, 0);
+	add(l, "a/first.bin", 5000, NULL, 0);
+	add(l, "z/after.bin", 100, NULL, 0);
+	ck_assert_int_eq(ns_build(&ns, l, 4096, &default_owner, &skipped, err, sizeof(err)), 0);
+	ns_listing_destroy(l);
+	ck_assert_uint_eq(skipped, 3);
+	ck_assert_uint_eq(ns.nfiles, 2);
+	ck_assert_int_eq(ns_resolve(&ns, "w", &n), -ENOENT);
+	ck_assert_int_eq(ns_resolve(&ns, "v", &n), -ENOENT);
+	ck_assert_int_eq(ns_resolve(&ns, "u", &n), -ENOENT);
+	ck_assert_int_eq(ns_resolve(&ns, "a/first.bin", &a), 0);
+	ck_assert_int_eq(ns_resolve(&ns, "z/after.bin", &n), 0);
+	ck_assert_uint_eq(ns.nodes[a].count, 2);
+	ck_assert_uint_eq(ns.nodes[n].count, 1);
+	ck_assert_uint_eq(ns.nodes[n].first, ns.nodes[a].first + 2);
+	ck_assert_uint_eq(ns.nunits, 3);
+	ck_assert_uint_eq(ns.total_bytes, 5100);
+	ns_fini(&ns);
+}
+END_TEST
+
+/* A local file of 2^32 units (a sparse file) would store a count of 0 and
+ * read the next file's units: its attributes are refused instead. */
+START_TEST(freeze_refuses_2_32_units)
+{
+	struct ns ns;
+	char err[256];
+	struct stat st;
+	uint32_t top;
+
+	setup_tree();
+	int fd = open(root, O_RDONLY | O_DIRECTORY);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ns_scan(&ns, fd, 4096, err, sizeof(err)), 0);
+	ck_assert_int_eq(ns_resolve(&ns, "top.txt", &top), 0);
+	ck_assert_int_eq(fstatat(fd, "top.txt", &st, 0), 0);
+	st.st_size = (off_t)((uint64_t)1 << 44); /* 2^32 units of 4096 */
+	ck_assert_int_eq(ns_freeze(&ns, top, &st), -EOVERFLOW);
+	ck_assert(!ns_known(&ns, top));
+	ck_assert_uint_eq(ns.nunits, 0);
+	st.st_size = 9000;
+	ck_assert_int_eq(ns_freeze(&ns, top, &st), 0);
+	ck_assert_uint_eq(ns.nodes[top].count, 3);
+	ns_fini(&ns);
+	close(fd);
+	rm_rf();
+}
+END_TEST
+
 START_TEST(listing_empty)
 {
 	struct ns_listing *l;
@@ -634,6 +699,8 @@ int main(void)
 	tcase_add_test(tc, listing_builds_tree);
 	tcase_add_test(tc, listing_skips_bad_keys);
 	tcase_add_test(tc, listing_empty);
+	tcase_add_test(tc, listing_skips_impossible_sizes);
+	tcase_add_test(tc, freeze_refuses_2_32_units);
 	tcase_add_test(tc, listing_many_keys);
 	tcase_add_test(tc, snapshot_etag);
 	tcase_add_test(tc, attributes_at_first_lookup);

@@ -17,8 +17,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/deadline.h"
 #include "common/log.h"
 #include "common/strbuf.h"
 #include "remote/http.h"
@@ -125,6 +127,11 @@ START_TEST(test_etag_equal)
 	ck_assert(!remote__s3_etag_equal("\"abc\"", "\"abd\""));
 	ck_assert(!remote__s3_etag_equal("\"abc\"", "\"abc-1\""));
 	ck_assert(!remote__s3_etag_equal("W/\"abc\"", "\"abc\""));
+	ck_assert(!remote__s3_etag_equal("\"abc\"", "W/\"abc\""));
+	/* weak tags: equal exactly as listed */
+	ck_assert(remote__s3_etag_equal("W/\"abc\"", "W/\"abc\""));
+	ck_assert(!remote__s3_etag_equal("W/\"abc\"", "W/\"abd\""));
+	ck_assert(!remote__s3_etag_equal("W/", "W/"));
 	ck_assert(!remote__s3_etag_equal("\"\"", "\"\""));
 	ck_assert(!remote__s3_etag_equal("", ""));
 	ck_assert(!remote__s3_etag_equal(NULL, "\"abc\""));
@@ -329,19 +336,35 @@ START_TEST(test_page_caps)
 	memset(key, 'k', REMOTE_S3_MAX_KEY + 1);
 	key[REMOTE_S3_MAX_KEY + 1] = '\0';
 	strbuf_init(&sb);
-	/* a key one byte over S3's limit */
-	strbuf_printf(&sb, LBR("<Contents><Key>%s</Key><Size>1</Size></Contents>"), key);
-	ck_assert_int_lt(parse_one(sb.buf), 0);
+	/* a key one byte over S3's limit: that object is unusable, the page
+	 * (and the object after it) fine */
+	strbuf_printf(&sb, LBR("<Contents><Key>%s</Key><Size>1</Size></Contents>"
+			       "<Contents><Key>b</Key><Size>2</Size></Contents>"), key);
+	struct s3_page p;
+	ck_assert_int_eq(remote__s3_page_init(&p), 0);
+	ck_assert_int_eq(remote__s3_page_feed(&p, sb.buf, sb.len, true), 0);
+	ck_assert_uint_eq(p.n_entries, 2);
+	ck_assert_str_eq(p.entries[0].unusable, "key over 1024 bytes");
+	ck_assert_ptr_null(p.entries[1].unusable);
+	remote__s3_page_fini(&p);
 	/* exactly at the limit */
 	key[REMOTE_S3_MAX_KEY] = '\0';
 	strbuf_reset(&sb);
 	strbuf_printf(&sb, LBR("<Contents><Key>%s</Key><Size>1</Size></Contents>"), key);
 	ck_assert_int_eq(parse_one(sb.buf), 0);
-	/* an oversized ETag */
+	/* an oversized ETag: that object only */
 	strbuf_reset(&sb);
-	strbuf_printf(&sb, LBR("<Contents><Key>a</Key><Size>1</Size><ETag>%s</ETag></Contents>"),
+	strbuf_printf(&sb, LBR("<Contents><Key>a</Key><Size>1</Size><ETag>%.129s</ETag></Contents>"
+			       "<Contents><Key>b</Key><Size>2</Size><ETag>\"e\"</ETag></Contents>"),
 		      key);
-	ck_assert_int_lt(parse_one(sb.buf), 0);
+	ck_assert_int_eq(remote__s3_page_init(&p), 0);
+	ck_assert_int_eq(remote__s3_page_feed(&p, sb.buf, sb.len, true), 0);
+	ck_assert_uint_eq(p.n_entries, 2);
+	ck_assert_str_eq(p.entries[0].unusable, "ETag over 128 bytes");
+	ck_assert_str_eq(p.entries[0].etag, "");
+	ck_assert_ptr_null(p.entries[1].unusable);
+	ck_assert_str_eq(p.entries[1].etag, "\"e\"");
+	remote__s3_page_fini(&p);
 	/* a huge text in an element we keep */
 	strbuf_reset(&sb);
 	strbuf_puts(&sb, "<ListBucketResult><NextContinuationToken>");
@@ -412,7 +435,12 @@ START_TEST(test_page_url_encoded)
 	for (int i = 0; i <= REMOTE_S3_MAX_KEY; i++)
 		strbuf_puts(&sb, "%41");
 	strbuf_puts(&sb, "</Key><Size>1</Size></Contents></ListBucketResult>");
-	ck_assert_int_lt(parse_one(sb.buf), 0);
+	struct s3_page pg;
+	ck_assert_int_eq(remote__s3_page_init(&pg), 0);
+	ck_assert_int_eq(remote__s3_page_feed(&pg, sb.buf, sb.len, true), 0);
+	ck_assert_uint_eq(pg.n_entries, 1);
+	ck_assert_str_eq(pg.entries[0].unusable, "key over 1024 bytes"); /* decoded */
+	remote__s3_page_fini(&pg);
 	strbuf_fini(&sb);
 }
 END_TEST
@@ -788,6 +816,134 @@ START_TEST(test_create_errors)
 }
 END_TEST
 
+/* A credential_process that prints more than 64 KiB (here forever) is
+ * killed and its pipe closed before the wait: create fails at once. It
+ * used to wait for a child blocked on its full pipe, for ever. */
+START_TEST(test_credential_process_flood)
+{
+	struct remote_s3 *s = NULL;
+	char err[256], path[] = "/tmp/coordfs-cred-XXXXXX";
+	int fd = mkstemp(path);
+
+	ck_assert_int_ge(fd, 0);
+	const char *ini = "[default]\ncredential_process = yes AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA\n";
+	ck_assert_int_eq(write(fd, ini, strlen(ini)), (ssize_t)strlen(ini));
+	close(fd);
+	clear_aws_env();
+	setenv("AWS_SHARED_CREDENTIALS_FILE", path, 1);
+	setenv("AWS_CONFIG_FILE", "/nonexistent", 1);
+	struct remote_s3_config cfg = {.bucket = "bkt"};
+	int64_t t0 = deadline_now_ms();
+
+	ck_assert_int_eq(create(&cfg, &s, err), -EACCES);
+	ck_assert_int_lt(deadline_now_ms() - t0, 10000);
+	ck_assert_msg(strstr(err, "more than 64 KiB"), "%s", err);
+	/* the child is gone: no zombie, no running process left */
+	ck_assert_int_eq(waitpid(-1, NULL, WNOHANG), -1);
+	unsetenv("AWS_SHARED_CREDENTIALS_FILE");
+	unsetenv("AWS_CONFIG_FILE");
+	unlink(path);
+}
+END_TEST
+
+/* credential_process is split without a shell and without expanding
+ * anything (wordexp expanded $VARS, ~ and globs); container credentials
+ * go only where the AWS SDKs send them, and a token cannot add headers. */
+START_TEST(test_split_command)
+{
+	char **v;
+	size_t n;
+	const char *why;
+
+	ck_assert_int_eq(remote__s3_split_command("  a 'b c' \"d \\\" e\" f\\ g $HOME ~ *  ",
+						  &v, &n, &why), 0);
+	ck_assert_uint_eq(n, 7);
+	ck_assert_str_eq(v[0], "a");
+	ck_assert_str_eq(v[1], "b c");
+	ck_assert_str_eq(v[2], "d \" e");
+	ck_assert_str_eq(v[3], "f g");
+	ck_assert_str_eq(v[4], "$HOME");
+	ck_assert_str_eq(v[5], "~");
+	ck_assert_str_eq(v[6], "*");
+	ck_assert_ptr_null(v[7]);
+	remote__s3_argv_free(v);
+	ck_assert_int_eq(remote__s3_split_command("x'y'\"z\"", &v, &n, &why), 0);
+	ck_assert_uint_eq(n, 1);
+	ck_assert_str_eq(v[0], "xyz");
+	remote__s3_argv_free(v);
+	static const char *const bad[] = {"a | b", "a; b", "a > f", "$(x)", "`x`", "a 'b",
+					  "a \"b", "", "   ", "a & b", "a\nb"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ck_assert_msg(remote__s3_split_command(bad[i], &v, &n, &why) == -EINVAL && why,
+			      "accepted: %s", bad[i]);
+	/* quoted, they are just bytes */
+	ck_assert_int_eq(remote__s3_split_command("a '|;&' \"$(x)\"", &v, &n, &why), 0);
+	ck_assert_str_eq(v[1], "|;&");
+	ck_assert_str_eq(v[2], "$(x)");
+	remote__s3_argv_free(v);
+}
+END_TEST
+
+START_TEST(test_container_uri)
+{
+	static const char *const ok[] = {
+	    "http://127.0.0.1:8080/creds", "http://127.1.2.3/x", "http://localhost:9/c",
+	    "http://[::1]:80/c", "http://169.254.170.2/v2/creds", "http://169.254.170.23/v1",
+	    "http://[fd00:ec2::23]/v1", "https://creds.example.com/x", "HTTP://127.0.0.1/"};
+	static const char *const bad[] = {
+	    "http://10.0.0.1/creds", "http://169.254.169.254/latest", "http://example.com/c",
+	    "http://127.0.0.1.evil.com/c", "http://user@127.0.0.1/c", "http://[::2]/c",
+	    "ftp://127.0.0.1/c", "http://128.0.0.1/", "http://127.0.0.256/", "file:///etc/x",
+	    "http://localhost.evil/", "https://u@h/x"};
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++)
+		ck_assert_msg(remote__s3_container_uri_ok(ok[i]), "refused %s", ok[i]);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ck_assert_msg(!remote__s3_container_uri_ok(bad[i]), "accepted %s", bad[i]);
+}
+END_TEST
+
+/* Through remote_s3_create: the rules hold before any request is made. */
+START_TEST(test_container_and_process_rules)
+{
+	struct remote_s3 *s = NULL;
+	char err[256];
+	struct remote_s3_config cfg = {.bucket = "bkt"};
+
+	clear_aws_env();
+	setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent", 1);
+	setenv("AWS_CONFIG_FILE", "/nonexistent", 1);
+	setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://10.1.2.3:9/creds", 1);
+	ck_assert_int_eq(create(&cfg, &s, err), -EACCES);
+	ck_assert_msg(strstr(err, "loopback"), "%s", err);
+	setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://127.0.0.1:9/creds", 1);
+	setenv("AWS_CONTAINER_AUTHORIZATION_TOKEN", "tok\r\nX-Injected: 1", 1);
+	ck_assert_int_eq(create(&cfg, &s, err), -EACCES);
+	ck_assert_msg(strstr(err, "line break"), "%s", err);
+	ck_assert_msg(!strstr(err, "Injected"), "%s", err);
+	unsetenv("AWS_CONTAINER_AUTHORIZATION_TOKEN");
+	unsetenv("AWS_CONTAINER_CREDENTIALS_FULL_URI");
+
+	/* $HOME reaches the command as written */
+	char path[] = "/tmp/coordfs-cred-XXXXXX";
+	int fd = mkstemp(path);
+	ck_assert_int_ge(fd, 0);
+	const char *ini = "[default]\ncredential_process = printf "
+			  "'{\"Version\":1,\"AccessKeyId\":\"%s\",\"SecretAccessKey\":\"s\"}' $HOME\n";
+	ck_assert_int_eq(write(fd, ini, strlen(ini)), (ssize_t)strlen(ini));
+	close(fd);
+	setenv("AWS_SHARED_CREDENTIALS_FILE", path, 1);
+	setenv("HOME", "/expanded", 1);
+	ck_assert_msg(create(&cfg, &s, err) == 0, "%s", err);
+	struct s3_creds cr;
+	ck_assert_int_eq(remote__s3_cred_get(s->cred, &cr), 0);
+	ck_assert_str_eq(cr.access_key, "$HOME");
+	destroy(s);
+	unsetenv("AWS_SHARED_CREDENTIALS_FILE");
+	unsetenv("AWS_CONFIG_FILE");
+	unlink(path);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("s3");
@@ -815,6 +971,10 @@ int main(void)
 	tcase_add_test(tc, test_pool_handles);
 	tcase_add_test(tc, test_create_urls);
 	tcase_add_test(tc, test_create_errors);
+	tcase_add_test(tc, test_credential_process_flood);
+	tcase_add_test(tc, test_split_command);
+	tcase_add_test(tc, test_container_uri);
+	tcase_add_test(tc, test_container_and_process_rules);
 	suite_add_tcase(s, tc);
 	return check_run(s);
 }

@@ -1,0 +1,349 @@
+# SPDX-License-Identifier: MIT
+"""coordfs over an S3 endpoint that misbehaves (s3_fixture.FakeS3).
+
+No radosgw: FakeS3 answers on loopback, anonymously (--no-sign-request),
+so each mount comes up in well under a second. Checks:
+
+- a stalled store (GETs taken, never answered): readers of stalled
+  objects get EIO within --source-timeout (plus the time to notice); 48
+  such readers at once leave FUSE threads free, so a cached file and
+  metadata are still served within a second; SIGTERM with stalled GETs in
+  flight unmounts within 5 s and the blocked readers get EIO, not a hang.
+- transient answers do not poison a file: 403 RequestTimeTooSkewed, 400
+  RequestTimeout and 401 fail that read with EIO and the next read (a
+  second later) succeeds; 400 ExpiredToken refreshes the (container)
+  credentials and the same read succeeds; only snapshot answers (404, an
+  object changed) are final: later reads fail without asking the store.
+- listings that never end: continuation tokens A, B, A, B fail the mount
+  with one line; endless pages of new keys and tokens fail it at
+  --list-timeout (also -o list_timeout=); the client's key and byte caps
+  stop such a listing with -EFBIG (s3_cli).
+- odd keys and ETags: a key over 1024 bytes and an ETag over 128 bytes
+  are skipped and counted (source.skipped_keys), the rest mounts; an
+  object listed with a weak ETag (W/"...") reads, compared as listed.
+- a shared credentials file readable by group or others mounts with one
+  warning saying so (as ssh does for keys); a 0600 one without.
+"""
+
+import errno
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import coordfs_test as ct	# noqa: E402
+import s3_fixture as s3f	# noqa: E402
+
+KIB = 1024
+
+
+def mount_fake(c, td, fake, opts=(), label=''):
+	"""Mount s3://fake at td.mnt from fake; True when it came up."""
+	env = dict(os.environ)
+	for k in list(env):
+		if k.startswith('AWS_'):
+			del env[k]
+	rc, _, err = ct.run_coordfs(['--endpoint=' + fake.endpoint, '--no-sign-request',
+				     '--log-file=' + os.path.join(td.root, 'log')] +
+				    list(opts) + ['s3://' + fake.bucket, td.mnt], env=env)
+	td.mount_stderr = err
+	return c.check(f'{label}mounts', rc == 0 and ct.is_mounted(td.mnt),
+		       f'rc={rc} {err.strip()}')
+
+
+READER = (
+	'import sys, time\n'
+	't0 = time.monotonic()\n'
+	'try:\n'
+	'    with open(sys.argv[1], "rb", buffering=0) as f:\n'
+	'        n = len(f.read())\n'
+	'    print("ok", n, time.monotonic() - t0)\n'
+	'except OSError as e:\n'
+	'    print("errno", e.errno, time.monotonic() - t0)\n'
+)
+
+
+class Reader:
+	"""A whole-file read in a child process (a read blocked in the daemon
+	cannot block the test), timed by the child itself."""
+
+	def __init__(self, path):
+		self.out = tempfile.TemporaryFile(mode='w+')
+		self.proc = subprocess.Popen([sys.executable, '-c', READER, path],
+					     stdin=subprocess.DEVNULL, stdout=self.out,
+					     stderr=subprocess.STDOUT, text=True)
+
+	def result(self, timeout):
+		"""('ok', size, secs), ('errno', n, secs) or ('timeout', None, None)."""
+		try:
+			self.proc.wait(timeout=timeout)
+		except subprocess.TimeoutExpired:
+			return ('timeout', None, None)
+		self.out.seek(0)
+		parts = self.out.read().split()
+		if len(parts) == 3 and parts[0] in ('ok', 'errno'):
+			return (parts[0], int(parts[1]), float(parts[2]))
+		return ('error', self.proc.returncode, ' '.join(parts))
+
+	def reap(self):
+		"""Wait for a child left blocked (the mount is torn down by then)."""
+		if self.proc.poll() is None:
+			self.proc.kill()
+			try:
+				self.proc.wait(timeout=5)
+			except subprocess.TimeoutExpired:
+				pass
+		self.out.close()
+
+
+def timed(fn):
+	t0 = time.monotonic()
+	try:
+		fn()
+		return 'ok', time.monotonic() - t0
+	except OSError as e:
+		return errno.errorcode.get(e.errno, str(e.errno)), time.monotonic() - t0
+
+
+def read_timed_in_child(path, limit):
+	r = Reader(path)
+	res = r.result(limit)
+	r.reap()
+	return res
+
+
+def test_stalled_store(c):
+	objs = {'cached.bin': os.urandom(100 * KIB)}
+	for i in range(48):
+		objs[f'slow/{i:02d}.bin'] = os.urandom(10 * KIB)
+	objs['other/fresh.bin'] = os.urandom(5 * KIB)
+	with s3f.FakeS3(objs) as fake, ct.TempDirs() as td:
+		if not mount_fake(c, td, fake, ['--source-timeout=3', '--no-kernel-cache'],
+				  'stalled store: '):
+			return
+		mnt = td.mnt
+		res = read_timed_in_child(os.path.join(mnt, 'cached.bin'), 20)
+		c.eq('cached.bin reads while the store answers', res[:2], ('ok', 100 * KIB))
+		fake.stall('slow/')
+		readers = [Reader(os.path.join(mnt, f'slow/{i:02d}.bin')) for i in range(48)]
+		time.sleep(1.5)  # all 48 now wait on the store (or were refused)
+		res = read_timed_in_child(os.path.join(mnt, 'cached.bin'), 20)
+		c.check('a cached file reads within 1 s while 48 reads stall',
+			res[0] == 'ok' and res[1] == 100 * KIB and res[2] < 1.0, f'{res}')
+		st, took = timed(lambda: os.stat(os.path.join(mnt, 'other/fresh.bin')))
+		c.check('metadata is served within 1 s meanwhile', st == 'ok' and took < 1.0,
+			f'{st} after {took:.2f}s')
+		st, took = timed(lambda: os.listdir(os.path.join(mnt, 'slow')))
+		c.check('a directory lists within 1 s meanwhile', st == 'ok' and took < 1.0,
+			f'{st} after {took:.2f}s')
+		results = [r.result(30) for r in readers]
+		kinds = sorted({(r[0], r[1]) for r in results})
+		c.eq('every stalled read fails with EIO', kinds, [('errno', errno.EIO)])
+		worst = max((r[2] for r in results if r[2] is not None), default=None)
+		c.check('... within --source-timeout=3 plus 3 s', worst is not None and worst <= 6.0,
+			f'slowest {worst}')
+		for r in readers:
+			r.reap()
+
+		# SIGTERM with GETs in flight, the default --source-timeout (60 s):
+		# only cancelling them lets the daemon go within 5 s.
+		ct.force_unmount(mnt)
+		if not mount_fake(c, td, fake, ['--no-kernel-cache'], 'SIGTERM: '):
+			return
+		pids = ct.find_daemon_pids(mnt)
+		readers = [Reader(os.path.join(mnt, f'slow/{i:02d}.bin')) for i in range(8)]
+		ct.wait_until(lambda: fake.gets('slow/') >= 8, 10)
+		time.sleep(0.5)
+		t0 = time.monotonic()
+		for pid in pids:
+			os.kill(pid, signal.SIGTERM)
+		gone = ct.wait_until(lambda: not any(ct.pid_alive(p) for p in pids), 5.0)
+		c.check('SIGTERM: the daemon exits within 5 s with stalled GETs in flight', gone,
+			f'still alive after {time.monotonic() - t0:.1f}s')
+		c.check('SIGTERM: unmounted', ct.wait_until(lambda: not ct.is_mounted(mnt), 2.0))
+		results = [r.result(5) for r in readers]
+		c.check('SIGTERM: blocked readers get an error, not a hang',
+			all(r[0] == 'errno' for r in results), f'{results}')
+		# EIO from the daemon, ECONNABORTED when the kernel ends the
+		# request as the mount goes away, ENOTCONN for a late open
+		c.check('SIGTERM: ... EIO, ECONNABORTED or ENOTCONN',
+			all(r[1] in (errno.EIO, errno.ECONNABORTED, errno.ENOTCONN)
+			    for r in results), f'{results}')
+		for r in readers:
+			r.reap()
+
+
+def mount_fake_creds(c, td, fake, cs, opts=(), label=''):
+	"""Mount with temporary container credentials from cs (FakeCredServer)."""
+	env = {k: v for k, v in os.environ.items() if not k.startswith('AWS_')}
+	env.update(AWS_CONTAINER_CREDENTIALS_FULL_URI=cs.container_uri,
+		   AWS_CONTAINER_AUTHORIZATION_TOKEN=cs.auth_token,
+		   AWS_EC2_METADATA_DISABLED='true')
+	rc, _, err = ct.run_coordfs(['--endpoint=' + fake.endpoint,
+				     '--log-file=' + os.path.join(td.root, 'log')] +
+				    list(opts) + ['s3://' + fake.bucket, td.mnt], env=env)
+	return c.check(f'{label}mounts', rc == 0 and ct.is_mounted(td.mnt),
+		       f'rc={rc} {err.strip()}')
+
+
+def test_transient_answers(c):
+	objs = {f'{n}.bin': os.urandom(20 * KIB) for n in
+		('skewed', 'timeout', 'unauth', 'expired', 'gone', 'changed')}
+	with s3f.FakeS3(objs) as fake, s3f.FakeCredServer('AKFAKE', 'secret', ttl_s=3600,
+							   token='tok') as cs, ct.TempDirs() as td:
+		if not mount_fake_creds(c, td, fake, cs, ['--no-kernel-cache'], 'transient: '):
+			return
+		mnt = td.mnt
+		for name, status, code in (('skewed', 403, 'RequestTimeTooSkewed'),
+					   ('timeout', 400, 'RequestTimeout'),
+					   ('unauth', 401, 'Unauthorized')):
+			fake.fail_next(f'{name}.bin', status, code)
+			res = read_timed_in_child(os.path.join(mnt, f'{name}.bin'), 20)
+			c.eq(f'{status} {code}: this read fails with EIO', res[:2],
+			     ('errno', errno.EIO))
+			time.sleep(1.2)
+			res = read_timed_in_child(os.path.join(mnt, f'{name}.bin'), 20)
+			c.eq(f'{status} {code}: the next read succeeds', res[:2], ('ok', 20 * KIB))
+			with open(os.path.join(mnt, f'{name}.bin'), 'rb') as f:
+				c.check(f'{status} {code}: ... with the right bytes',
+					f.read() == objs[f'{name}.bin'])
+		before = cs.fetches
+		fake.fail_next('expired.bin', 400, 'ExpiredToken')
+		res = read_timed_in_child(os.path.join(mnt, 'expired.bin'), 20)
+		c.eq('400 ExpiredToken: the read succeeds after one refresh', res[:2],
+		     ('ok', 20 * KIB))
+		c.eq('... which fetched credentials once', cs.fetches - before, 1)
+		# snapshot answers are final
+		del fake.objects['gone.bin']
+		fake.objects['changed.bin'] = os.urandom(20 * KIB)
+		for name in ('gone', 'changed'):
+			res = read_timed_in_child(os.path.join(mnt, f'{name}.bin'), 20)
+			c.eq(f'{name}: EIO', res[:2], ('errno', errno.EIO))
+			n = fake.gets(f'{name}.bin')
+			time.sleep(1.2)
+			res = read_timed_in_child(os.path.join(mnt, f'{name}.bin'), 20)
+			c.eq(f'{name}: still EIO later', res[:2], ('errno', errno.EIO))
+			c.eq(f'{name}: ... without asking the store again', fake.gets(f'{name}.bin'), n)
+
+
+def test_endless_listings(c):
+	objs = {'a.bin': b'a' * 100}
+	with s3f.FakeS3(objs, mode='list_alternating_tokens') as fake, ct.TempDirs() as td:
+		t0 = time.monotonic()
+		ok = mount_fake_quiet(td, fake)
+		took = time.monotonic() - t0
+		c.check('tokens A, B, A, B: the mount fails', ok[0] not in (0, None), f'{ok}')
+		c.check('... within 10 s', took < 10, f'{took:.1f}s')
+		c.check('... with one line naming the repeated token',
+			'repeats its continuation token' in ok[1] and len(ok[1].strip().splitlines()) == 1,
+			ok[1])
+		c.check('... nothing mounted', not ct.is_mounted(td.mnt))
+	with s3f.FakeS3(objs, mode='list_endless') as fake, ct.TempDirs() as td:
+		for opt in (['--list-timeout=3'], ['-o', 'list_timeout=3']):
+			t0 = time.monotonic()
+			ok = mount_fake_quiet(td, fake, opt)
+			took = time.monotonic() - t0
+			c.check(f'endless pages, {" ".join(opt)}: the mount fails',
+				ok[0] not in (0, None), f'{ok}')
+			c.check('... after 3 s, within 8 s', 3 <= took < 8, f'{took:.1f}s')
+			c.check('... with one line naming --list-timeout',
+				'--list-timeout' in ok[1] and len(ok[1].strip().splitlines()) == 1, ok[1])
+			c.check('... nothing mounted', not ct.is_mounted(td.mnt))
+		cli = os.path.join(os.environ['COORDFS_BUILD_DIR'], 'tests', 'unit', 's3_cli')
+		env = {k: v for k, v in os.environ.items() if not k.startswith('AWS_')}
+		for cap in ('--list-max-keys=20000', '--list-max-bytes=1000000'):
+			t0 = time.monotonic()
+			p = subprocess.run([cli, '--endpoint=' + fake.endpoint, '--no-sign', cap, 'fake'],
+					   input='list 1\nlist 4\nquit\n', capture_output=True, text=True,
+					   env=env, timeout=60)
+			lines = p.stdout.splitlines()
+			c.check(f'endless pages, client {cap}: -EFBIG for flat and parallel listings',
+				len(lines) >= 3 and all(ln.startswith(f'err -{errno.EFBIG} ')
+							 for ln in lines[1:3]), p.stdout[:500])
+			c.check('... quickly', time.monotonic() - t0 < 20)
+
+
+def test_odd_keys_and_etags(c):
+	long_key = ('d' * 200 + '/') * 6 + 'f.bin'  # 1211 bytes, components of 200
+	objs = {'ok/a.bin': os.urandom(3000), long_key: b'long', 'odd/big-etag.bin': b'big',
+		'odd/weak.bin': os.urandom(5000)}
+	with s3f.FakeS3(objs) as fake, ct.TempDirs() as td:
+		fake.etags['odd/big-etag.bin'] = '"' + 'e' * 200 + '"'
+		fake.etags['odd/weak.bin'] = 'W/"5eb63bbbe01eeed093cb22bb8f5acdc3"'
+		if not mount_fake(c, td, fake, ['--no-kernel-cache'], 'odd keys: '):
+			return
+		mnt = td.mnt
+		c.eq('odd keys: the usable keys are listed', sorted(os.listdir(os.path.join(mnt, 'odd'))),
+		     ['weak.bin'])
+		c.check('odd keys: the long key is left out', not os.path.exists(os.path.join(mnt, 'd' * 200)))
+		c.eq('odd keys: both counted in source.skipped_keys',
+		     ct.stats(mnt)['source']['skipped_keys'], 2)
+		with open(os.path.join(mnt, 'ok/a.bin'), 'rb') as f:
+			c.check('odd keys: an ordinary file reads', f.read() == objs['ok/a.bin'])
+		res = read_timed_in_child(os.path.join(mnt, 'odd/weak.bin'), 20)
+		c.eq('weak ETag: the file reads', res[:2], ('ok', 5000))
+		with open(os.path.join(mnt, 'odd/weak.bin'), 'rb') as f:
+			c.check('weak ETag: ... the right bytes', f.read() == objs['odd/weak.bin'])
+		with fake.lock:
+			hdrs = [h for (m, path, _), h in zip(fake.requests, fake.headers)
+				if 'weak.bin' in path]
+		c.check('weak ETag: no If-Match sent (it could never match)',
+			hdrs and all('if-match' not in h for h in hdrs), hdrs[:1])
+
+
+def test_open_credentials_file(c):
+	objs = {'a.bin': b'a' * 100}
+	with s3f.FakeS3(objs) as fake:
+		for mode, warned in ((0o644, True), (0o640, True), (0o600, False)):
+			with ct.TempDirs() as td:
+				cred = os.path.join(td.root, 'credentials')
+				with open(cred, 'w') as f:
+					f.write('[default]\naws_access_key_id = AKFAKE\n'
+						'aws_secret_access_key = fake-secret\n')
+				os.chmod(cred, mode)
+				env = {k: v for k, v in os.environ.items() if not k.startswith('AWS_')}
+				env.update(AWS_SHARED_CREDENTIALS_FILE=cred, AWS_CONFIG_FILE='/nonexistent',
+					   AWS_EC2_METADATA_DISABLED='true')
+				log = os.path.join(td.root, 'log')
+				rc, _, err = ct.run_coordfs(['--endpoint=' + fake.endpoint,
+							     '--log-file=' + log,
+							     's3://' + fake.bucket, td.mnt], env=env)
+				c.check(f'credentials file {mode:04o}: mounts',
+					rc == 0 and ct.is_mounted(td.mnt), err)
+				lines = [ln for ln in err.splitlines() if 'readable by' in ln]
+				if warned:
+					c.eq(f'credentials file {mode:04o}: one warning', len(lines), 1)
+					c.check('... naming the file and the fix',
+						lines and cred in lines[0] and 'chmod 600' in lines[0], lines)
+					c.check('... never the secret', 'fake-secret' not in err)
+				else:
+					c.eq(f'credentials file {mode:04o}: no warning', lines, [])
+				with open(log, errors='replace') as f:
+					c.eq(f'credentials file {mode:04o}: the daemon does not warn again',
+					     sum('readable by' in ln for ln in f), 0)
+
+
+def mount_fake_quiet(td, fake, opts=()):
+	"""Try to mount s3://fake; (rc, stderr)."""
+	env = {k: v for k, v in os.environ.items() if not k.startswith('AWS_')}
+	rc, _, err = ct.run_coordfs(['--endpoint=' + fake.endpoint, '--no-sign-request'] +
+				    list(opts) + ['s3://' + fake.bucket, td.mnt], env=env, timeout=30)
+	return rc, err
+
+
+def main():
+	c = ct.Checker('test_s3_hostile', timeout=240)
+	c.group(test_stalled_store, c)
+	c.group(test_transient_answers, c)
+	c.group(test_endless_listings, c)
+	c.group(test_odd_keys_and_etags, c)
+	c.group(test_open_credentials_file, c)
+	c.finish()
+
+
+if __name__ == '__main__':
+	sys.exit(main())
