@@ -21,6 +21,9 @@ so each mount comes up in well under a second. Checks:
 - odd keys and ETags: a key over 1024 bytes and an ETag over 128 bytes
   are skipped and counted (source.skipped_keys), the rest mounts; an
   object listed with a weak ETag (W/"...") reads, compared as listed.
+- a store that lists but refuses signed GETs (SignatureDoesNotMatch,
+  AccessDenied) fails the mount with one line naming the code, instead
+  of EIO on every read; a probe that meets anything else mounts.
 - a shared credentials file readable by group or others mounts with one
   warning saying so (as ssh does for keys); a 0600 one without.
 """
@@ -327,6 +330,28 @@ def test_open_credentials_file(c):
 					     sum('readable by' in ln for ln in f), 0)
 
 
+def test_signed_get_probe(c):
+	objs = {'a/first.bin': os.urandom(100), 'b/second.bin': os.urandom(100)}
+	with s3f.FakeS3(objs) as fake:
+		for status, code in ((403, 'SignatureDoesNotMatch'), (403, 'AccessDenied')):
+			fake.fail_next('a/first.bin', status, code)
+			with ct.TempDirs() as td:
+				rc, err = mount_fake_quiet(td, fake)
+				c.check(f'GET refused ({code}): the mount fails', rc not in (0, None),
+					f'rc={rc}')
+				c.check(f'... with one line naming {code}',
+					code in err and len(err.strip().splitlines()) == 1, err)
+				c.check('... nothing mounted', not ct.is_mounted(td.mnt))
+		# a passing failure of the probe is no verdict: the mount goes on
+		fake.fail_next('a/first.bin', 503, 'SlowDown', n=7)
+		with ct.TempDirs() as td:
+			rc, err = mount_fake_quiet(td, fake, ['--no-kernel-cache'])
+			c.check('probe meets 503s: mounts anyway', rc == 0 and ct.is_mounted(td.mnt), err)
+			if rc == 0:
+				with open(os.path.join(td.mnt, 'b/second.bin'), 'rb') as f:
+					c.check('... and reads', f.read() == objs['b/second.bin'])
+
+
 def mount_fake_quiet(td, fake, opts=()):
 	"""Try to mount s3://fake; (rc, stderr)."""
 	env = {k: v for k, v in os.environ.items() if not k.startswith('AWS_')}
@@ -342,6 +367,7 @@ def main():
 	c.group(test_endless_listings, c)
 	c.group(test_odd_keys_and_etags, c)
 	c.group(test_open_credentials_file, c)
+	c.group(test_signed_get_probe, c)
 	c.finish()
 
 
