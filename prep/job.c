@@ -20,7 +20,16 @@
 
 static const char job_var[] = "COORDFS_JOB=";
 
-/* Read up to max bytes of a /proc file into a malloc'd buffer. */
+/* Zero, then free, a buffer that held another process's environment
+ * (read as root: other users' secrets). */
+static void free_wiped(char *buf, size_t cap)
+{
+	explicit_bzero(buf, cap);
+	free(buf);
+}
+
+/* Read up to max bytes of a /proc file into a malloc'd buffer (grown by
+ * copy, each old block wiped: no copy of it is left unwiped on the heap). */
 static int read_proc(pid_t pid, const char *what, size_t max, char **out, size_t *outlen)
 {
 	char path[64];
@@ -34,7 +43,7 @@ static int read_proc(pid_t pid, const char *what, size_t max, char **out, size_t
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
 		int e = errno;
-		free(buf);
+		free_wiped(buf, cap + 1);
 		return e == ENOENT ? -ESRCH : -e;
 	}
 	for (;;) {
@@ -42,12 +51,14 @@ static int read_proc(pid_t pid, const char *what, size_t max, char **out, size_t
 			if (cap >= max)
 				break;
 			size_t ncap = cap * 2 > max ? max : cap * 2;
-			char *nb = realloc(buf, ncap + 1);
+			char *nb = malloc(ncap + 1);
 			if (!nb) {
-				free(buf);
+				free_wiped(buf, cap + 1);
 				close(fd);
 				return -ENOMEM;
 			}
+			memcpy(nb, buf, len);
+			free_wiped(buf, cap + 1);
 			buf = nb;
 			cap = ncap;
 		}
@@ -56,7 +67,7 @@ static int read_proc(pid_t pid, const char *what, size_t max, char **out, size_t
 			if (errno == EINTR)
 				continue;
 			int e = errno;
-			free(buf);
+			free_wiped(buf, cap + 1);
 			close(fd);
 			return e == ESRCH ? -ESRCH : -e;
 		}
@@ -98,7 +109,7 @@ static int job_from_environ(pid_t pid, char *out, size_t outlen)
 		}
 		i += elen + 1;
 	}
-	free(env);
+	free_wiped(env, len + 1);
 	return rc;
 }
 
