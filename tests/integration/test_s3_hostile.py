@@ -21,6 +21,8 @@ so each mount comes up in well under a second. Checks:
 - odd keys and ETags: a key over 1024 bytes and an ETag over 128 bytes
   are skipped and counted (source.skipped_keys), the rest mounts; an
   object listed with a weak ETag (W/"...") reads, compared as listed.
+- listed sizes no file can have (2^64-1, 2^63) are skipped and counted:
+  the next file's bytes are its own, through the mount and the peer port.
 - a store that lists but refuses signed GETs (SignatureDoesNotMatch,
   AccessDenied) fails the mount with one line naming the code, instead
   of EIO on every read; a probe that meets anything else mounts.
@@ -330,6 +332,34 @@ def test_open_credentials_file(c):
 					     sum('readable by' in ln for ln in f), 0)
 
 
+def test_impossible_sizes(c):
+	after = os.urandom(100)
+	objs = {'w': b'w' * 100, 'v': b'v' * 100, 'z/after.bin': after}
+	with s3f.FakeS3(objs) as fake, ct.TempDirs() as td:
+		fake.sizes['w'] = 2**64 - 1
+		fake.sizes['v'] = 2**63
+		port = ct.free_port()
+		if not mount_fake(c, td, fake, ['--no-kernel-cache', f'--peers=http://127.0.0.1:{port}',
+						 '--node=0'], 'impossible sizes: '):
+			return
+		mnt = td.mnt
+		c.eq('impossible sizes: w and v are left out', sorted(os.listdir(mnt)), ['z'])
+		c.eq('... and counted', ct.stats(mnt)['source']['skipped_keys'], 2)
+		import urllib.request
+		import urllib.error
+		for key in ('w', 'v'):
+			try:
+				urllib.request.urlopen(f'http://127.0.0.1:{port}/v1/files/{key}', timeout=10)
+				c.check(f'peer port: {key} is not served', False, 'served')
+			except urllib.error.HTTPError as e:
+				c.eq(f'peer port: {key} is not served', e.code, 404)
+		with urllib.request.urlopen(f'http://127.0.0.1:{port}/v1/files/z/after.bin',
+					    timeout=10) as r:
+			c.check('peer port: z/after.bin serves its own bytes', r.read() == after)
+		with open(os.path.join(mnt, 'z/after.bin'), 'rb') as f:
+			c.check('mount: z/after.bin reads its own bytes', f.read() == after)
+
+
 def test_signed_get_probe(c):
 	objs = {'a/first.bin': os.urandom(100), 'b/second.bin': os.urandom(100)}
 	with s3f.FakeS3(objs) as fake:
@@ -367,6 +397,7 @@ def main():
 	c.group(test_endless_listings, c)
 	c.group(test_odd_keys_and_etags, c)
 	c.group(test_open_credentials_file, c)
+	c.group(test_impossible_sizes, c)
 	c.group(test_signed_get_probe, c)
 	c.finish()
 
