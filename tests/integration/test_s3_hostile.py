@@ -8,7 +8,8 @@ so each mount comes up in well under a second. Checks:
   objects get EIO within --source-timeout (plus the time to notice); 48
   such readers at once leave FUSE threads free, so a cached file and
   metadata are still served within a second; SIGTERM with stalled GETs in
-  flight unmounts within 5 s and the blocked readers get EIO, not a hang.
+  flight unmounts within 5 s and the blocked readers get EIO, not a hang;
+  so does fusermount3 -u with --prefill's GETs stalled.
 - transient answers do not poison a file: 403 RequestTimeTooSkewed, 400
   RequestTimeout and 401 fail that read with EIO and the next read (a
   second later) succeeds; 400 ExpiredToken refreshes the (container)
@@ -193,6 +194,23 @@ def mount_fake_creds(c, td, fake, cs, opts=(), label=''):
 				    list(opts) + ['s3://' + fake.bucket, td.mnt], env=env)
 	return c.check(f'{label}mounts', rc == 0 and ct.is_mounted(td.mnt),
 		       f'rc={rc} {err.strip()}')
+
+
+def test_unmount_with_stalled_prefill(c):
+	objs = {f'p/{i:02d}.bin': os.urandom(10 * KIB) for i in range(8)}
+	objs['a.bin'] = b'a' * 10  # the mount's probe GET: answered
+	with s3f.FakeS3(objs) as fake, ct.TempDirs() as td:
+		fake.stall('p/')
+		if not mount_fake(c, td, fake, ['--prefill'], 'stalled prefill: '):
+			return
+		pids = ct.find_daemon_pids(td.mnt)
+		c.check('prefill GETs are in flight', ct.wait_until(lambda: fake.gets('p/') >= 4, 20),
+			f'{fake.gets("p/")} GETs')
+		t0 = time.monotonic()
+		subprocess.run(['fusermount3', '-u', td.mnt], capture_output=True, timeout=10)
+		gone = ct.wait_until(lambda: not any(ct.pid_alive(p) for p in pids), 5.0)
+		c.check('fusermount3 -u: the daemon exits within 5 s', gone,
+			f'still alive after {time.monotonic() - t0:.1f}s')
 
 
 def test_transient_answers(c):
@@ -393,6 +411,7 @@ def mount_fake_quiet(td, fake, opts=()):
 def main():
 	c = ct.Checker('test_s3_hostile', timeout=240)
 	c.group(test_stalled_store, c)
+	c.group(test_unmount_with_stalled_prefill, c)
 	c.group(test_transient_answers, c)
 	c.group(test_endless_listings, c)
 	c.group(test_odd_keys_and_etags, c)
