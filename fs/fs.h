@@ -82,9 +82,10 @@ struct fs_ctx {
 
 /* FUSE threads of a session (main.c, prepmount.c), and how many of them
  * may wait on SOURCE at once: the rest always serve cache hits and
- * metadata. */
-#define FS_FUSE_THREADS 32
-#define FS_SOURCE_WAITERS 24
+ * metadata. 56 is above the S3 source's 64 connections less prefill's
+ * 24: a healthy store never makes a reader wait for a place. */
+#define FS_FUSE_THREADS 64
+#define FS_SOURCE_WAITERS 56
 
 /* The budget's allowance for I/O buffers (peer units, server responses). */
 #define FS_IO_MEM (64ULL << 20)

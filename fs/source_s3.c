@@ -37,6 +37,9 @@ struct s3_source {
 	struct remote_http *pool;
 	struct remote_s3 *s3;
 	uint64_t skipped;
+	/* the first non-empty object listed: the mount's signed GET probe */
+	char *probe_key, probe_etag[NS_MAX_ETAG + 1];
+	uint64_t probe_size;
 };
 
 static struct s3_source *s3_of(struct fs_source *src)
@@ -80,11 +83,24 @@ static int s3_connect(struct s3_source *ss, char *err, size_t errlen)
 _Static_assert(NS_MAX_ETAG == REMOTE_S3_MAX_ETAG && NS_MAX_ETAG == REMOTE_MAX_ETAG,
 	       "ETag limits differ");
 
+struct list_arg {
+	struct s3_source *ss;
+	struct ns_listing *l;
+};
+
 static int list_one(void *arg, const struct remote_s3_object *obj)
 {
+	struct list_arg *la = arg;
+	struct s3_source *ss = la->ss;
+
 	if (obj->unusable) /* skipped, logged and counted by ns_build */
-		return ns_listing_add_unusable(arg, obj->key, obj->key_len, obj->unusable);
-	return ns_listing_add(arg, obj->key, obj->key_len, obj->size, obj->etag, obj->mtime_ns);
+		return ns_listing_add_unusable(la->l, obj->key, obj->key_len, obj->unusable);
+	if (!ss->probe_key && obj->size > 0 && obj->etag[0] && !memchr(obj->key, '\0', obj->key_len)) {
+		ss->probe_key = strndup(obj->key, obj->key_len);
+		snprintf(ss->probe_etag, sizeof(ss->probe_etag), "%s", obj->etag);
+		ss->probe_size = obj->size;
+	}
+	return ns_listing_add(la->l, obj->key, obj->key_len, obj->size, obj->etag, obj->mtime_ns);
 }
 
 static int s3_build_ns(struct fs_source *src, struct ns *ns, uint64_t chunk_size, char *err,
@@ -100,8 +116,16 @@ static int s3_build_ns(struct fs_source *src, struct ns *ns, uint64_t chunk_size
 		snprintf(err, errlen, "out of memory");
 		goto out;
 	}
-	rc = remote_s3_list(ss->s3, S3_LIST_PARALLEL, list_one, l, err, errlen);
+	struct list_arg la = {ss, l};
+	rc = remote_s3_list(ss->s3, S3_LIST_PARALLEL, list_one, &la, err, errlen);
 	if (rc < 0)
+		goto out;
+	/* The listing proved the credentials can list; reads are GETs, with
+	 * other headers signed: a refusal now is one line, not EIO on every
+	 * read. */
+	if (ss->probe_key &&
+	    (rc = remote_s3_check_get(ss->s3, ss->probe_key, ss->probe_etag, ss->probe_size, err,
+				      errlen)) < 0)
 		goto out;
 	rc = ns_build(ns, l, chunk_size, &ss->owner, &ss->skipped, err, errlen);
 	if (rc == 0)
@@ -199,6 +223,7 @@ static void s3_destroy(struct fs_source *src)
 	struct s3_source *ss = s3_of(src);
 
 	s3_disconnect(ss);
+	free(ss->probe_key);
 	free(ss->url);
 	free(ss->bucket);
 	free(ss->prefix);

@@ -41,7 +41,16 @@ static const char *const job_vars[NVARS] = { "COORDFS_JOB=", "RANK=", "WORLD_SIZ
 					     "MASTER_ADDR=", "MASTER_PORT=" };
 #define VAR_MAX 96 /* bytes kept of each value */
 
-/* Read up to max bytes of a /proc file into a malloc'd buffer. */
+/* Zero, then free, a buffer that held another process's environment
+ * (read as root: other users' secrets). */
+static void free_wiped(char *buf, size_t cap)
+{
+	explicit_bzero(buf, cap);
+	free(buf);
+}
+
+/* Read up to max bytes of a /proc file into a malloc'd buffer (grown by
+ * copy, each old block wiped: no copy of it is left unwiped on the heap). */
 static int read_proc(pid_t pid, const char *what, size_t max, char **out, size_t *outlen)
 {
 	char path[64];
@@ -55,7 +64,7 @@ static int read_proc(pid_t pid, const char *what, size_t max, char **out, size_t
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
 		int e = errno;
-		free(buf);
+		free_wiped(buf, cap + 1);
 		return e == ENOENT ? -ESRCH : -e;
 	}
 	for (;;) {
@@ -65,14 +74,13 @@ static int read_proc(pid_t pid, const char *what, size_t max, char **out, size_t
 			size_t ncap = cap * 2 > max ? max : cap * 2;
 			/* not realloc: the old copy is wiped (environ holds secrets) */
 			char *nb = malloc(ncap + 1);
-			if (nb)
-				memcpy(nb, buf, len);
-			explicit_bzero(buf, len);
-			free(buf);
 			if (!nb) {
+				free_wiped(buf, cap + 1);
 				close(fd);
 				return -ENOMEM;
 			}
+			memcpy(nb, buf, len);
+			free_wiped(buf, cap + 1);
 			buf = nb;
 			cap = ncap;
 		}
@@ -81,8 +89,7 @@ static int read_proc(pid_t pid, const char *what, size_t max, char **out, size_t
 			if (errno == EINTR)
 				continue;
 			int e = errno;
-			explicit_bzero(buf, len);
-			free(buf);
+			free_wiped(buf, cap + 1);
 			close(fd);
 			return e == ESRCH ? -ESRCH : -e;
 		}
@@ -126,8 +133,7 @@ static int job_environ(pid_t pid, char vals[NVARS][VAR_MAX])
 		}
 		i += elen + 1;
 	}
-	explicit_bzero(env, len);
-	free(env);
+	free_wiped(env, len + 1);
 	return 0;
 }
 

@@ -94,15 +94,6 @@ struct xfer {
 
 #define STAT_ADD(c, field, v) atomic_fetch_add_explicit(&(c)->field, (v), memory_order_relaxed)
 
-int remote_global_init(void)
-{
-	return curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -EIO;
-}
-
-void remote_global_cleanup(void)
-{
-	curl_global_cleanup();
-}
 
 static int64_t now_ms(void)
 {

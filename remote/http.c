@@ -6,16 +6,30 @@
  * answers and TLS sessions. curl calls the share's lock callbacks around
  * every access to a shared cache; each kind of data has its own mutex.
  * Lock order: the pool's lock is a leaf, never held across a transfer.
+ *
+ * libcurl's global state is set up here too (remote_global_init), with
+ * allocators that wipe what they free: libcurl keeps its own copies of
+ * the credentials we give it (CURLOPT_USERNAME/PASSWORD, the header list
+ * holding x-amz-security-token) and frees them with its free callback,
+ * so every byte it frees is zeroed first. jansson, which parses the
+ * credential documents, gets the same free (json_set_alloc_funcs is
+ * process-global: its malloc stays malloc, so memory jansson allocated
+ * before the switch is freed correctly after it).
  */
 #include "remote/http.h"
 
 #include "common/deadline.h"
+#include "remote/remote.h"
 
 #include <curl/curl.h>
 #include <errno.h>
+#include <jansson.h>
+#include <malloc.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/random.h>
 #include <time.h>
 
@@ -23,6 +37,61 @@
 /* Connections one handle keeps (one host, plus spares for a redirect-free
  * endpoint change such as a credential server). */
 #define HANDLE_MAX_CONNECTS 4L
+
+/* ---- wiping allocators for libcurl and jansson ---- */
+
+static _Atomic uint64_t wiped_frees; /* remote__wiped_frees: for the test */
+
+static void wipe_free(void *p)
+{
+	if (!p)
+		return;
+	explicit_bzero(p, malloc_usable_size(p));
+	atomic_fetch_add_explicit(&wiped_frees, 1, memory_order_relaxed);
+	free(p);
+}
+
+/* Never leaves the old block behind unwiped: grow by copy. */
+static void *wipe_realloc(void *p, size_t n)
+{
+	if (!p)
+		return malloc(n);
+	size_t old = malloc_usable_size(p);
+	if (n <= old && n > 0)
+		return p;
+	void *q = malloc(n ? n : 1);
+	if (!q)
+		return NULL;
+	memcpy(q, p, old < n ? old : n);
+	wipe_free(p);
+	return q;
+}
+
+uint64_t remote__wiped_frees(void)
+{
+	return atomic_load_explicit(&wiped_frees, memory_order_relaxed);
+}
+
+static void set_jansson_free(void)
+{
+	json_set_alloc_funcs(malloc, wipe_free);
+}
+
+int remote_global_init(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+	pthread_once(&once, set_jansson_free);
+	return curl_global_init_mem(CURL_GLOBAL_DEFAULT, malloc, wipe_free, wipe_realloc, strdup,
+				    calloc) == CURLE_OK
+		   ? 0
+		   : -EIO;
+}
+
+void remote_global_cleanup(void)
+{
+	curl_global_cleanup();
+}
 
 struct remote_http {
 	CURLSH *share;

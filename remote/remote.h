@@ -204,9 +204,12 @@ struct remote_client_stats {
 
 /* libcurl's global state (curl_global_init/cleanup, counted: every
  * successful init is paired with one cleanup, after its user is gone).
- * init: 0/-EIO. */
+ * init: 0/-EIO. It installs allocators that zero every block libcurl and
+ * jansson free (their copies of credentials), process-wide. */
 int remote_global_init(void);
 void remote_global_cleanup(void);
+/* Blocks wiped so far by those allocators (for the tests). */
+uint64_t remote__wiped_frees(void);
 
 /* peers must outlive the client. secret may be NULL; cfg may be NULL.
  * 0 and *out, or -ENOMEM/-EIO. */

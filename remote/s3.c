@@ -555,6 +555,13 @@ static bool token_expired(const char *code)
 	return !strcmp(code, "ExpiredToken") || !strcmp(code, "TokenRefreshRequired");
 }
 
+/* The answer behind this thread's last failed GET, for remote_s3_check_get. */
+static _Thread_local struct {
+	long status;
+	char code[64];
+	bool quiet; /* the caller reports a 401/403 itself, in one line */
+} last_refusal;
+
 ssize_t remote_s3_get(struct remote_s3 *s, const char *key, const char *etag, uint64_t size,
 		      uint64_t off, size_t len, void *buf)
 {
@@ -694,12 +701,15 @@ ssize_t remote_s3_get_by(struct remote_s3 *s, const char *key, const char *etag,
 			refreshed = true;
 			continue;
 		}
-		log_err("s3://%s/%s%s: HTTP %ld%s%s%s%s", s->bucket, s->prefix, key, x->status,
-			code[0] ? " (" : "", code, code[0] ? ")" : "",
-			x->status == 412   ? ": the object changed since it was listed"
-			: x->status == 403 ? ": access denied"
-			: x->status == 404 ? ": the object is gone"
-					   : "");
+		last_refusal.status = x->status;
+		snprintf(last_refusal.code, sizeof(last_refusal.code), "%s", code);
+		if (!(last_refusal.quiet && (x->status == 401 || x->status == 403)))
+			log_err("s3://%s/%s%s: HTTP %ld%s%s%s%s", s->bucket, s->prefix, key,
+				x->status, code[0] ? " (" : "", code, code[0] ? ")" : "",
+				x->status == 412   ? ": the object changed since it was listed"
+				: x->status == 403 ? ": access denied"
+				: x->status == 404 ? ": the object is gone"
+						   : "");
 		/* 5xx through every retry is the endpoint's state, not the
 		 * object's. Only 412 and 404 speak of the snapshot; any other
 		 * answer (400 RequestTimeout, 403 RequestTimeTooSkewed, 401) may
@@ -715,6 +725,37 @@ out:
 	strbuf_fini(&url);
 	free(x);
 	return ret;
+}
+
+int remote_s3_check_get(struct remote_s3 *s, const char *key, const char *etag, uint64_t size,
+			char *err, size_t errlen)
+{
+	char byte;
+
+	if (size == 0)
+		return 0;
+	last_refusal.status = 0;
+	last_refusal.code[0] = '\0';
+	last_refusal.quiet = true;
+	ssize_t n = remote_s3_get(s, key, etag, size, 0, 1, &byte);
+	last_refusal.quiet = false;
+	if (n == 1)
+		return 0;
+	if (last_refusal.status == 401 || last_refusal.status == 403) {
+		const char *code = last_refusal.code[0] ? last_refusal.code : "HTTP 403";
+		remote__s3_set_err(err, errlen,
+			"s3://%s/%s%s: a signed GET is refused (%s)%s", s->bucket, s->prefix, key,
+			code,
+			!strcmp(code, "SignatureDoesNotMatch")
+			    ? ": the store computes another signature (a proxy rewriting requests, "
+			      "or a libcurl that ignores x-amz-content-sha256)"
+			    : ": every read would fail; check the credentials and the bucket's "
+			      "policy for GetObject");
+		return -EACCES;
+	}
+	/* anything else (the object changed, the store busy) is no
+	 * verdict on signing: reads will tell */
+	return 0;
 }
 
 void remote_s3_get_stats(struct remote_s3 *s, struct remote_s3_stats *out)

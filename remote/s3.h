@@ -127,6 +127,14 @@ ssize_t remote_s3_get(struct remote_s3 *s, const char *key, const char *etag, ui
 ssize_t remote_s3_get_by(struct remote_s3 *s, const char *key, const char *etag, uint64_t size,
 			 uint64_t off, size_t len, void *buf, int64_t deadline_ms);
 
+/* At mount, after the listing: one signed GET of the first byte of key (a
+ * listed object; nothing when size is 0), so that a store refusing GETs
+ * (a signature it computes differently, a policy without GetObject) says
+ * so in one line rather than EIO on every read. 0 (including any failure
+ * that is not a refusal), or -EACCES with err naming the S3 error code. */
+int remote_s3_check_get(struct remote_s3 *s, const char *key, const char *etag, uint64_t size,
+			char *err, size_t errlen);
+
 /* Stop s: requests in flight abort within about a second (curl's progress
  * callback), back-off sleeps end at once, and every later request fails
  * with -ECANCELED. For unmount: nothing waits on the store any more. */

@@ -459,7 +459,7 @@ class _FakeS3Handler(http.server.BaseHTTPRequestHandler):
 			out.append(f'<NextContinuationToken>{token}</NextContinuationToken>')
 		for k in keys:
 			out.append(f'<Contents><Key>{_xml_escape(k)}</Key>'
-				   f'<Size>{len(fs.objects[k])}</Size>'
+				   f'<Size>{fs.sizes.get(k, len(fs.objects[k]))}</Size>'
 				   f'<ETag>{_xml_escape(fs.etag(k), {chr(34): "&quot;"})}</ETag>'
 				   '<LastModified>2026-01-01T00:00:00.000Z</LastModified></Contents>')
 		out.append('</ListBucketResult>')
@@ -508,7 +508,8 @@ class FakeS3:
 	list_endless (1000 new keys and a new token on every page, forever). It checks no signature. tls=True: https with a fresh self-signed
 	certificate (ca_file; give it as AWS_CA_BUNDLE).
 	etags[key] = '...': the ETag listed and answered for key (weak ones,
-	oversized ones), instead of the quoted MD5.
+	oversized ones), instead of the quoted MD5; sizes[key] = N: the size
+	listed for it (a lie: GETs still serve the object's bytes).
 	fail_next(key, status, code, n=1): the next n GETs of key get that S3
 	error answer (403 RequestTimeTooSkewed, 400 ExpiredToken, ...).
 	stall(prefix): GETs of keys under prefix are taken and never answered
@@ -528,6 +529,7 @@ class FakeS3:
 		self.unstalled = threading.Event()
 		self.injected = {}
 		self.etags = {}
+		self.sizes = {}
 		self.tls = tls
 		self.ca_file = None
 		self._tmp = None

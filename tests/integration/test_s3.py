@@ -52,11 +52,18 @@ MIB = 1024 * KIB
 EIO = 5
 
 
+def is_mount_probe(e):
+	"""The one-byte GET a mount makes to check that signed GETs are accepted
+	(coordfs(1), SOURCE): not a read of the data."""
+	return e['method'] == 'GET' and e.get('range') == 'bytes=0-0'
+
+
 def obj_gets(proxy, prefix):
-	"""{key: number of object GETs} seen by the proxy under prefix."""
+	"""{key: number of object GETs} seen by the proxy under prefix, the
+	mount's probe left out (the tests read whole objects, never 1 byte)."""
 	counts = {}
 	for e in proxy.entries():
-		if e['method'] == 'GET' and e['key'].startswith(prefix):
+		if e['method'] == 'GET' and e['key'].startswith(prefix) and not is_mount_probe(e):
 			counts[e['key']] = counts.get(e['key'], 0) + 1
 	return counts
 
@@ -179,7 +186,10 @@ def test_o_forms_and_anonymous(c, rgw):
 		for key, data in objs.items():
 			c.eq(f'anonymous read of {key}', ct.read_bytes(os.path.join(d.mnt, key[4:])), data)
 		signed = [e for e in px.entries() if e['key'].startswith('pub/')]
-		c.check('object GETs went through the proxy', len(signed) == len(objs), str(signed))
+		probes = [e for e in signed if is_mount_probe(e)]
+		c.eq('one probe GET at mount', len(probes), 1)
+		c.check('object GETs went through the proxy',
+			len(signed) - len(probes) == len(objs), str(signed))
 	with s3f.S3Proxy(rgw.endpoint) as px, ct.TempDirs() as d:
 		rc, out, err = ct.run_coordfs(['s3://creds', d.mnt, '-o',
 					       f'endpoint={px.endpoint},profile=nosuch'], env=anon)

@@ -5,10 +5,11 @@ No radosgw: FakeS3 answers on loopback, anonymously (--no-sign-request),
 so each mount comes up in well under a second. Checks:
 
 - a stalled store (GETs taken, never answered): readers of stalled
-  objects get EIO within --source-timeout (plus the time to notice); 48
+  objects get EIO within --source-timeout (plus the time to notice); 70
   such readers at once leave FUSE threads free, so a cached file and
   metadata are still served within a second; SIGTERM with stalled GETs in
-  flight unmounts within 5 s and the blocked readers get EIO, not a hang.
+  flight unmounts within 5 s and the blocked readers get EIO, not a hang;
+  so does fusermount3 -u with --prefill's GETs stalled.
 - transient answers do not poison a file: 403 RequestTimeTooSkewed, 400
   RequestTimeout and 401 fail that read with EIO and the next read (a
   second later) succeeds; 400 ExpiredToken refreshes the (container)
@@ -21,6 +22,11 @@ so each mount comes up in well under a second. Checks:
 - odd keys and ETags: a key over 1024 bytes and an ETag over 128 bytes
   are skipped and counted (source.skipped_keys), the rest mounts; an
   object listed with a weak ETag (W/"...") reads, compared as listed.
+- listed sizes no file can have (2^64-1, 2^63) are skipped and counted:
+  the next file's bytes are its own, through the mount and the peer port.
+- a store that lists but refuses signed GETs (SignatureDoesNotMatch,
+  AccessDenied) fails the mount with one line naming the code, instead
+  of EIO on every read; a probe that meets anything else mounts.
 - a shared credentials file readable by group or others mounts with one
   warning saying so (as ssh does for keys); a 0600 one without.
 """
@@ -117,8 +123,9 @@ def read_timed_in_child(path, limit):
 
 
 def test_stalled_store(c):
+	# more stalled readers than may wait on the source (56 of 64 threads)
 	objs = {'cached.bin': os.urandom(100 * KIB)}
-	for i in range(48):
+	for i in range(70):
 		objs[f'slow/{i:02d}.bin'] = os.urandom(10 * KIB)
 	objs['other/fresh.bin'] = os.urandom(5 * KIB)
 	with s3f.FakeS3(objs) as fake, ct.TempDirs() as td:
@@ -129,10 +136,10 @@ def test_stalled_store(c):
 		res = read_timed_in_child(os.path.join(mnt, 'cached.bin'), 20)
 		c.eq('cached.bin reads while the store answers', res[:2], ('ok', 100 * KIB))
 		fake.stall('slow/')
-		readers = [Reader(os.path.join(mnt, f'slow/{i:02d}.bin')) for i in range(48)]
-		time.sleep(1.5)  # all 48 now wait on the store (or were refused)
+		readers = [Reader(os.path.join(mnt, f'slow/{i:02d}.bin')) for i in range(70)]
+		time.sleep(1.5)  # 56 now wait on the store, the rest were refused
 		res = read_timed_in_child(os.path.join(mnt, 'cached.bin'), 20)
-		c.check('a cached file reads within 1 s while 48 reads stall',
+		c.check('a cached file reads within 1 s while 70 reads stall',
 			res[0] == 'ok' and res[1] == 100 * KIB and res[2] < 1.0, f'{res}')
 		st, took = timed(lambda: os.stat(os.path.join(mnt, 'other/fresh.bin')))
 		c.check('metadata is served within 1 s meanwhile', st == 'ok' and took < 1.0,
@@ -188,6 +195,23 @@ def mount_fake_creds(c, td, fake, cs, opts=(), label=''):
 				    list(opts) + ['s3://' + fake.bucket, td.mnt], env=env)
 	return c.check(f'{label}mounts', rc == 0 and ct.is_mounted(td.mnt),
 		       f'rc={rc} {err.strip()}')
+
+
+def test_unmount_with_stalled_prefill(c):
+	objs = {f'p/{i:02d}.bin': os.urandom(10 * KIB) for i in range(8)}
+	objs['a.bin'] = b'a' * 10  # the mount's probe GET: answered
+	with s3f.FakeS3(objs) as fake, ct.TempDirs() as td:
+		fake.stall('p/')
+		if not mount_fake(c, td, fake, ['--prefill'], 'stalled prefill: '):
+			return
+		pids = ct.find_daemon_pids(td.mnt)
+		c.check('prefill GETs are in flight', ct.wait_until(lambda: fake.gets('p/') >= 4, 20),
+			f'{fake.gets("p/")} GETs')
+		t0 = time.monotonic()
+		subprocess.run(['fusermount3', '-u', td.mnt], capture_output=True, timeout=10)
+		gone = ct.wait_until(lambda: not any(ct.pid_alive(p) for p in pids), 5.0)
+		c.check('fusermount3 -u: the daemon exits within 5 s', gone,
+			f'still alive after {time.monotonic() - t0:.1f}s')
 
 
 def test_transient_answers(c):
@@ -327,6 +351,56 @@ def test_open_credentials_file(c):
 					     sum('readable by' in ln for ln in f), 0)
 
 
+def test_impossible_sizes(c):
+	after = os.urandom(100)
+	objs = {'w': b'w' * 100, 'v': b'v' * 100, 'z/after.bin': after}
+	with s3f.FakeS3(objs) as fake, ct.TempDirs() as td:
+		fake.sizes['w'] = 2**64 - 1
+		fake.sizes['v'] = 2**63
+		port = ct.free_port()
+		if not mount_fake(c, td, fake, ['--no-kernel-cache', f'--peers=http://127.0.0.1:{port}',
+						 '--node=0'], 'impossible sizes: '):
+			return
+		mnt = td.mnt
+		c.eq('impossible sizes: w and v are left out', sorted(os.listdir(mnt)), ['z'])
+		c.eq('... and counted', ct.stats(mnt)['source']['skipped_keys'], 2)
+		import urllib.request
+		import urllib.error
+		for key in ('w', 'v'):
+			try:
+				urllib.request.urlopen(f'http://127.0.0.1:{port}/v1/files/{key}', timeout=10)
+				c.check(f'peer port: {key} is not served', False, 'served')
+			except urllib.error.HTTPError as e:
+				c.eq(f'peer port: {key} is not served', e.code, 404)
+		with urllib.request.urlopen(f'http://127.0.0.1:{port}/v1/files/z/after.bin',
+					    timeout=10) as r:
+			c.check('peer port: z/after.bin serves its own bytes', r.read() == after)
+		with open(os.path.join(mnt, 'z/after.bin'), 'rb') as f:
+			c.check('mount: z/after.bin reads its own bytes', f.read() == after)
+
+
+def test_signed_get_probe(c):
+	objs = {'a/first.bin': os.urandom(100), 'b/second.bin': os.urandom(100)}
+	with s3f.FakeS3(objs) as fake:
+		for status, code in ((403, 'SignatureDoesNotMatch'), (403, 'AccessDenied')):
+			fake.fail_next('a/first.bin', status, code)
+			with ct.TempDirs() as td:
+				rc, err = mount_fake_quiet(td, fake)
+				c.check(f'GET refused ({code}): the mount fails', rc not in (0, None),
+					f'rc={rc}')
+				c.check(f'... with one line naming {code}',
+					code in err and len(err.strip().splitlines()) == 1, err)
+				c.check('... nothing mounted', not ct.is_mounted(td.mnt))
+		# a passing failure of the probe is no verdict: the mount goes on
+		fake.fail_next('a/first.bin', 503, 'SlowDown', n=7)
+		with ct.TempDirs() as td:
+			rc, err = mount_fake_quiet(td, fake, ['--no-kernel-cache'])
+			c.check('probe meets 503s: mounts anyway', rc == 0 and ct.is_mounted(td.mnt), err)
+			if rc == 0:
+				with open(os.path.join(td.mnt, 'b/second.bin'), 'rb') as f:
+					c.check('... and reads', f.read() == objs['b/second.bin'])
+
+
 def mount_fake_quiet(td, fake, opts=()):
 	"""Try to mount s3://fake; (rc, stderr)."""
 	env = {k: v for k, v in os.environ.items() if not k.startswith('AWS_')}
@@ -338,10 +412,13 @@ def mount_fake_quiet(td, fake, opts=()):
 def main():
 	c = ct.Checker('test_s3_hostile', timeout=240)
 	c.group(test_stalled_store, c)
+	c.group(test_unmount_with_stalled_prefill, c)
 	c.group(test_transient_answers, c)
 	c.group(test_endless_listings, c)
 	c.group(test_odd_keys_and_etags, c)
 	c.group(test_open_credentials_file, c)
+	c.group(test_impossible_sizes, c)
+	c.group(test_signed_get_probe, c)
 	c.finish()
 
 

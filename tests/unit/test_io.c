@@ -234,6 +234,28 @@ START_TEST(source_error_is_eio)
 }
 END_TEST
 
+/* A file whose unit count does not cover its size (a count wrapped to 0,
+ * its first unit the next file's) must not be served another file's
+ * bytes: a unit index past the file's own count is EIO. */
+START_TEST(unit_past_count_is_eio)
+{
+	struct rig r;
+	uint8_t buf[100];
+	const void *direct;
+
+	rig_init(&r, 64 * MIB, false, 64 * MIB);
+	read_checked(&r, r.small, NULL, 0, sizeof(buf)); /* small's unit now held */
+	struct ns_node *big = &r.fs.ns.nodes[r.large];
+	big->first = r.fs.ns.nodes[r.small].first;
+	big->count = 0;
+	ck_assert_int_eq(fs_read_file_handle(&r.fs, r.large, -1, NULL, NULL, 0, sizeof(buf), buf,
+					     &direct),
+			 -EIO);
+	ck_assert_int_eq(fs_prefill_unit(&r.fs, r.large, 0), -EINVAL);
+	rig_fini(&r);
+}
+END_TEST
+
 START_TEST(prefill_unit_admits_once)
 {
 	struct rig r;
@@ -355,6 +377,7 @@ int main(void)
 	tcase_add_test(tc, random_bypass_reads_no_more);
 	tcase_add_test(tc, no_window_without_budget_or_wish);
 	tcase_add_test(tc, source_error_is_eio);
+	tcase_add_test(tc, unit_past_count_is_eio);
 	tcase_add_test(tc, prefill_unit_admits_once);
 	tcase_add_test(tc, prefill_fills_everything_once);
 	tcase_add_test(tc, prefill_stops_at_full);

@@ -944,6 +944,35 @@ START_TEST(test_container_and_process_rules)
 }
 END_TEST
 
+/* What libcurl and jansson free is wiped first: their copies of the
+ * session token header, of the key and secret, and the parse tree of a
+ * credential document all go through the wiping free. */
+START_TEST(test_frees_are_wiped)
+{
+	uint64_t n0 = remote__wiped_frees();
+	struct curl_slist *h = curl_slist_append(NULL, "x-amz-security-token: SECRET-TOKEN");
+
+	ck_assert_ptr_nonnull(h);
+	curl_slist_free_all(h);
+	uint64_t n1 = remote__wiped_frees();
+	ck_assert_uint_ge(n1, n0 + 2); /* the node and its string */
+
+	CURL *e = curl_easy_init();
+	ck_assert_ptr_nonnull(e);
+	curl_easy_setopt(e, CURLOPT_USERNAME, "AKIDEXAMPLE");
+	curl_easy_setopt(e, CURLOPT_PASSWORD, "wJalrXUtnFEMI");
+	curl_easy_cleanup(e);
+	uint64_t n2 = remote__wiped_frees();
+	ck_assert_uint_ge(n2, n1 + 2);
+
+	struct s3_creds cr;
+	const char *doc = "{\"Version\":1,\"AccessKeyId\":\"AK\",\"SecretAccessKey\":\"SK\"}";
+	ck_assert_int_eq(remote__s3_cred_json(doc, strlen(doc), &cr), 0);
+	ck_assert_uint_gt(remote__wiped_frees(), n2); /* the parse tree */
+	explicit_bzero(&cr, sizeof(cr));
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("s3");
@@ -975,6 +1004,7 @@ int main(void)
 	tcase_add_test(tc, test_split_command);
 	tcase_add_test(tc, test_container_uri);
 	tcase_add_test(tc, test_container_and_process_rules);
+	tcase_add_test(tc, test_frees_are_wiped);
 	suite_add_tcase(s, tc);
 	return check_run(s);
 }
