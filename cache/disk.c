@@ -590,11 +590,11 @@ static void *writer_main(void *arg)
 				rc = -EIO;
 			/* One line: batches queued before this one fail too.
 			 * Only this thread sets full. */
-			if ((rc == -ENOSPC || rc == -EDQUOT) && !d->full)
+			if (rc != -ENOSPC && rc != -EDQUOT)
+				disable(d, "cannot write", rc);
+			else if (!d->full)
 				log_warn("disk cache %s: its file system is full; admitting no more",
 					 d->dir);
-			else
-				disable(d, "cannot write", rc);
 		}
 		pthread_mutex_lock(&d->lock);
 		if (rc == 0) {
