@@ -256,6 +256,29 @@ def test_chunk_read_once_from_disk(c):
 		ct.force_unmount(td.mnt)
 
 
+def test_option_errors(c):
+	"""Bad disk-tier options: one line, exit 1, nothing mounted."""
+	with ct.TempDirs() as td:
+		tier = os.path.join(td.root, 'tier')
+		cases = [
+			(['--disk-cache-size=1G'], '--disk-cache-size needs --disk-cache'),
+			([f'--disk-cache={tier}', '--disk-cache-size=lots'], "bad --disk-cache-size 'lots'"),
+			([f'--disk-cache={tier}', '--disk-cache-size=150%'], "bad --disk-cache-size '150%'"),
+		]
+		for args, want in cases:
+			rc, _, err = ct.run_coordfs(args + [td.src, td.mnt])
+			c.eq(f'{" ".join(args)}: exit 1', rc, 1)
+			c.check(f'{" ".join(args)}: says why in one line',
+				want in err and len(err.strip().splitlines()) == 1, err)
+			c.check(f'{" ".join(args)}: nothing mounted', not ct.is_mounted(td.mnt))
+		os.makedirs(os.path.join(td.root, 'open'), mode=0o755)
+		os.chmod(os.path.join(td.root, 'open'), 0o755)
+		rc, _, err = ct.run_coordfs([f'--disk-cache={os.path.join(td.root, "open")}',
+					     td.src, td.mnt])
+		c.check('a DIR others can read is refused', rc == 1 and 'mode 0700' in err, err)
+		c.check('and nothing is mounted', not ct.is_mounted(td.mnt))
+
+
 def test_sigkill_during_admission(c):
 	"""No memory cache: every unit goes to the tier's writer; SIGKILL at a
 	random moment, 20 times; then every file reads its bytes."""
@@ -396,6 +419,9 @@ def test_tier_device_errors(c):
 			rc, _, err = ct.run_coordfs(opts + [f'--log-file={logf}', td.src, td.mnt])
 			if not c.check('mounted on the loop device', rc == 0, err):
 				return
+			vfs = os.statvfs(lf.dir)
+			c.eq('--disk-cache-size defaults to 50% of DIR\'s file system',
+			     ct.disk_stats(td.mnt)['capacity_bytes'], vfs.f_blocks * vfs.f_frsize // 2)
 			ct.epoch(c, 'before the errors', td.mnt, files)
 			ct.disk_settle(c, 'before the errors', td.mnt)
 			c.gt('the tier holds units', ct.disk_stats(td.mnt)['items'], 0)
@@ -421,6 +447,7 @@ def main():
 	c.group(test_three_peers_restart_together, c)
 	c.group(test_limit, c)
 	c.group(test_chunk_read_once_from_disk, c)
+	c.group(test_option_errors, c)
 	c.group(test_sigkill_during_admission, c)
 	c.group(test_tier_fs_fills_up, c)
 	c.group(test_tier_device_errors, c)
