@@ -208,6 +208,15 @@ def test_three_peers_restart_together(c):
 		mount_all()
 		c.eq('after restarting together: 0 SOURCE bytes on every node',
 		     node_epoch('after the restart'), 0)
+		status, _, body = ct.http_request(cl.ports[0], '/metrics')
+		text = body.decode()
+		hits = [l for l in text.splitlines() if l.startswith('coordfs_disk_hits_total ')]
+		c.check('/metrics carries the disk tier (coordfs_disk_hits_total > 0)',
+			status == 200 and len(hits) == 1 and int(hits[0].split()[1]) > 0, hits)
+		for name in ('disk_capacity_bytes', 'disk_used_bytes', 'disk_items',
+			     'disk_hit_bytes_total', 'disk_admitted_total', 'disk_refused_total',
+			     'disk_dropped_stale_total', 'disk_dropped_corrupt_total', 'disk_disabled'):
+			c.check(f'/metrics has coordfs_{name}', f'\ncoordfs_{name} ' in text)
 
 
 def test_limit(c):
