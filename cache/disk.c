@@ -47,8 +47,13 @@ static const char hdr_magic[16] = "coordfs-disk-v1";
 /* Hard caps on what the index may claim: no more records than this (16 GiB
  * of index), no unit larger than CACHE_DISK_UNIT_MAX. */
 #define MAX_RECORDS (1ULL << 28)
-/* The writer's queue: jobs, and bytes of copies (borrowed units cost none). */
-#define QUEUE_MAX 1024u
+/* The writer's queue: jobs, and bytes of copies. A borrowed unit (the
+ * memory arena's) costs a job only, and memory never offers it again (its
+ * reads are memory hits), so the queue grows for them rather than drop
+ * them: up to QUEUE_MAX jobs (48 MiB), past what any arena holds at
+ * realistic unit sizes. */
+#define QUEUE_MAX (1u << 20)
+#define QUEUE_INITIAL 1024u
 #define QUEUE_COPY_MAX ((size_t)64 << 20)
 /* One batch (one fdatasync): up to this many units or bytes. */
 #define BATCH_MAX 64u
@@ -86,8 +91,8 @@ struct cache_disk {
 	pthread_cond_t work, idle, ready; /* ready: the records are loaded */
 	struct ent *tab;
 	size_t tab_cap, tab_used; /* slots; slots not empty */
-	struct job queue[QUEUE_MAX];
-	unsigned qhead, qlen, busy; /* busy: jobs popped, being written */
+	struct job *queue; /* a ring of qcap jobs, grown by queue_push */
+	unsigned qcap, qhead, qlen, busy; /* busy: jobs popped, being written */
 	size_t qcopy;
 	uint64_t used;	    /* header + data + records + queued reservations */
 	uint64_t data_end;  /* writer's: end of the data file */
@@ -436,6 +441,7 @@ static void fail_open(struct cache_disk *d)
 	pthread_cond_destroy(&d->idle);
 	pthread_cond_destroy(&d->ready);
 	tab_free(d->tab, d->tab_cap);
+	free(d->queue);
 	free(d->dir);
 	free(d);
 }
@@ -575,7 +581,7 @@ static void *writer_main(void *arg)
 		while (n < BATCH_MAX && d->qlen > 0 && (n == 0 || bytes < BATCH_BYTES)) {
 			jobs[n] = d->queue[d->qhead];
 			bytes += jobs[n++].len;
-			d->qhead = (d->qhead + 1) % QUEUE_MAX;
+			d->qhead = (d->qhead + 1) % d->qcap;
 			d->qlen--;
 		}
 		d->busy = n;
@@ -590,11 +596,11 @@ static void *writer_main(void *arg)
 				rc = -EIO;
 			/* One line: batches queued before this one fail too.
 			 * Only this thread sets full. */
-			if ((rc == -ENOSPC || rc == -EDQUOT) && !d->full)
+			if (rc != -ENOSPC && rc != -EDQUOT)
+				disable(d, "cannot write", rc);
+			else if (!d->full)
 				log_warn("disk cache %s: its file system is full; admitting no more",
 					 d->dir);
-			else
-				disable(d, "cannot write", rc);
 		}
 		pthread_mutex_lock(&d->lock);
 		if (rc == 0) {
@@ -662,7 +668,7 @@ void cache_disk_close(struct cache_disk *d)
 	if (d->started)
 		pthread_join(d->writer, NULL);
 	/* A writer never started leaves its queue: free the copies. */
-	for (; d->qlen > 0; d->qlen--, d->qhead = (d->qhead + 1) % QUEUE_MAX)
+	for (; d->qlen > 0; d->qlen--, d->qhead = (d->qhead + 1) % d->qcap)
 		if (d->queue[d->qhead].owned)
 			free((void *)d->queue[d->qhead].data);
 	(void)fdatasync(d->ifd);
@@ -763,6 +769,30 @@ int cache_disk_check(struct cache_disk *d, struct cache_disk_key key, uint64_t s
 	return rc;
 }
 
+/* Append job to the queue (lock held), growing it: 0, -EBUSY (QUEUE_MAX
+ * jobs queued) or -ENOMEM. */
+static int queue_push(struct cache_disk *d, struct job job)
+{
+	if (d->qlen + d->busy >= QUEUE_MAX)
+		return -EBUSY;
+	if (d->qlen == d->qcap) {
+		unsigned ncap = d->qcap ? d->qcap * 2 : QUEUE_INITIAL;
+		struct job *nq = malloc(ncap * sizeof(*nq));
+		if (!nq)
+			return -ENOMEM;
+		/* Unrolled from qhead, so the ring starts at 0 again. */
+		for (unsigned i = 0; i < d->qlen; i++)
+			nq[i] = d->queue[(d->qhead + i) % d->qcap];
+		free(d->queue);
+		d->queue = nq;
+		d->qcap = ncap;
+		d->qhead = 0;
+	}
+	d->queue[(d->qhead + d->qlen) % d->qcap] = job;
+	d->qlen++;
+	return 0;
+}
+
 int cache_disk_admit(struct cache_disk *d, struct cache_disk_key key, uint64_t snap,
 		     const void *data, size_t len, bool borrow)
 {
@@ -781,6 +811,8 @@ int cache_disk_admit(struct cache_disk *d, struct cache_disk_key key, uint64_t s
 	struct ent *e = rc == 0 ? tab_slot(d, key) : NULL;
 	if (rc == 0 && !e)
 		rc = -ENOMEM;
+	if (rc == 0)
+		rc = queue_push(d, (struct job){key, snap, copy ? copy : data, len, copy != NULL});
 	if (rc == 0) {
 		/* A held unit of another snapshot is replaced by this one. */
 		if (e->state == E_HELD)
@@ -789,9 +821,6 @@ int cache_disk_admit(struct cache_disk *d, struct cache_disk_key key, uint64_t s
 		e->len = (uint32_t)len;
 		e->state = E_QUEUED;
 		d->used += len + REC_SIZE;
-		d->queue[(d->qhead + d->qlen) % QUEUE_MAX] =
-		    (struct job){key, snap, copy ? copy : data, len, copy != NULL};
-		d->qlen++;
 		if (copy)
 			d->qcopy += len;
 		pthread_cond_signal(&d->work);

@@ -29,6 +29,7 @@ struct remote_server;
 struct prep_view;
 struct fs_source;
 struct fs_prefill;
+struct fs_disk_recent;
 
 
 struct fs_counters {
@@ -45,6 +46,7 @@ struct fs_ctx {
 	struct fs_source *src; /* SOURCE: a directory or a bucket (fs/source.h) */
 	struct cache *cache;
 	struct cache_disk *disk; /* --disk-cache's tier, or NULL */
+	struct fs_disk_recent *disk_recent; /* io.c's, with a tier */
 	/* Transient memory outside the cache arena (prepared samples, decodes,
 	 * peer buffers, server responses): --prep-mem when the prepared view
 	 * is on, plus FS_IO_MEM for I/O buffers. */

@@ -91,7 +91,8 @@ void fs_peer_buf_fini(struct fs_peer_buf *pb)
 
 /* [uoff, uoff+len) of unit k from the handle's kept unit, if it is k (the
  * buffer goes back once the read reaches the unit's end). */
-static bool pb_take(struct fs_peer_buf *pb, uint32_t k, uint64_t uoff, size_t len, void *buf)
+static bool pb_take(struct fs_peer_buf *pb, uint32_t node, uint32_t k, uint64_t uoff, size_t len,
+		    void *buf)
 {
 	uint8_t *done = NULL;
 	size_t done_len = 0;
@@ -99,7 +100,7 @@ static bool pb_take(struct fs_peer_buf *pb, uint32_t k, uint64_t uoff, size_t le
 	if (!pb)
 		return false;
 	pthread_mutex_lock(&pb->lock);
-	if (!pb->data || pb->unit != k) {
+	if (!pb->data || pb->node != node || pb->unit != k) {
 		pthread_mutex_unlock(&pb->lock);
 		return false;
 	}
@@ -120,8 +121,8 @@ static bool pb_take(struct fs_peer_buf *pb, uint32_t k, uint64_t uoff, size_t le
 /* Unit k, whole (unit_len bytes charged to mem), of which a read took up
  * to `end`: kept for the handle's next read, or given back when the read
  * reached the unit's end or there is no handle. */
-static void pb_keep(struct fs_peer_buf *pb, struct budget *mem, uint8_t *whole, uint32_t k,
-		    size_t unit_len, uint64_t end)
+static void pb_keep(struct fs_peer_buf *pb, struct budget *mem, uint8_t *whole, uint32_t node,
+		    uint32_t k, size_t unit_len, uint64_t end)
 {
 	if (!pb || end == unit_len) {
 		budget_free(mem, whole, unit_len);
@@ -131,6 +132,7 @@ static void pb_keep(struct fs_peer_buf *pb, struct budget *mem, uint8_t *whole, 
 	uint8_t *done = pb->data;
 	size_t done_len = pb->len;
 	pb->data = whole;
+	pb->node = node;
 	pb->unit = k;
 	pb->len = unit_len;
 	pb->mem = mem;
@@ -152,7 +154,7 @@ static int peer_read(struct fill_ctx *fc, uint32_t k, uint64_t uoff, size_t len,
 
 	if (!pb || unit_len > PEER_UNIT_MAX)
 		return fs_peer_fetch(fc->fs, fc->node, k, uoff, len, buf);
-	if (pb_take(pb, k, uoff, len, buf))
+	if (pb_take(pb, fc->node, k, uoff, len, buf))
 		return 0;
 	/* One read covering the whole unit needs no buffer of its own. */
 	if (uoff == 0 && len == unit_len)
@@ -166,7 +168,7 @@ static int peer_read(struct fill_ctx *fc, uint32_t k, uint64_t uoff, size_t len,
 		return rc;
 	}
 	memcpy(buf, whole + uoff, len);
-	pb_keep(pb, mem, whole, k, unit_len, uoff + len);
+	pb_keep(pb, mem, whole, fc->node, k, unit_len, uoff + len);
 	return 0;
 }
 
@@ -181,6 +183,51 @@ static int fill_ctx_open(struct fill_ctx *fc)
 		fc->own_fd = fc->fd >= 0;
 	}
 	return 0;
+}
+
+/* Give back a kept unit, if any. */
+static void pb_drop(struct fs_peer_buf *pb)
+{
+	pthread_mutex_lock(&pb->lock);
+	uint8_t *data = pb->data;
+	size_t len = pb->len;
+	pb->data = NULL;
+	pthread_mutex_unlock(&pb->lock);
+	if (data)
+		budget_free(pb->mem, data, len);
+}
+
+/* [uoff, uoff+len) of unit k of node from a recent disk unit (dr may be
+ * NULL): true when one held it. */
+static bool recent_take(struct fs_disk_recent *dr, uint32_t node, uint32_t k, uint64_t uoff,
+			size_t len, void *buf)
+{
+	for (unsigned i = 0; dr && i < FS_DISK_RECENT; i++)
+		if (pb_take(&dr->slot[i], node, k, uoff, len, buf))
+			return true;
+	return false;
+}
+
+int fs_io_init(struct fs_ctx *fs)
+{
+	if (!fs->disk)
+		return 0;
+	fs->disk_recent = calloc(1, sizeof(*fs->disk_recent));
+	if (!fs->disk_recent)
+		return -ENOMEM;
+	for (unsigned i = 0; i < FS_DISK_RECENT; i++)
+		fs_peer_buf_init(&fs->disk_recent->slot[i]);
+	return 0;
+}
+
+void fs_io_fini(struct fs_ctx *fs)
+{
+	if (!fs->disk_recent)
+		return;
+	for (unsigned i = 0; i < FS_DISK_RECENT; i++)
+		fs_peer_buf_fini(&fs->disk_recent->slot[i]);
+	free(fs->disk_recent);
+	fs->disk_recent = NULL;
 }
 
 /* Unit k of file node in the disk tier: its key and snapshot. false when
@@ -257,9 +304,17 @@ static int disk_read(struct fill_ctx *fc, uint32_t k, uint64_t uoff, size_t len,
 
 	if (unit_len > CACHE_DISK_UNIT_MAX || !disk_unit(fs, fc->node, k, &key, &snap))
 		return -ENOENT;
-	if (pb_take(fc->pb, k, uoff, len, buf))
+	struct fs_disk_recent *dr = fs->disk_recent;
+	if (fc->pb ? pb_take(fc->pb, fc->node, k, uoff, len, buf)
+		   : recent_take(dr, fc->node, k, uoff, len, buf))
 		return 0;
 	uint8_t *whole = budget_malloc(mem, unit_len, 0);
+	if (!whole && !fc->pb && dr) {
+		/* The recent units hold the budget: they go first. */
+		for (unsigned i = 0; i < FS_DISK_RECENT; i++)
+			pb_drop(&dr->slot[i]);
+		whole = budget_malloc(mem, unit_len, 0);
+	}
 	if (!whole)
 		return -ENOMEM;
 	int rc = cache_disk_read(fs->disk, key, snap, whole, unit_len);
@@ -270,7 +325,11 @@ static int disk_read(struct fill_ctx *fc, uint32_t k, uint64_t uoff, size_t len,
 		return rc;
 	}
 	memcpy(buf, whole + uoff, len);
-	pb_keep(fc->pb, mem, whole, k, unit_len, uoff + len);
+	struct fs_peer_buf *keep = fc->pb;
+	if (!keep && dr)
+		keep = &dr->slot[atomic_fetch_add_explicit(&dr->next, 1, memory_order_relaxed) %
+				 FS_DISK_RECENT];
+	pb_keep(keep, mem, whole, fc->node, k, unit_len, uoff + len);
 	return 0;
 }
 

@@ -40,6 +40,7 @@ ssize_t fs_read_file(struct fs_ctx *fs, uint32_t node, int fd, uint64_t off, siz
 struct fs_peer_buf {
 	pthread_mutex_t lock;
 	uint8_t *data; /* NULL: empty; else charged to *mem */
+	uint32_t node; /* the file (a handle's is always its own) */
 	uint32_t unit;
 	size_t len;
 	struct budget *mem;
@@ -47,6 +48,21 @@ struct fs_peer_buf {
 
 void fs_peer_buf_init(struct fs_peer_buf *pb);
 void fs_peer_buf_fini(struct fs_peer_buf *pb);
+
+/*
+ * Whole units lately read from the disk tier for reads without a handle
+ * (the kernel cache's no-open reads): a reader of a chunk in several FUSE
+ * reads reads it from disk once. Made by fs_io_init when the mount has a
+ * disk tier, given back by fs_io_fini.
+ */
+#define FS_DISK_RECENT 8
+struct fs_disk_recent {
+	struct fs_peer_buf slot[FS_DISK_RECENT];
+	_Atomic unsigned next;
+};
+/* 0 or -ENOMEM. */
+int fs_io_init(struct fs_ctx *fs);
+void fs_io_fini(struct fs_ctx *fs);
 
 /*
  * Like fs_read_file, but when the range lies in one held unit, returns a

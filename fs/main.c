@@ -26,6 +26,7 @@
 #include "common/log.h"
 #include "common/size.h"
 #include "fs/fs.h"
+#include "fs/io.h"
 #include "fs/ops.h"
 #include "fs/options.h"
 #include "fs/peer_server.h"
@@ -429,6 +430,10 @@ int main(int argc, char *argv[])
 		ret = fs_fail("%s", err);
 		goto out;
 	}
+	if (fs_io_init(fs) < 0) {
+		ret = fs_fail("out of memory");
+		goto out;
+	}
 	budget_init(&fs->mem, (fs->opt.prepared ? fs->opt.prep_mem_bytes : 0) + FS_IO_MEM);
 	fs->mem_ready = true;
 
@@ -543,6 +548,7 @@ out:
 	/* Before the memory cache: the tier's queue borrows its arena. */
 	cache_disk_close(fs->disk);
 	cache_destroy(fs->cache);
+	fs_io_fini(fs); /* its units go back to the budget */
 	if (fs->mem_ready)
 		budget_fini(&fs->mem);
 	ns_fini(&fs->ns);

@@ -208,6 +208,15 @@ def test_three_peers_restart_together(c):
 		mount_all()
 		c.eq('after restarting together: 0 SOURCE bytes on every node',
 		     node_epoch('after the restart'), 0)
+		status, _, body = ct.http_request(cl.ports[0], '/metrics')
+		text = body.decode()
+		hits = [l for l in text.splitlines() if l.startswith('coordfs_disk_hits_total ')]
+		c.check('/metrics carries the disk tier (coordfs_disk_hits_total > 0)',
+			status == 200 and len(hits) == 1 and int(hits[0].split()[1]) > 0, hits)
+		for name in ('disk_capacity_bytes', 'disk_used_bytes', 'disk_items',
+			     'disk_hit_bytes_total', 'disk_admitted_total', 'disk_refused_total',
+			     'disk_dropped_stale_total', 'disk_dropped_corrupt_total', 'disk_disabled'):
+			c.check(f'/metrics has coordfs_{name}', f'\ncoordfs_{name} ' in text)
 
 
 def test_limit(c):
@@ -229,6 +238,54 @@ def test_limit(c):
 		ct.force_unmount(td.mnt)
 		size = sum(os.path.getsize(os.path.join(tier, n)) for n in os.listdir(tier))
 		c.le('the files in DIR stay within the limit (+ the lock file)', size, limit + 64)
+
+
+def test_chunk_read_once_from_disk(c):
+	"""With the kernel cache on (no handles), a chunk larger than a FUSE
+	read is read from the tier once, not once per FUSE read."""
+	with ct.TempDirs() as td:
+		rng = random.Random(9)
+		data = ct.random_bytes(rng, 8 * MIB)
+		ct.write_file(os.path.join(td.src, 'big.bin'), data)
+		tier = os.path.join(td.root, 'tier')
+		rc, _, err = ct.run_coordfs(['--cache-size=0', '--chunk-size=4M',
+					     f'--disk-cache={tier}', td.src, td.mnt])
+		if not c.check('mounted with the kernel cache', rc == 0, err):
+			return
+		path = os.path.join(td.mnt, 'big.bin')
+		c.eq('first read', ct.read_bytes(path), data)
+		ct.disk_settle(c, 'first read', td.mnt)
+		ct.drop_page_cache(path)
+		before = ct.disk_stats(td.mnt)['hit_bytes']
+		c.eq('read from the tier, not SOURCE', ct.epoch(c, 'again', td.mnt, {'big.bin': data}), 0)
+		got = ct.disk_stats(td.mnt)['hit_bytes'] - before
+		# A chunk still kept from the first read is served without disk.
+		c.check('each 4M chunk read from disk at most about once', got <= 1.5 * len(data),
+			f'{got} bytes from disk for {len(data)}')
+		ct.force_unmount(td.mnt)
+
+
+def test_option_errors(c):
+	"""Bad disk-tier options: one line, exit 1, nothing mounted."""
+	with ct.TempDirs() as td:
+		tier = os.path.join(td.root, 'tier')
+		cases = [
+			(['--disk-cache-size=1G'], '--disk-cache-size needs --disk-cache'),
+			([f'--disk-cache={tier}', '--disk-cache-size=lots'], "bad --disk-cache-size 'lots'"),
+			([f'--disk-cache={tier}', '--disk-cache-size=150%'], "bad --disk-cache-size '150%'"),
+		]
+		for args, want in cases:
+			rc, _, err = ct.run_coordfs(args + [td.src, td.mnt])
+			c.eq(f'{" ".join(args)}: exit 1', rc, 1)
+			c.check(f'{" ".join(args)}: says why in one line',
+				want in err and len(err.strip().splitlines()) == 1, err)
+			c.check(f'{" ".join(args)}: nothing mounted', not ct.is_mounted(td.mnt))
+		os.makedirs(os.path.join(td.root, 'open'), mode=0o755)
+		os.chmod(os.path.join(td.root, 'open'), 0o755)
+		rc, _, err = ct.run_coordfs([f'--disk-cache={os.path.join(td.root, "open")}',
+					     td.src, td.mnt])
+		c.check('a DIR others can read is refused', rc == 1 and 'mode 0700' in err, err)
+		c.check('and nothing is mounted', not ct.is_mounted(td.mnt))
 
 
 def test_sigkill_during_admission(c):
@@ -349,10 +406,11 @@ def test_tier_fs_fills_up(c):
 			d = ct.disk_stats(td.mnt)
 			c.gt('refused rises once the file system is full', d['refused'], 0)
 			c.gt('what fitted is held', d['items'], 0)
-			c.eq('the tier stays on', d['disabled'], 0)
 			ct.force_unmount(td.mnt)
 			with open(logf) as f:
-				full = [l for l in f if 'file system is full' in l]
+				lines = f.readlines()
+			c.eq('the tier stays on', d['disabled'], 0) or print(''.join(lines[-5:]))
+			full = [l for l in lines if 'file system is full' in l]
 			c.eq('one log line says the file system is full', len(full), 1)
 		finally:
 			lf.close()
@@ -370,6 +428,9 @@ def test_tier_device_errors(c):
 			rc, _, err = ct.run_coordfs(opts + [f'--log-file={logf}', td.src, td.mnt])
 			if not c.check('mounted on the loop device', rc == 0, err):
 				return
+			vfs = os.statvfs(lf.dir)
+			c.eq('--disk-cache-size defaults to 50% of DIR\'s file system',
+			     ct.disk_stats(td.mnt)['capacity_bytes'], vfs.f_blocks * vfs.f_frsize // 2)
 			ct.epoch(c, 'before the errors', td.mnt, files)
 			ct.disk_settle(c, 'before the errors', td.mnt)
 			c.gt('the tier holds units', ct.disk_stats(td.mnt)['items'], 0)
@@ -394,6 +455,8 @@ def main():
 	c.group(test_prefill_memory_then_disk, c)
 	c.group(test_three_peers_restart_together, c)
 	c.group(test_limit, c)
+	c.group(test_chunk_read_once_from_disk, c)
+	c.group(test_option_errors, c)
 	c.group(test_sigkill_during_admission, c)
 	c.group(test_tier_fs_fills_up, c)
 	c.group(test_tier_device_errors, c)

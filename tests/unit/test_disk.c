@@ -266,6 +266,38 @@ START_TEST(limit_counts_data_index_and_header)
 }
 END_TEST
 
+/* Borrowed units (memory's) are never offered twice, so the queue grows
+ * for them instead of dropping them: 3000 queued before the writer runs. */
+START_TEST(queue_grows_for_borrowed_units)
+{
+	static unsigned char units[3000][100];
+	struct cache_disk_stats st;
+	struct cache_disk *d;
+	char err[256] = "";
+
+	make_dir();
+	ck_assert_msg(cache_disk_open(dir, 1 << 20, &d, err, sizeof(err)) == 0, "%s", err);
+	for (uint32_t k = 0; k < 3000; k++) {
+		memset(units[k], (int)(k * 7), sizeof(units[k]));
+		ck_assert_int_eq(cache_disk_admit(d, cache_disk_key("/src", "g", 4096, k), 1, units[k],
+						  sizeof(units[k]), true), 0);
+	}
+	cache_disk_get_stats(d, &st);
+	ck_assert_uint_eq(st.queued, 3000);
+	ck_assert_int_eq(cache_disk_start(d), 0);
+	ck_assert_int_eq(cache_disk_flush(d, 20000), 0);
+	cache_disk_get_stats(d, &st);
+	ck_assert_uint_eq(st.items, 3000);
+	unsigned char got[100];
+	for (uint32_t k = 0; k < 3000; k += 499) {
+		ck_assert_int_eq(cache_disk_read(d, cache_disk_key("/src", "g", 4096, k), 1, got,
+						 sizeof(got)), 0);
+		ck_assert_int_eq(memcmp(got, units[k], sizeof(got)), 0);
+	}
+	cache_disk_close(d);
+}
+END_TEST
+
 START_TEST(other_snapshot_is_dropped_as_stale)
 {
 	struct cache_disk_stats st;
@@ -339,6 +371,7 @@ int main(void)
 	tcase_add_test(tc, zeroed_header_starts_over_foreign_index_refused);
 	tcase_add_test(tc, data_checksum_mismatch_is_dropped);
 	tcase_add_test(tc, limit_counts_data_index_and_header);
+	tcase_add_test(tc, queue_grows_for_borrowed_units);
 	tcase_add_test(tc, other_snapshot_is_dropped_as_stale);
 	tcase_add_test(tc, second_open_is_refused_with_the_pid);
 	tcase_add_test(tc, modes_are_0700_and_0600);
