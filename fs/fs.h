@@ -40,8 +40,14 @@ struct fs_counters {
 	_Atomic uint64_t peer_fallbacks;
 };
 
+struct fs_handle;
+
 struct fs_ctx {
 	struct fs_options opt;
+	/* open dataset files (ops.c): freed at unmount when the kernel sent
+	 * no release for them (a session that ended with files open) */
+	pthread_mutex_t handles_lock;
+	struct fs_handle *handles;
 	struct ns ns;
 	struct fs_source *src; /* SOURCE: a directory or a bucket (fs/source.h) */
 	struct cache *cache;

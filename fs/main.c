@@ -323,6 +323,9 @@ int main(int argc, char *argv[])
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
 	struct fs_ctx *fs = calloc(1, sizeof(*fs));
+
+	if (fs)
+		fs_ops_init(fs);
 	struct fuse_session *se = NULL;
 	char err[512] = "", why[512] = "";
 	int ret = 1, log_fd = -1;
@@ -536,6 +539,7 @@ out:
 		fuse_remove_signal_handlers(se);
 		fuse_session_destroy(se);
 	}
+	fs_ops_fini(fs);
 	/* The peer server's /v1/stats reads fs->prep: stop it before the view
 	 * goes (fs_peer_stop then skips it). The client stays until the
 	 * view's decode threads, which fetch from peers, are joined. */

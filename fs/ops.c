@@ -230,16 +230,54 @@ struct fs_handle {
 	int fd; /* SOURCE handle, or -1 (cached at open, or a source without handles) */
 	struct fs_peer_buf peer; /* used only with --peers or --disk-cache */
 	struct fs_readahead ra;  /* used only by sources that want readahead */
+	struct fs_handle *prev, *next; /* fs->handles */
 };
+
+static void handle_track(struct fs_ctx *fs, struct fs_handle *h)
+{
+	pthread_mutex_lock(&fs->handles_lock);
+	h->prev = NULL;
+	h->next = fs->handles;
+	if (h->next)
+		h->next->prev = h;
+	fs->handles = h;
+	pthread_mutex_unlock(&fs->handles_lock);
+}
+
+static void handle_untrack(struct fs_ctx *fs, struct fs_handle *h)
+{
+	pthread_mutex_lock(&fs->handles_lock);
+	if (h->prev)
+		h->prev->next = h->next;
+	else
+		fs->handles = h->next;
+	if (h->next)
+		h->next->prev = h->prev;
+	pthread_mutex_unlock(&fs->handles_lock);
+}
 
 static void handle_free(struct fs_ctx *fs, struct fs_handle *h)
 {
 	if (!h)
 		return;
+	handle_untrack(fs, h);
 	fs_close_source(fs, h->fd);
 	fs_peer_buf_fini(&h->peer);
 	fs_readahead_fini(&h->ra, &fs->mem);
 	free(h);
+}
+
+void fs_ops_init(struct fs_ctx *fs)
+{
+	pthread_mutex_init(&fs->handles_lock, NULL);
+	fs->handles = NULL;
+}
+
+void fs_ops_fini(struct fs_ctx *fs)
+{
+	while (fs->handles)
+		handle_free(fs, fs->handles);
+	pthread_mutex_destroy(&fs->handles_lock);
 }
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -286,6 +324,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	h->fd = -1;
 	fs_peer_buf_init(&h->peer);
 	fs_readahead_init(&h->ra);
+	handle_track(fs, h);
 	/* A file wholly in memory needs no SOURCE fd; otherwise open and check it now. */
 	if (!fs_file_cached(fs, node)) {
 		int rc = fs_open_source(fs, node, &h->fd);

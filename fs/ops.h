@@ -10,4 +10,11 @@ extern const struct fuse_lowlevel_ops fs_ops;
  * top directory. */
 extern const struct fuse_lowlevel_ops fs_prep_session_ops;
 
+struct fs_ctx;
+/* Before the session: the list of open files. */
+void fs_ops_init(struct fs_ctx *fs);
+/* After the session is destroyed (no handler runs any more): the files the
+ * kernel never released (the session ended with them open) are closed. */
+void fs_ops_fini(struct fs_ctx *fs);
+
 #endif
