@@ -136,6 +136,13 @@ class RadosGW:
 		e.update(extra)
 		return e
 
+	def use_in_this_process(self):
+		"""This process's environment takes its AWS_* settings (and only
+		those), so that every child (coordfs) finds the keys."""
+		for k in [k for k in os.environ if k.startswith('AWS_')]:
+			del os.environ[k]
+		os.environ.update({k: v for k, v in self.env().items() if k.startswith('AWS_')})
+
 	def client(self, access_key=None, secret_key=None):
 		import boto3
 		import botocore.config

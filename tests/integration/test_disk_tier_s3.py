@@ -85,9 +85,7 @@ def test_s3_remount_and_etag(c, rgw):
 def main():
 	c = ct.Checker('disk_tier_s3', timeout=280)
 	with s3f.RadosGW() as rgw:
-		for k in [k for k in os.environ if k.startswith('AWS_')]:
-			del os.environ[k]
-		os.environ.update({k: v for k, v in rgw.env().items() if k.startswith('AWS_')})
+		rgw.use_in_this_process()
 		c.group(test_s3_remount_and_etag, c, rgw)
 	c.finish()
 

@@ -406,9 +406,7 @@ def main():
 	c = ct.Checker('s3', timeout=580)
 	with s3f.RadosGW() as rgw:
 		# Children (coordfs) take the keys from the environment.
-		for k in [k for k in os.environ if k.startswith('AWS_')]:
-			del os.environ[k]
-		os.environ.update({k: v for k, v in rgw.env().items() if k.startswith('AWS_')})
+		rgw.use_in_this_process()
 		c.group(test_bad_credentials, c, rgw)
 		c.group(test_o_forms_and_anonymous, c, rgw)
 		c.group(test_overwritten, c, rgw)
