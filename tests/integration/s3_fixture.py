@@ -68,7 +68,14 @@ TOOLS = os.path.join(REPO, 'tools', 's3')
 sys.path.insert(0, TOOLS)
 from s3proxy import S3Proxy  # noqa: E402  (re-exported)
 
-__all__ = ['RadosGW', 'S3Proxy', 'FakeCredServer', 'FakeS3', 'Tinyproxy', 'free_port']
+__all__ = ['RadosGW', 'S3Proxy', 'FakeCredServer', 'FakeS3', 'Tinyproxy', 'free_port',
+	   'is_mount_probe']
+
+
+def is_mount_probe(e):
+	"""A proxy log entry of the one-byte GET a mount makes to check that
+	signed GETs are accepted (coordfs(1), SOURCE): not a read of the data."""
+	return e['method'] == 'GET' and e.get('range') == 'bytes=0-0'
 
 
 def free_port():

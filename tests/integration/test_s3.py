@@ -52,10 +52,7 @@ MIB = 1024 * KIB
 EIO = 5
 
 
-def is_mount_probe(e):
-	"""The one-byte GET a mount makes to check that signed GETs are accepted
-	(coordfs(1), SOURCE): not a read of the data."""
-	return e['method'] == 'GET' and e.get('range') == 'bytes=0-0'
+is_mount_probe = s3f.is_mount_probe
 
 
 def obj_gets(proxy, prefix):
