@@ -17,6 +17,7 @@ Plain mode, one job (its identity is the COORDFS_JOB of its environment):
 
 DataLoader mode, one training process and its workers:
     prep_reader.py dataloader ROOT OUT --epochs N [--context fork|spawn|forkserver]
+        [--persistent-workers]
   ImageFolder(ROOT) with a loader returning (sha256 of the file, pid),
   DataLoader(num_workers=2, shuffle=True) for N epochs, its workers started
   with --context (the platform's default otherwise); OUT holds
@@ -73,12 +74,16 @@ def write_json(path, obj):
 def parse_opts(args):
 	opts = {'epochs': 1, 'warm': None, 'ready': None, 'go': None,
 		'pause': None, 'wait': {}, 'threads': False, 'context': None,
-		'trials': 1}
+		'trials': 1, 'persistent': False}
 	i = 0
 	while i < len(args):
 		a, v = args[i], args[i + 1] if i + 1 < len(args) else None
 		if a == '--thread-per-epoch':
 			opts['threads'] = True
+			i += 1
+			continue
+		if a == '--persistent-workers':
+			opts['persistent'] = True
 			i += 1
 			continue
 		if v is None:
@@ -169,7 +174,8 @@ def dataloader_mode(root, out, opts):
 	gen.manual_seed(5)
 	loader = torch.utils.data.DataLoader(
 		ds, batch_size=4, num_workers=2, shuffle=True, generator=gen,
-		collate_fn=list, multiprocessing_context=opts['context'])
+		collate_fn=list, multiprocessing_context=opts['context'],
+		persistent_workers=opts['persistent'])
 	start_barrier(opts)
 	epochs, workers = [], set()
 	for _ in range(opts['epochs']):
@@ -196,6 +202,8 @@ def sweep_mode(launcher, root, outdir, opts):
 	for k in ('context', 'warm', 'go'):
 		if opts[k]:
 			args += ['--' + k, opts[k]]
+	if opts['persistent']:
+		args.append('--persistent-workers')
 	if launcher == 'popen':
 		procs = [subprocess.Popen([sys.executable, os.path.abspath(__file__),
 					   'dataloader', root, out] + args

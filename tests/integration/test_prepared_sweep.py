@@ -7,7 +7,7 @@ ImageFolder + DataLoader(num_workers=2) process reading every file of
 prepared/RECIPE/train for 2 epochs, through one launcher and one way of
 starting DataLoader workers:
   - a bash loop (`python3 ... &`), workers by fork;
-  - a Python driver with subprocess.Popen, workers by spawn;
+  - a Python driver with subprocess.Popen, workers by spawn (persistent);
   - a Python driver with multiprocessing (fork), workers by forkserver;
   - a Python driver with multiprocessing (spawn), workers by fork;
   - a bash loop of `unshare -p -f python3 ...` (each trial in its own pid
@@ -44,9 +44,11 @@ READER = os.path.join(os.path.dirname(os.path.abspath(__file__)),
 		      'prep_reader.py')
 PY = sys.executable
 CASES = [
-	# name, launcher, DataLoader workers' start method, recipe
+	# name, launcher, DataLoader workers' start method, recipe; spawn's
+	# workers persist across epochs (each spawn imports torch anew: the
+	# other cases make new workers every epoch)
 	('bash loop', 'bash', 'fork', 'rrc48'),
-	('Popen driver', 'popen', 'spawn', 'rrc56'),
+	('Popen driver, persistent workers', 'popen', 'spawn', 'rrc56'),
 	('multiprocessing fork driver', 'mp-fork', 'forkserver', 'rrc64'),
 	('multiprocessing spawn driver', 'mp-spawn', 'fork', 'rrc72'),
 	('pid namespaces (unshare -p -f)', 'unshare', 'fork', 'rrc80'),
@@ -68,7 +70,7 @@ def run_case(c, m, files, name, launcher, context, recipe):
 	go = os.path.join(out, 'go')
 	env = {k: v for k, v in os.environ.items() if k != 'COORDFS_JOB'}
 	common = ['--epochs', str(EPOCHS), '--context', context, '--warm', warm,
-		  '--go', go]
+		  '--go', go] + ['--persistent-workers'] * (context == 'spawn')
 	if launcher in ('bash', 'unshare'):
 		pre = 'unshare -p -f ' if launcher == 'unshare' else ''
 		script = ' '.join(
