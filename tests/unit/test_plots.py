@@ -79,6 +79,15 @@ with tempfile.TemporaryDirectory() as out:
 	p = plots.plot_s3(s3, os.path.join(out, 's3.png'))
 	check('s3 plot from a table with a failed row', p is not None and is_png(p), p)
 	check('no s3 table, no plot', plots.plot_s3(STORAGE, os.path.join(out, 'x.png')) is None)
+	disk = ('| reader | phase | epoch | MiB read | optimum MiB | x optimum | seconds |\n'
+		'| --- | --- | --- | --- | --- | --- | --- |\n'
+		'| coordfs | first mount | 1 | 1024 | 1024 | 1.000 | 9.0 |\n'
+		'| coordfs | first mount | 2 | 512 | 512 | 1.000 | 5.0 |\n'
+		'| coordfs | remount | 3 | 513 | 512 | 1.002 | 5.1 |\n'
+		'| rclone vfs full | first mount | 1 | 2048 | 1024 | 2.000 | 20.0 |\n')
+	p = plots.plot_disk_tier(disk, os.path.join(out, 'disk.png'))
+	check('disk tier plot from a table', p is not None and is_png(p), p)
+	check('no disk tier table, no plot', plots.plot_disk_tier(STORAGE, os.path.join(out, 'y.png')) is None)
 	# What benchlib.save does after a run.
 	got = plots.plot_markdown('cache_efficiency', STORAGE, out, 'ce-1')
 	check('plot_markdown names its plot after the run',

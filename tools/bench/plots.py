@@ -214,7 +214,50 @@ def plot_s3(text, path, note=""):
     return save(fig, path)
 
 
+def plot_disk_tier(text, path, note=""):
+    """Storage MiB per epoch with the disk tier, across the remount: one bar
+    per reader and epoch, the optimum as steps."""
+    t = find_table(text, "reader", "phase", "epoch", "MiB read", "optimum MiB")
+    if not t:
+        return None
+    header, rows = t
+    col = {h: i for i, h in enumerate(header)}
+    readers = []
+    for r in rows:
+        if r[col["reader"]] not in readers:
+            readers.append(r[col["reader"]])
+    fig, ax = plt.subplots(figsize=(7.5, 3.8))
+    width = 0.8 / max(1, len(readers))
+    palette = ["#4c72b0", "#c44e52", "#8172b2"]
+    opt = {}
+    for k, reader in enumerate(readers):
+        xs, ys = [], []
+        for r in rows:
+            if r[col["reader"]] != reader:
+                continue
+            e = int(number(r[col["epoch"]]))
+            xs.append(e + (k - (len(readers) - 1) / 2) * width)
+            ys.append(number(r[col["MiB read"]]))
+            opt[e] = number(r[col["optimum MiB"]])
+        ax.bar(xs, ys, width, label=reader, color=palette[k % len(palette)])
+    es = sorted(opt)
+    ax.step([e - 0.5 for e in es] + [es[-1] + 0.5], [opt[e] for e in es] + [opt[es[-1]]],
+            where="post", color=COLORS["optimum"], label="optimum")
+    firsts = [int(number(r[col["epoch"]])) for r in rows if r[col["phase"]] == "first mount"]
+    if firsts:
+        ax.axvline(max(firsts) + 0.5, color="grey", linestyle="--", linewidth=1)
+        ax.text(max(firsts) + 0.55, ax.get_ylim()[1] * 0.9, "remount", fontsize=8, color="grey")
+    ax.set_xticks(es)
+    ax.set_xlabel("epoch (fresh random order)")
+    ax.set_ylabel("MiB read from storage")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(loc="upper right", fontsize=8)
+    ax.set_title("Disk tier: storage bytes per epoch across a remount" + note, fontsize=10)
+    return save(fig, path)
+
+
 PLOTTERS = {"cache_efficiency": [("storage-per-epoch", plot_storage)],
+            "disk_tier": [("disk-tier", plot_disk_tier)],
             "s3": [("s3-epochs", plot_s3)],
             "warm_read": [("warm-read", plot_warm)],
             "prepared": [("prepared", plot_prepared)]}
@@ -241,7 +284,8 @@ def main():
             text = f.read()
         note = "\n(from %s)" % os.path.relpath(src)
         for name, fn in (("storage-per-epoch", plot_storage), ("warm-read", plot_warm),
-                         ("prepared", plot_prepared), ("s3-epochs", plot_s3)):
+                         ("prepared", plot_prepared), ("s3-epochs", plot_s3),
+                         ("disk-tier", plot_disk_tier)):
             if name not in done:
                 p = fn(text, os.path.join(outdir, name + ".png"), note)
                 if p:
