@@ -27,9 +27,9 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "common/deadline.h"
 #include "common/strbuf.h"
 #include "remote/remote.h"
 
@@ -64,14 +64,6 @@ static int fail(char *err, unsigned errlen, int rc, const char *fmt, ...)
 	return rc;
 }
 
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* `scontrol show hostnames LIST`'s lines into out (one host a line). The
  * child is killed, and its pipe closed, on any error or after
  * SCONTROL_TIMEOUT_MS; its output is capped. */
@@ -80,7 +72,7 @@ static int slurm_hostnames(const char *nodelist, struct strbuf *out, char *err, 
 	char *argv[] = { "scontrol", "show", "hostnames", (char *)nodelist, NULL };
 	posix_spawn_file_actions_t fa;
 	int pfd[2], status = 0, rc = 0;
-	int64_t deadline = mono_ms() + SCONTROL_TIMEOUT_MS;
+	int64_t deadline = deadline_now_ms() + SCONTROL_TIMEOUT_MS;
 	pid_t pid;
 
 	if (pipe2(pfd, O_CLOEXEC) < 0)
@@ -98,7 +90,7 @@ static int slurm_hostnames(const char *nodelist, struct strbuf *out, char *err, 
 	for (;;) {
 		char buf[4096];
 		struct pollfd p = { .fd = pfd[0], .events = POLLIN };
-		int64_t left = deadline - mono_ms();
+		int64_t left = deadline - deadline_now_ms();
 
 		if (left <= 0 || poll(&p, 1, (int)left) == 0) {
 			rc = fail(err, errlen, -ETIMEDOUT,

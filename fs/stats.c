@@ -173,14 +173,14 @@ static json_t *stats_tree(struct fs_ctx *fs, bool local, bool summary)
 	ok = ok && put(peers, "fallbacks", num(s.peer_fallbacks)) &&
 	     put(peers, "node", json_integer(fs->peers ? (json_int_t)fs->node : -1));
 	/* Membership is taken at mount (fs/membership.c): one generation. */
-	json_t *members = json_object();
-	ok = ok && members && put(members, "source", json_string(fs_membership_source(fs->opt.peers))) &&
+	json_t *members = ok ? json_object() : NULL;
+	/* root owns members from here, filled or not */
+	ok = ok && put(root, "membership", members) &&
+	     put(members, "source", json_string(fs_membership_source(fs->opt.peers))) &&
 	     put(members, "generation", json_integer(fs->peers ? 1 : 0)) &&
 	     put(members, "changed_at", json_integer(fs->membership_at)) &&
 	     put(members, "joined", json_integer(0)) && put(members, "left", json_integer(0)) &&
-	     put(members, "handoffs", json_integer(0)) && put(root, "membership", members);
-	if (!ok && members && !json_object_get(root, "membership"))
-		json_decref(members);
+	     put(members, "handoffs", json_integer(0));
 	ok = ok && put(prep, "decodes", num(s.prep_decodes)) &&
 	     put(prep, "shared", num(s.prep_shared)) && put(prep, "errors", num(s.prep_errors)) &&
 	     put(prep, "staged_bytes", num(s.prep_staged_bytes)) &&

@@ -45,14 +45,6 @@ struct remote_conns {
 	_Atomic uint64_t connections, dropped, recycled;
 };
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static struct conn_list *list_of(struct remote_conns *p, const struct remote_conn *c)
 {
 	return c->list == LIST_UNAUTH ? &p->unauth : c->list == LIST_IDLE ? &p->idle : NULL;
@@ -114,7 +106,7 @@ static void *reaper_main(void *arg)
 		struct timespec until = deadline_after_ms(REAPER_PERIOD_MS);
 
 		pthread_cond_timedwait(&p->reaper_wake, &p->lock, &until);
-		int64_t now = now_ms();
+		int64_t now = deadline_now_ms();
 
 		while (p->unauth.head &&
 		       now - p->unauth.head->started_ms >= (int64_t)atomic_load(&p->header_deadline_ms))
@@ -176,7 +168,7 @@ struct remote_conn *remote_conns_opened(struct remote_conns *p, int fd)
 		return NULL;
 	}
 	c->fd = fd;
-	c->started_ms = now_ms();
+	c->started_ms = deadline_now_ms();
 	pthread_mutex_lock(&p->lock);
 	p->live++;
 	enlist(p, c, LIST_UNAUTH);
