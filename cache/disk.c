@@ -758,6 +758,21 @@ static int admissible(struct cache_disk *d, struct cache_disk_key key, uint64_t 
 	return 0;
 }
 
+bool cache_disk_holds(struct cache_disk *d, struct cache_disk_key key, uint64_t snap)
+{
+	bool held = false;
+
+	if (!d)
+		return false;
+	lock_loaded(d);
+	if (!get(&d->disabled) && d->tab_cap) {
+		struct ent *e = tab_find(d, key);
+		held = e->state == E_HELD && e->snap == snap;
+	}
+	pthread_mutex_unlock(&d->lock);
+	return held;
+}
+
 int cache_disk_check(struct cache_disk *d, struct cache_disk_key key, uint64_t snap, size_t len)
 {
 	lock_loaded(d);

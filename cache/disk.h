@@ -82,6 +82,11 @@ void cache_disk_close(struct cache_disk *d);
 int cache_disk_read(struct cache_disk *d, struct cache_disk_key key, uint64_t snap, void *dst,
 		    size_t len);
 
+/* Whether unit key of snapshot snap is written in the tier (not merely
+ * queued), so that a read of it needs no SOURCE unless it turns out
+ * corrupt. false without a tier or when it is off. */
+bool cache_disk_holds(struct cache_disk *d, struct cache_disk_key key, uint64_t snap);
+
 /* Whether an admission of len bytes for key would be taken now: 0, or
  * what cache_disk_admit would return (-EEXIST held or queued already,
  * -ENOSPC over the limit, counted in refused as admit would, -EBUSY

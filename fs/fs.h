@@ -23,8 +23,7 @@
 
 struct cache;
 struct cache_disk;
-struct remote_peers;
-struct remote_client;
+struct fs_cluster;
 struct remote_server;
 struct prep_view;
 struct fs_source;
@@ -73,14 +72,12 @@ struct fs_ctx {
 	unsigned source_waiters;
 	struct fs_prefill *prefill; /* NULL without --prefill */
 	struct timespec started;
-	/* peers (NULL when single node) */
-	struct remote_peers *peers;
-	struct remote_client *client;
+	/* peers: the membership's generations (fs/cluster.h; NULL when single
+	 * node), the server, the secret */
+	struct fs_cluster *cluster;
 	struct remote_server *server;
 	int listen_fd;
 	char *secret;
-	unsigned node;
-	int64_t membership_at; /* unix time the node list was taken (at mount) */
 	/* prepared view (NULL when off) */
 	struct prep_view *prep;
 	/* its own session's private mount (prepmount.c), which MOUNTPOINT/NAME

@@ -245,8 +245,18 @@ static bool disk_unit(struct fs_ctx *fs, uint32_t node, uint32_t k, struct cache
 	return true;
 }
 
+bool fs_io_disk_holds(struct fs_ctx *fs, uint32_t node, uint32_t k)
+{
+	struct cache_disk_key key;
+	uint64_t snap;
+
+	return disk_unit(fs, node, k, &key, &snap) && cache_disk_holds(fs->disk, key, snap);
+}
+
 /* Fill a unit of the memory cache: from the disk tier when it holds it
- * (a remount warms memory from disk, not from SOURCE), else from SOURCE,
+ * (a remount warms memory from disk, not from SOURCE), else from its
+ * previous owner when membership changed and that node holds it (a
+ * handoff), else from SOURCE,
  * and then queue it for the tier: dst is the memory arena, which stays
  * valid until unmount, so the tier borrows it without a copy. */
 static int fill_unit(void *arg, uint64_t unit, void *dst, size_t len)
@@ -260,10 +270,10 @@ static int fill_unit(void *arg, uint64_t unit, void *dst, size_t len)
 
 	if (tier && cache_disk_read(fc->fs->disk, key, snap, dst, len) == 0)
 		return 0;
-	int rc = fill_ctx_open(fc);
-	if (rc < 0)
-		return rc;
-	rc = source_read(fc->fs, fc->node, fc->fd, (uint64_t)k * fc->fs->ns.chunk_size, len, dst);
+	int rc = fs_peer_handoff(fc->fs, fc->node, k, dst, len);
+	if (rc < 0 && (rc = fill_ctx_open(fc)) == 0)
+		rc = source_read(fc->fs, fc->node, fc->fd, (uint64_t)k * fc->fs->ns.chunk_size,
+				 len, dst);
 	if (rc == 0 && tier)
 		(void)cache_disk_admit(fc->fs->disk, key, snap, dst, len, true);
 	return rc;
@@ -274,9 +284,9 @@ static int fill_unit(void *arg, uint64_t unit, void *dst, size_t len)
 static int spill_unit(struct fill_ctx *fc, uint32_t k, struct cache_disk_key key, uint64_t snap,
 		      void *buf, size_t unit_len)
 {
-	int rc = fill_ctx_open(fc);
+	int rc = fs_peer_handoff(fc->fs, fc->node, k, buf, unit_len);
 
-	if (rc == 0)
+	if (rc < 0 && (rc = fill_ctx_open(fc)) == 0)
 		rc = source_read(fc->fs, fc->node, fc->fd, (uint64_t)k * fc->fs->ns.chunk_size,
 				 unit_len, buf);
 	if (rc == 0)
@@ -352,10 +362,15 @@ static int read_unit_from(struct fill_ctx *fc, uint32_t k, uint64_t uoff, size_t
 	uint64_t unit = (uint64_t)n->first + k;
 	uint64_t unit_len = ns_unit_len(&fs->ns, fc->node, k);
 	const void *data;
-	/* Ownership only matters on a miss; a hit skips the hashing. */
-	bool mine = cache_holds(fs->cache, unit) || fs_peer_owns(fs, fc->node, k);
-	/* A node serving a peer admits what it owns; what it does not own it
-	 * reads from SOURCE rather than forwarding (no loops). */
+	/* Ownership only matters on a miss; a hit skips the hashing. A node
+	 * serving a peer takes the asker's word that it owns the unit: the
+	 * two agree unless membership just changed, and then the asker's list
+	 * is the newer one more often than not (a node that joined, or one
+	 * that saw the change first), so the unit is admitted here once
+	 * rather than read from SOURCE again when this node catches up. It
+	 * never forwards (no loops). */
+	bool mine = cache_holds(fs->cache, unit) || !fc->allow_peer ||
+		    fs_peer_owns(fs, fc->node, k);
 	int rc = cache_get(fs->cache, unit, unit_len, len, mine, fill_unit, fc, &data);
 	if (rc == 0) {
 		*direct = (const char *)data + uoff;

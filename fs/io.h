@@ -62,6 +62,9 @@ struct fs_disk_recent {
 };
 /* 0 or -ENOMEM. */
 int fs_io_init(struct fs_ctx *fs);
+/* Whether the disk tier holds unit k of file node (written, this
+ * snapshot). */
+bool fs_io_disk_holds(struct fs_ctx *fs, uint32_t node, uint32_t k);
 void fs_io_fini(struct fs_ctx *fs);
 
 /*

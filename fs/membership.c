@@ -7,13 +7,15 @@
  * a file of URLs (a ConfigMap, a job script). Each becomes the ordinary
  * --peers list, the same on every node (DNS addresses sorted), and this
  * node is found in it: SLURM_NODEID, its own interface addresses, or
- * --node-name / --listen. Taken once, at mount.
+ * --node-name / --listen. Taken at mount, and again while mounted by
+ * fs/cluster.c for dns: and file:.
  */
 #include "fs/membership.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <ifaddrs.h>
 #include <netdb.h>
 #include <poll.h>
@@ -359,7 +361,7 @@ int fs_membership_resolve(const struct fs_membership_args *o, char **list, unsig
 		else
 			snprintf(hp, sizeof(hp), "%s", want);
 		self = find_hostport(p, hp);
-		if (self < 0) {
+		if (self < 0 && !o->allow_absent) {
 			rc = fail(err, errlen, -ENOENT, "%s: this node (%s '%s') is not among its %u nodes",
 				  what, o->node_name ? "--node-name" : "--listen", want, count);
 			goto out;
@@ -391,7 +393,7 @@ int fs_membership_resolve(const struct fs_membership_args *o, char **list, unsig
 			}
 		}
 		freeifaddrs(ifs);
-		if (self < 0) {
+		if (self < 0 && !o->allow_absent) {
 			rc = fail(err, errlen, -ENOENT,
 				  "%s: this node is not among its %u addresses (none is an address of "
 				  "this host); name it with --node-name",
@@ -403,7 +405,7 @@ int fs_membership_resolve(const struct fs_membership_args *o, char **list, unsig
 			  what);
 		goto out;
 	}
-	*node = (unsigned)self;
+	*node = self < 0 ? UINT_MAX : (unsigned)self;
 	*list = strdup(urls.buf);
 	rc = *list ? 0 : -ENOMEM;
 out:

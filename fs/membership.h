@@ -11,6 +11,7 @@
 
 #define FS_PEER_PORT_DEFAULT 7079 /* --peer-port, for slurm and dns: sources */
 #define FS_MEMBERSHIP_MAX_BYTES (1u << 20) /* a peers file or scontrol's answer */
+#define FS_PEERS_REFRESH_DEFAULT 10	    /* --peers-refresh, seconds */
 
 /* "static", "slurm", "dns" or "file": how --peers names the nodes. */
 const char *fs_membership_source(const char *peers);
@@ -29,6 +30,9 @@ struct fs_membership_args {
 	const char *node_name; /* --node-name */
 	const char *listen;	/* --listen */
 	unsigned peer_port;	/* --peer-port, 0: FS_PEER_PORT_DEFAULT */
+	/* While mounted: a list that does not name this node is taken, with
+	 * *node = UINT_MAX (fs/cluster.h's FS_NOT_A_MEMBER), not refused. */
+	bool allow_absent;
 };
 int fs_membership_resolve(const struct fs_membership_args *o, char **list, unsigned *node,
 			  char *err, unsigned errlen);

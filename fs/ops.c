@@ -367,7 +367,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		return;
 	}
 	/* The handle keeps the last whole unit read from a peer or the disk tier. */
-	struct fs_peer_buf *pb = h && (fs->peers || fs->disk) ? &h->peer : NULL;
+	struct fs_peer_buf *pb = h && (fs->cluster || fs->disk) ? &h->peer : NULL;
 	ssize_t n = h ? fs_read_file_handle(fs, h->node, h->fd, pb,
 					    &h->ra, (uint64_t)off, size, buf, &direct)
 		      : fs_read_file_ref(fs, node, -1, NULL, (uint64_t)off, size, buf, &direct);

@@ -40,6 +40,7 @@ static const struct fuse_opt fs_opt_spec[] = {
 	OPT2("--listen=%s", "listen=%s", listen),
 	OPT2("--node-name=%s", "node_name=%s", node_name),
 	OPT2("--peer-port=%s", "peer_port=%s", peer_port_arg),
+	OPT2("--peers-refresh=%s", "peers_refresh=%s", peers_refresh_arg),
 	OPT2("--secret-file=%s", "secret_file=%s", secret_file),
 	{"--accept-bearer", offsetof(struct fs_options, accept_bearer), 1},
 	{"accept_bearer", offsetof(struct fs_options, accept_bearer), 1},
@@ -102,6 +103,8 @@ static const char fs_options_usage[] =
 	"  --node=K                 this node's index in a --peers list\n"
 	"  --node-name=NAME         this node among discovered peers (address or URL)\n"
 	"  --peer-port=PORT         peer port for slurm and dns: (7079)\n"
+	"  --peers-refresh=SECONDS  re-read dns: and file: sources this often (10);\n"
+	"                           file: is also watched for changes\n"
 	"  --listen=HOST:PORT       peer server address (from --peers[K])\n"
 	"  --secret-file=FILE       shared secret: peer requests are signed with it\n"
 	"  --accept-bearer          also take requests carrying the secret itself\n"
@@ -453,6 +456,17 @@ static int parse_sizes(struct fs_options *o)
 			return -fs_fail("bad --peer-port '%s': want 1 to 65535", o->peer_port_arg);
 		o->peer_port = (unsigned)port;
 	}
+	secs = FS_PEERS_REFRESH_DEFAULT;
+	if (o->peers_refresh_arg) {
+		const char *src = o->peers ? fs_membership_source(o->peers) : "none";
+
+		if (strcmp(src, "dns") != 0 && strcmp(src, "file") != 0)
+			return -fs_fail("--peers-refresh applies to --peers=dns:NAME or file:PATH");
+		if (parse_count(o->peers_refresh_arg, 1, 86400, &secs) < 0)
+			return -fs_fail("bad --peers-refresh '%s': want 1 to 86400 seconds",
+					o->peers_refresh_arg);
+	}
+	o->peers_refresh_s = (unsigned)secs;
 	if (!o->peers && o->secret_file)
 		return -fs_fail("--secret-file needs --peers (it authenticates peer requests)");
 	if (!o->secret_file && o->accept_bearer)
@@ -535,6 +549,7 @@ void fs_options_free(struct fs_options *o)
 	free(o->listen);
 	free(o->node_name);
 	free(o->peer_port_arg);
+	free(o->peers_refresh_arg);
 	free(o->secret_file);
 	free(o->prepared_name);
 	free(o->prep_mem);

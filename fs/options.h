@@ -25,6 +25,8 @@ struct fs_options {
 	char *node_name;     /* --node-name: this node among discovered peers */
 	char *peer_port_arg; /* --peer-port */
 	unsigned peer_port;  /* for --peers=slurm and dns: (fs/membership.h's default) */
+	char *peers_refresh_arg;  /* --peers-refresh */
+	unsigned peers_refresh_s; /* re-read of dns: and file: sources, seconds */
 	char *secret_file;
 	bool prepared;
 	char *prepared_name;

@@ -18,6 +18,14 @@ struct strbuf;
 /* Whether this node owns unit k of file node (always true without peers). */
 bool fs_peer_owns(struct fs_ctx *fs, uint32_t node, uint32_t k);
 
+/* Unit k of file node, whole (len bytes), from its owner of the previous
+ * membership generation, when that node is still a member, is up, and
+ * holds it (a request marked forwarded: it never reads SOURCE for it nor
+ * forwards it). For a new owner filling a unit it does not hold yet: 0, or
+ * -errno (-ENOENT: no such previous owner, or it does not hold the unit),
+ * and the caller reads SOURCE. Counted in the membership statistics. */
+int fs_peer_handoff(struct fs_ctx *fs, uint32_t node, uint32_t k, void *buf, size_t len);
+
 /* Fetch [uoff, uoff+len) of unit k of file node from its owner into buf,
  * accepting only bytes of this node's snapshot of the file (its ETag and
  * size, fs/snapshot.h). 0, or -errno when the owner failed or holds

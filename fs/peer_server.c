@@ -14,6 +14,7 @@
 
 #include "cache/cache.h"
 #include "common/log.h"
+#include "fs/cluster.h"
 #include "fs/fs.h"
 #include "fs/io.h"
 #include "fs/peer_server.h"
@@ -29,33 +30,43 @@ int fs_peer_configure(struct fs_ctx *fs, char *err, size_t errlen)
 	struct stat st;
 	int rc;
 
+	struct remote_peers *peers = NULL;
+	unsigned node = 0;
+
 	if (!o->peers)
 		return 0;
-	fs->membership_at = (int64_t)time(NULL);
 	if (strcmp(fs_membership_source(o->peers), "static") != 0) {
 		char *list;
 
-		struct fs_membership_args ma = { o->peers, o->node_name, o->listen, o->peer_port };
+		struct fs_membership_args ma = { o->peers, o->node_name, o->listen, o->peer_port,
+						 false };
 
-		rc = fs_membership_resolve(&ma, &list, &fs->node, err, (unsigned)errlen);
+		rc = fs_membership_resolve(&ma, &list, &node, err, (unsigned)errlen);
 		if (rc < 0)
 			return rc;
-		rc = remote_peers_parse(list, &fs->peers, err, errlen);
+		rc = remote_peers_parse(list, &peers, err, errlen);
 		if (rc == 0)
 			log_msg(LOG_NOTICE, "--peers=%s: %u nodes, this one %u (%s)", o->peers,
-				remote_peers_count(fs->peers), fs->node,
-				remote_peers_url(fs->peers, fs->node));
+				remote_peers_count(peers), node, remote_peers_url(peers, node));
 		free(list);
 		if (rc < 0)
 			return rc;
 	} else {
-		rc = remote_peers_parse(o->peers, &fs->peers, err, errlen);
-		if (rc < 0)
+		rc = remote_peers_parse(o->peers, &peers, err, errlen);
+		if (rc == 0)
+			rc = remote_parse_node(o->node, peers, &node, err, errlen);
+		if (rc < 0) {
+			remote_peers_destroy(peers);
 			return rc;
-		rc = remote_parse_node(o->node, fs->peers, &fs->node, err, errlen);
-		if (rc < 0)
-			return rc;
+		}
 	}
+	/* The listening address is this node's own entry of the list taken at
+	 * mount (or --listen): it stays while the list changes. */
+	char where_buf[REMOTE_MAX_URL_LEN];
+	snprintf(where_buf, sizeof(where_buf), "%s",
+		 o->listen ? o->listen : remote_peers_hostport(peers, node));
+	if ((rc = fs_cluster_init(fs, peers, node)) < 0)
+		return rc;
 	if (o->secret_file) {
 		rc = remote_secret_read(o->secret_file, &fs->secret, err, errlen);
 		if (rc < 0)
@@ -66,7 +77,7 @@ int fs_peer_configure(struct fs_ctx *fs, char *err, size_t errlen)
 				"(chmod 600 it)\n",
 				o->secret_file);
 	}
-	const char *where = o->listen ? o->listen : remote_peers_hostport(fs->peers, fs->node);
+	const char *where = where_buf;
 	rc = remote_listen(where, &fs->listen_fd, err, errlen);
 	if (rc < 0)
 		return rc;
@@ -173,6 +184,21 @@ static int srv_read(void *arg, uint32_t file_id, uint64_t off, size_t len,
 	return 0;
 }
 
+/* Whether this node holds the unit at off (memory, or the disk tier): a
+ * forwarded request (a handoff) is answered only then. */
+static bool srv_held(void *arg, uint32_t file_id, uint64_t off)
+{
+	struct fs_ctx *fs = arg;
+	const struct ns_node *n = &fs->ns.nodes[file_id];
+	uint64_t k = off / fs->ns.chunk_size;
+
+	if (off >= n->size || k >= n->count)
+		return false;
+	if (cache_holds(fs->cache, (uint64_t)n->first + k))
+		return true;
+	return fs_io_disk_holds(fs, file_id, (uint32_t)k);
+}
+
 static int srv_etag(void *arg, uint32_t file_id, char *buf, size_t len)
 {
 	return fs_snapshot_etag(arg, file_id, buf, len);
@@ -195,6 +221,7 @@ static const struct remote_server_ops server_ops = {
 	.stats_json = srv_stats,
 	.metrics = srv_metrics,
 	.etag = srv_etag,
+	.held = srv_held,
 };
 
 int fs_peer_start(struct fs_ctx *fs)
@@ -202,15 +229,14 @@ int fs_peer_start(struct fs_ctx *fs)
 	char err[256];
 	int rc;
 
-	if (!fs->peers)
+	if (!fs->cluster)
 		return 0;
 	if ((rc = remote_global_init()) < 0)
 		return rc;
 	/* One connection pool for the object store and the peers. */
-	struct remote_client_config cfg = {
-		.pool = fs->src->ops->http_pool ? fs->src->ops->http_pool(fs->src) : NULL,
-	};
-	if ((rc = remote_client_create(fs->peers, fs->secret, &cfg, &fs->client)) < 0) {
+	if ((rc = fs_cluster_start(fs, fs->src->ops->http_pool ? fs->src->ops->http_pool(fs->src)
+							       : NULL)) < 0) {
+		fs_cluster_fini(fs);
 		remote_global_cleanup();
 		return rc;
 	}
@@ -226,8 +252,9 @@ int fs_peer_start(struct fs_ctx *fs)
 		log_warn("peer server: --accept-bearer takes requests that carry the secret itself "
 			 "(coordfs 0.1's protocol); drop it once every node signs its requests");
 	}
-	log_msg(LOG_NOTICE, "node %u of %u, peer server up", fs->node,
-		remote_peers_count(fs->peers));
+	struct fs_gen *g = fs_gen_get(fs);
+	log_msg(LOG_NOTICE, "node %u of %u, peer server up", g->node, remote_peers_count(g->peers));
+	fs_gen_put(g);
 	return 0;
 }
 
@@ -235,16 +262,16 @@ void fs_peer_stop(struct fs_ctx *fs)
 {
 	remote_server_stop(fs->server);
 	fs->server = NULL;
-	if (fs->client) {
-		remote_client_destroy(fs->client);
-		remote_global_cleanup(); /* fs_peer_start's init */
+	if (fs->cluster) {
+		bool started = fs_cluster_started(fs);
+
+		fs_cluster_fini(fs);
+		if (started)
+			remote_global_cleanup(); /* fs_peer_start's init */
 	}
-	fs->client = NULL;
 	if (fs->listen_fd >= 0)
 		close(fs->listen_fd);
 	fs->listen_fd = -1;
-	remote_peers_destroy(fs->peers);
-	fs->peers = NULL;
 	free(fs->secret);
 	fs->secret = NULL;
 }

@@ -18,6 +18,7 @@
 #include "common/utf8.h"
 #include "fs/counters.h"
 #include "fs/fs.h"
+#include "fs/cluster.h"
 #include "fs/membership.h"
 #include "fs/peer.h"
 #include "fs/prefill.h"
@@ -127,9 +128,12 @@ static json_t *stats_tree(struct fs_ctx *fs, bool local, bool summary)
 	struct fs_stats s;
 	json_t *root = json_object(), *cache = json_object(), *source = json_object();
 	/* remote/'s counters of the client and the server (zeros without peers) */
-	json_t *peers = summary ? remote_stats_json_summary(fs->client, fs->server,
+	struct fs_gen *g = fs_gen_get(fs);
+	struct remote_client *client = g ? g->client : NULL;
+	struct fs_cluster_stats ms;
+	json_t *peers = summary ? remote_stats_json_summary(client, fs->server,
 							     STATS_NODES_LISTED_MAX)
-				: remote_stats_json_value(fs->client, fs->server);
+				: remote_stats_json_value(client, fs->server);
 	json_t *prep = json_object(), *fuse = json_object();
 	json_t *names = json_object(), *prefill = json_object(), *latency = json_object();
 	const struct ns *ns = &fs->ns;
@@ -170,17 +174,23 @@ static json_t *stats_tree(struct fs_ctx *fs, bool local, bool summary)
 	ok = ok && put(prefill, "target_bytes", num(s.prefill_target_bytes)) &&
 	     put(prefill, "done_bytes", num(s.prefill_done_bytes)) &&
 	     put(prefill, "running", json_boolean(s.prefill_running));
+	fs_cluster_get_stats(fs, &ms);
 	ok = ok && put(peers, "fallbacks", num(s.peer_fallbacks)) &&
-	     put(peers, "node", json_integer(fs->peers ? (json_int_t)fs->node : -1));
-	/* Membership is taken at mount (fs/membership.c): one generation. */
+	     put(peers, "node", json_integer(g && g->node != FS_NOT_A_MEMBER ? (json_int_t)g->node
+									   : -1));
+	fs_gen_put(g);
+	/* The node list of now (fs/cluster.c): generation 1 is the mount's. */
 	json_t *members = ok ? json_object() : NULL;
 	/* root owns members from here, filled or not */
 	ok = ok && put(root, "membership", members) &&
 	     put(members, "source", json_string(fs_membership_source(fs->opt.peers))) &&
-	     put(members, "generation", json_integer(fs->peers ? 1 : 0)) &&
-	     put(members, "changed_at", json_integer(fs->membership_at)) &&
-	     put(members, "joined", json_integer(0)) && put(members, "left", json_integer(0)) &&
-	     put(members, "handoffs", json_integer(0));
+	     put(members, "generation", num(ms.generation)) &&
+	     put(members, "changed_at", json_integer(ms.changed_at)) &&
+	     put(members, "joined", num(ms.joined)) && put(members, "left", num(ms.left)) &&
+	     put(members, "handoffs", num(ms.handoffs)) &&
+	     put(members, "handoff_misses", num(ms.handoff_misses)) &&
+	     put(members, "refresh_failures", num(ms.refresh_failures)) &&
+	     put(members, "member", json_boolean(!fs->cluster || ms.member));
 	ok = ok && put(prep, "decodes", num(s.prep_decodes)) &&
 	     put(prep, "shared", num(s.prep_shared)) && put(prep, "errors", num(s.prep_errors)) &&
 	     put(prep, "staged_bytes", num(s.prep_staged_bytes)) &&
@@ -270,8 +280,19 @@ void fs_stats_metrics(struct fs_ctx *fs, struct strbuf *sb)
 
 	fs_stats_collect(fs, &s);
 	metric(sb, "uptime_seconds", "gauge", "Seconds since mount.", s.uptime_s);
+	struct fs_cluster_stats ms;
+
+	fs_cluster_get_stats(fs, &ms);
 	metric(sb, "membership_generation", "gauge",
-	       "Node lists taken (once, at mount; 0 without peers).", fs->peers ? 1 : 0);
+	       "Node lists in effect since mount (1 at mount; 0 without peers).",
+	       (double)ms.generation);
+	metric(sb, "membership_joined_total", "counter", "Nodes that joined while mounted.",
+	       (double)ms.joined);
+	metric(sb, "membership_left_total", "counter", "Nodes that left while mounted.",
+	       (double)ms.left);
+	metric(sb, "membership_handoffs_total", "counter",
+	       "Units this node got from their previous owner after a change.",
+	       (double)ms.handoffs);
 	metric(sb, "cache_capacity_bytes", "gauge", "Cache budget.", (double)s.cache.capacity_bytes);
 	metric(sb, "cache_used_bytes", "gauge", "Cache bytes in use.", (double)s.cache.used_bytes);
 	metric(sb, "cache_items", "gauge", "Units held.", (double)s.cache.items);

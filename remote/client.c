@@ -299,6 +299,31 @@ void remote_client_get_stats(const struct remote_client *c, struct remote_client
 	out->unavailable = atomic_load_explicit(&c->unavailable, memory_order_relaxed);
 }
 
+void remote_client_inherit(struct remote_client *dst, const struct remote_client *src)
+{
+	struct remote_client_stats st;
+
+	if (!dst || !src)
+		return;
+	remote_client_get_stats(src, &st);
+	STAT_ADD(dst, fetches, st.fetches);
+	STAT_ADD(dst, bytes, st.bytes);
+	STAT_ADD(dst, errors, st.errors);
+	STAT_ADD(dst, skipped, st.skipped);
+	STAT_ADD(dst, mismatches, st.mismatches);
+	STAT_ADD(dst, unavailable, st.unavailable);
+	/* A node that stays keeps its back-off: a membership change must not
+	 * send every reader to a peer known to be down. */
+	for (unsigned k = 0; k < dst->count; k++) {
+		int j = remote_peers_find(src->peers, remote_peers_url(dst->peers, k));
+
+		if (j < 0)
+			continue;
+		atomic_store(&dst->node[k].down_until_ms, atomic_load(&src->node[j].down_until_ms));
+		atomic_store(&dst->node[k].backoff_ms, atomic_load(&src->node[j].backoff_ms));
+	}
+}
+
 /* ---- one transfer --------------------------------------------------------- */
 
 static bool status_acceptable(const struct xfer *x, long status)
@@ -523,6 +548,14 @@ ssize_t remote_fetch_verified(struct remote_client *c, unsigned node, const char
 		if (!im.failed && signed_ok)
 			headers = curl_slist_append(headers, im.buf);
 	}
+	if (exp && exp->held_only && signed_ok) {
+		struct curl_slist *more = curl_slist_append(headers, REMOTE_FORWARDED_HEADER ": held");
+
+		if (more)
+			headers = more;
+		else
+			signed_ok = false;
+	}
 	if (url.failed || im.failed || !signed_ok || (exp && exp->etag && !headers)) {
 		strbuf_fini(&url);
 		strbuf_fini(&im);
@@ -577,7 +610,9 @@ ssize_t remote_fetch_verified(struct remote_client *c, unsigned node, const char
 		strbuf_fini(&url);
 		return (ssize_t)len;
 	}
-	STAT_ADD(c, errors, 1);
+	/* A handoff's "not held" is an answer, not an error. */
+	if (!(rc == -ENOENT && exp && exp->held_only))
+		STAT_ADD(c, errors, 1);
 	if (rc == -ESTALE)
 		STAT_ADD(c, mismatches, 1);
 	if (rc == -EREMOTEIO || rc == -EBUSY)

@@ -11,6 +11,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -164,6 +165,14 @@ const char *remote_peers_url(const struct remote_peers *p, unsigned k)
 	return p && k < p->count ? p->peer[k].url : NULL;
 }
 
+int remote_peers_find(const struct remote_peers *p, const char *url)
+{
+	for (unsigned k = 0; p && url && k < p->count; k++)
+		if (strcmp(p->peer[k].url, url) == 0)
+			return (int)k;
+	return -1;
+}
+
 const char *remote_peers_hostport(const struct remote_peers *p, unsigned k)
 {
 	return p && k < p->count ? p->peer[k].hostport : NULL;
@@ -203,19 +212,21 @@ uint64_t remote_unit_key(const char *relpath, size_t len, uint64_t chunk)
 	return hash_mix64(h ^ hash_mix64(chunk ^ 0x6368756e6bULL));
 }
 
-unsigned remote_owner(const struct remote_peers *p, uint64_t key)
+/* The highest-weight node of p but skip (UINT_MAX: none skipped), or
+ * UINT_MAX when there is none. */
+static unsigned owner_but(const struct remote_peers *p, uint64_t key, unsigned skip)
 {
-	unsigned best = 0;
+	unsigned best = UINT_MAX;
 	uint64_t best_w = 0;
 
-	if (!p || p->count == 0)
-		return 0;
-	for (unsigned k = 0; k < p->count; k++) {
+	for (unsigned k = 0; p && k < p->count; k++) {
 		uint64_t w = hash_mix64(key ^ p->peer[k].seed);
 
+		if (k == skip)
+			continue;
 		/* Ties (a 2^-64 event) go to the larger seed, then URL order,
 		 * which again depends only on the URLs. */
-		if (k == 0 || w > best_w ||
+		if (best == UINT_MAX || w > best_w ||
 		    (w == best_w && (p->peer[k].seed > p->peer[best].seed ||
 				     (p->peer[k].seed == p->peer[best].seed &&
 				      strcmp(p->peer[k].url, p->peer[best].url) > 0)))) {
@@ -224,6 +235,18 @@ unsigned remote_owner(const struct remote_peers *p, uint64_t key)
 		}
 	}
 	return best;
+}
+
+unsigned remote_owner(const struct remote_peers *p, uint64_t key)
+{
+	unsigned best = owner_but(p, key, UINT_MAX);
+
+	return best == UINT_MAX ? 0 : best;
+}
+
+unsigned remote_owner_without(const struct remote_peers *p, uint64_t key, unsigned skip)
+{
+	return owner_but(p, key, skip);
 }
 
 int remote_secret_read(const char *path, char **secret, char *err, size_t errlen)

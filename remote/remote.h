@@ -75,6 +75,11 @@ const char *remote_peers_url(const struct remote_peers *p, unsigned k);
 /* "host:port" of node k (IPv6 keeps its brackets), the default `--listen`. */
 const char *remote_peers_hostport(const struct remote_peers *p, unsigned k);
 
+/* The index of the node whose normalized URL is url ("http://host:port",
+ * as remote_peers_url gives it), or -1. Linear: for membership changes,
+ * not per read. */
+int remote_peers_find(const struct remote_peers *p, const char *url);
+
 /* Parse `--node=K` against the list: a decimal index < count.
  * 0, or -EINVAL with a message. */
 int remote_parse_node(const char *s, const struct remote_peers *p, unsigned *node, char *err,
@@ -89,6 +94,11 @@ uint64_t remote_unit_key(const char *relpath, size_t len, uint64_t chunk);
  * Depends only on the URL strings, not on their order or on this node.
  * Returns 0 for a NULL or empty list. Lock-free, thread-safe. */
 unsigned remote_owner(const struct remote_peers *p, uint64_t key);
+/* The owner key would have if node skip were not in the list: for a node
+ * that joined, the unit's owner before it came (rendezvous hashing moves
+ * to a new node only units it takes from their owner then). UINT_MAX when
+ * skip is the only node. */
+unsigned remote_owner_without(const struct remote_peers *p, uint64_t key, unsigned skip);
 
 /* Read a secret file: at most REMOTE_MAX_SECRET bytes, trailing
  * whitespace (newline) removed, must be non-empty printable ASCII without
@@ -130,6 +140,13 @@ struct remote_server_ops {
 	 * than len bytes) into buf; 0 or -errno. When set, every file
 	 * response carries it and an If-Match naming another gets 412. */
 	int (*etag)(void *arg, uint32_t file_id, char *buf, size_t len);
+	/* Optional: whether this node holds the unit of the file at off now
+	 * (memory or disk), so that answering needs no read of SOURCE. A
+	 * request marked "Coordfs-Forwarded: held" (a new owner asking the
+	 * previous one for a unit after a membership change) is answered only
+	 * when it does, else 404: it is never read from SOURCE nor forwarded
+	 * again. Without the callback such requests always get 404. */
+	bool (*held)(void *arg, uint32_t file_id, uint64_t off);
 	/* Append the statistics JSON object (coordfs(1), STATISTICS) to out. */
 	void (*stats_json)(void *arg, struct strbuf *out);
 	/* Append Prometheus text (format 0.0.4) to out. */
@@ -148,6 +165,7 @@ struct remote_server_stats {
 	uint64_t busy;	       /* 503 answers: no memory for the response now */
 	uint64_t unavailable;  /* 409 answers: the file failed on this node */
 	uint64_t mismatched;   /* 412 answers: If-Match named another snapshot */
+	uint64_t not_held;     /* 404 answers to forwarded requests for units not held */
 };
 
 /* Bind and listen on "HOST:PORT" (IPv4, name, or [IPv6]; empty HOST or
@@ -220,9 +238,18 @@ void remote_client_destroy(struct remote_client *c);
 
 /* What the caller knows of the file: its snapshot's size and ETag (as
  * the owner's fs would name it, quotes included). */
+/* The request header that marks a forwarded request (remote_expect's
+ * held_only): "Coordfs-Forwarded: held". */
+#define REMOTE_FORWARDED_HEADER "Coordfs-Forwarded"
+
 struct remote_expect {
 	uint64_t size;
 	const char *etag;
+	/* Ask only for what the node holds (a handoff, see
+	 * remote_server_ops.held): the request is marked forwarded, and a node
+	 * that does not hold the unit answers 404 (-ENOENT) instead of reading
+	 * SOURCE. */
+	bool held_only;
 };
 
 /* Read bytes [off, off+len) of relpath from node's server into buf,
@@ -247,6 +274,12 @@ ssize_t remote_fetch_verified(struct remote_client *c, unsigned node, const char
  * uses remote_fetch_verified. */
 ssize_t remote_fetch(struct remote_client *c, unsigned node, const char *relpath, uint64_t off,
 		     size_t len, void *buf);
+
+/* Carry what src learned into dst, a client for a new membership of the
+ * same cluster: its counters (so statistics keep counting across
+ * membership changes) and the back-off of each node whose URL is in both.
+ * src may still be fetching; a count it adds later is not carried. */
+void remote_client_inherit(struct remote_client *dst, const struct remote_client *src);
 
 /* false while node is in back-off. Lock-free. */
 bool remote_node_up(const struct remote_client *c, unsigned node);

@@ -55,7 +55,12 @@ struct remote_server {
 	_Atomic uint64_t busy;
 	_Atomic uint64_t unavailable;
 	_Atomic uint64_t mismatched;
+	_Atomic uint64_t not_held;
 };
+
+/* The answer to a forwarded request for a unit this node does not hold
+ * (counted in not_held, not as a rejected request). */
+static const char not_held_text[] = "not held by this node\n";
 
 /* Per request, in MHD's con_cls. */
 struct request {
@@ -207,6 +212,8 @@ static enum MHD_Result queue_text(struct remote_server *s, struct MHD_Connection
 		atomic_fetch_add_explicit(&s->unavailable, 1, memory_order_relaxed);
 	} else if (status == MHD_HTTP_PRECONDITION_FAILED) {
 		atomic_fetch_add_explicit(&s->mismatched, 1, memory_order_relaxed);
+	} else if (text == not_held_text) {
+		atomic_fetch_add_explicit(&s->not_held, 1, memory_order_relaxed);
 	} else if (status >= 400 && status < 500) {
 		atomic_fetch_add_explicit(&s->rejected, 1, memory_order_relaxed);
 	}
@@ -410,6 +417,11 @@ static enum MHD_Result serve_file(struct remote_server *s, struct MHD_Connection
 		start = 0;
 		len = size;
 	}
+	/* A forwarded request (a handoff) is answered only from what this
+	 * node holds: never from SOURCE, never forwarded again. */
+	if (MHD_lookup_connection_value(conn, MHD_HEADER_KIND, REMOTE_FORWARDED_HEADER) &&
+	    (!s->ops->held || !s->ops->held(s->arg, file_id, start)))
+		return queue_text(s, conn, MHD_HTTP_NOT_FOUND, not_held_text);
 	if (len == 0) {
 		r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
 	} else {
@@ -737,6 +749,7 @@ void remote_server_get_stats(const struct remote_server *s, struct remote_server
 	out->busy = atomic_load_explicit(&s->busy, memory_order_relaxed);
 	out->unavailable = atomic_load_explicit(&s->unavailable, memory_order_relaxed);
 	out->mismatched = atomic_load_explicit(&s->mismatched, memory_order_relaxed);
+	out->not_held = atomic_load_explicit(&s->not_held, memory_order_relaxed);
 }
 
 void remote__server_set_header_deadline_ms(struct remote_server *s, unsigned ms)

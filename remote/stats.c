@@ -138,6 +138,9 @@ void remote_metrics(const struct remote_client *c, const struct remote_server *s
 	       "Idle keep-alive connections closed to make room for new ones.", ss.recycled);
 	metric(out, "coordfs_peer_busy_total", "counter",
 	       "Peer requests answered 503: no memory for the response.", ss.busy);
+	metric(out, "coordfs_peer_not_held_total", "counter",
+	       "Forwarded requests (handoffs) answered 404: the unit is not held here.",
+	       ss.not_held);
 	strbuf_puts(out, "# HELP coordfs_peer_up Whether a peer is usable (1) or in back-off (0).\n"
 			 "# TYPE coordfs_peer_up gauge\n");
 	for (unsigned k = 0; c && remote_node_url(c, k); k++) {

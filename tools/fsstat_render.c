@@ -300,9 +300,18 @@ static void render_peers(FILE *out, const json_t *s)
 	struct counter gen = get_counter(s, "membership.generation");
 
 	if (json_is_string(msrc)) {
-		char g[32];
-		fprintf(out, LABEL "membership %s  generation %s\n", "",
+		char g[32], j[32], l[32], h[32];
+		const json_t *member = fsstat_field(s, "membership.member");
+
+		fprintf(out, LABEL "membership %s  generation %s", "",
 			shown(json_string_value(msrc), g, sizeof(g)), fmt_count(gen, a, sizeof(a)));
+		/* Changes while mounted (older daemons do not say). */
+		if (fsstat_field(s, "membership.handoffs"))
+			fprintf(out, "  joined %s  left %s  handoffs %s",
+				fmt_count(get_counter(s, "membership.joined"), j, sizeof(j)),
+				fmt_count(get_counter(s, "membership.left"), l, sizeof(l)),
+				fmt_count(get_counter(s, "membership.handoffs"), h, sizeof(h)));
+		fprintf(out, "%s\n", json_is_false(member) ? "  (this node is not in the list)" : "");
 	}
 	if (json_is_string(only) && !strcmp(json_string_value(only), "not_up") && total.ok && ups.ok) {
 		count = (size_t)total.v;

@@ -10,6 +10,7 @@
 #include <arpa/inet.h>
 #include <check.h>
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -79,6 +80,7 @@ struct stub {
 	char *seen[MAX_SEEN]; /* every path resolve received */
 	unsigned nseen;
 	_Atomic unsigned copies, releases;
+	_Atomic unsigned reads; /* read callbacks */
 	unsigned version; /* part of every ETag: another snapshot when bumped */
 	struct remote_server *srv;
 	struct remote_client *cli;
@@ -158,6 +160,7 @@ static int stub_read(void *arg, uint32_t file_id, uint64_t off, size_t len,
 	ck_assert_uint_lt(off, f->size);
 	ck_assert_uint_le(off + len, f->size);
 	ck_assert_ptr_null(out->data); /* the server prepares the slice */
+	atomic_fetch_add(&st->reads, 1);
 	if (len > st->max_slice)
 		len = st->max_slice;
 	out->len = len;
@@ -226,8 +229,16 @@ static void stub_metrics(void *arg, struct strbuf *out)
 	remote_metrics(st->cli, st->srv, out);
 }
 
+/* Held: the first 3 bytes of file 0 (a.txt) only. */
+static bool stub_held(void *arg, uint32_t file_id, uint64_t off)
+{
+	(void)arg;
+	return file_id == 0 && off < 3;
+}
+
 static const struct remote_server_ops stub_ops = {
     .resolve = stub_resolve,
+    .held = stub_held,
     .read = stub_read,
     .stats_json = stub_stats,
     .metrics = stub_metrics,
@@ -524,7 +535,15 @@ START_TEST(owner_balance_and_minimal_disruption)
 		}
 		if (strcmp(own5, four[4]) == 0)
 			to_new++;
+		/* A joiner's units were, before it came, the runner-up's:
+		 * p5 without node 4 is p4. */
+		ck_assert_str_eq(remote_peers_url(p5, remote_owner_without(p5, key, 4)), own4);
 	}
+	ck_assert_int_eq(remote_peers_find(p5, four[4]), 4);
+	ck_assert_int_eq(remote_peers_find(p3, four[2]), -1);
+	struct remote_peers *p1 = make_peers(o4, 1);
+	ck_assert_uint_eq(remote_owner_without(p1, 1, 0), UINT_MAX);
+	remote_peers_destroy(p1);
 	for (unsigned k = 0; k < 4; k++)
 		ck_assert_msg(count[k] > n / 4 - n / 50 && count[k] < n / 4 + n / 50,
 			      "node %u owns %u of %u", k, count[k], n);
@@ -1357,12 +1376,24 @@ START_TEST(etag_and_statuses)
 	ck_assert_int_eq(http_raw(port, "GET", "/v1/files/nomem.bin", NULL, &r), 503);
 	ck_assert_ptr_nonnull(header_value(&r, "Retry-After", v, sizeof(v)));
 
+	/* A forwarded request (a handoff) is answered only for what the node
+	 * holds: held() says a.txt's first bytes only. */
+	unsigned stub_reads_before = atomic_load(&stub.reads);
+	ck_assert_int_eq(http_raw(port, "GET", "/v1/files/a.txt",
+				  REMOTE_FORWARDED_HEADER ": held\r\n", &r), 200);
+	ck_assert_int_eq(http_raw(port, "GET", "/v1/files/a.txt",
+				  REMOTE_FORWARDED_HEADER ": held\r\nRange: bytes=3-4\r\n", &r), 404);
+	ck_assert_int_eq(http_raw(port, "GET", "/v1/files/copy.bin",
+				  REMOTE_FORWARDED_HEADER ": held\r\n", &r), 404);
+	ck_assert_uint_eq(atomic_load(&stub.reads), stub_reads_before + 1);
+
 	struct remote_server_stats ss;
 
 	remote_server_get_stats(s, &ss);
 	ck_assert_uint_eq(ss.mismatched, 2);
 	ck_assert_uint_eq(ss.unavailable, 1);
 	ck_assert_uint_eq(ss.busy, 1);
+	ck_assert_uint_eq(ss.not_held, 2);
 	strbuf_fini(&r);
 	remote_server_stop(s);
 }
