@@ -16,7 +16,7 @@ pkgs=(
 	libxxhash-dev dmsetup
 	nginx
 	radosgw ceph-mon ceph-osd python3-boto3 rclone s3fs tinyproxy-bin
-	slurm-client dnsmasq-base iproute2
+	slurm-client slurmctld slurmd munge dnsmasq-base iproute2
 )
 
 missing=()
