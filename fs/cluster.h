@@ -69,10 +69,11 @@ struct fs_gen *fs_gen_prev(struct fs_ctx *fs, struct fs_gen *g);
 void fs_cluster_get_stats(struct fs_ctx *fs, struct fs_cluster_stats *out);
 /* Count one handoff attempt's outcome. */
 void fs_cluster_count_handoff(struct fs_ctx *fs, bool got);
-/* Whether a node still on the list it mounted with asks the runner-up of
- * a unit for it (it may have joined a running cluster): until
- * FS_JOINER_MISS_LIMIT asks in a row found nothing (a cluster that
- * started together holds nothing to hand off). */
+/* Whether a node filling a unit that has no previous owner to ask asks
+ * the unit's runner-up (it may have joined a running cluster, whose
+ * runner-up held the unit before): until FS_JOINER_MISS_LIMIT asks in a
+ * row found nothing (a cluster that started together holds nothing to
+ * hand off; a hit starts the count again). */
 #define FS_JOINER_MISS_LIMIT 64
 bool fs_cluster_joiner_asks(struct fs_ctx *fs);
 

@@ -116,7 +116,6 @@ int fs_peer_handoff(struct fs_ctx *fs, uint32_t node, uint32_t k, void *buf, siz
 	int rc = -ENOENT, plen;
 
 	if (!g || !g->client || g->node == FS_NOT_A_MEMBER || k >= fs->ns.nodes[node].count ||
-	    (!p && !fs_cluster_joiner_asks(fs)) ||
 	    (plen = unit_relpath(fs, node, path, sizeof(path))) < 0)
 		goto out;
 	uint64_t key = remote_unit_key(path, (size_t)plen, k);
@@ -128,9 +127,11 @@ int fs_peer_handoff(struct fs_ctx *fs, uint32_t node, uint32_t k, void *buf, siz
 		unsigned was = remote_owner(p->peers, key);
 		if (was != p->node)
 			now = remote_peers_find(g->peers, remote_peers_url(p->peers, was));
-	} else {
-		/* The list this node mounted with: if it joined a running
-		 * cluster, its units were the runner-up's before it came. */
+	}
+	if (now < 0 && fs_cluster_joiner_asks(fs)) {
+		/* No such owner (this node's first list, or it owned the unit
+		 * then too): if this node joined a running cluster, the unit
+		 * was the runner-up's before it came, and may still be there. */
 		unsigned was = remote_owner_without(g->peers, key, g->node);
 		now = was == UINT_MAX ? -1 : (int)was;
 	}
