@@ -36,7 +36,11 @@
 #include "common/budget.h"
 #include "common/hash.h"
 #include "common/log.h"
-#include "prep/prep_int.h"
+#include "prep/codec.h"
+#include "prep/prep.h"
+#include "prep/recipe.h"
+#include "prep/render.h"
+#include "prep/resample.h"
 
 #define DEFAULT_WAIT_MS 250
 #define SWEEP_S 5 /* idle decode threads look for unneeded samples this often */
