@@ -17,7 +17,15 @@
 #define PREP__JPEG_MAX_MEM (768ull << 20) /* libjpeg's (and libtiff's) own allocations */
 #define PREP__EOI_WINDOW 64 /* a JPEG whose EOI starts in its last 64 bytes is complete */
 
-enum prep__format { PREP__UNKNOWN, PREP__JPEG, PREP__PNG, PREP__PNM, PREP__BMP, PREP__WEBP, PREP__TIFF };
+enum prep__format {
+	PREP__UNKNOWN,
+	PREP__JPEG,
+	PREP__PNG,
+	PREP__PNM,
+	PREP__BMP,
+	PREP__WEBP,
+	PREP__TIFF
+};
 enum prep__format prep__sniff(const void *data, size_t len);
 
 struct prep__sink; /* prep/sink.h */

@@ -253,7 +253,9 @@ static int probe_raw(const uint8_t *p, size_t len, unsigned *w, unsigned *h, boo
 	struct raw_img *im = malloc(sizeof(*im));
 	if (!im)
 		return -ENOMEM;
-	int rc = bmp ? bmp_parse(p, len, im, false) : pnm_magic(p, len) ? pnm_parse(p, len, im, false) : -EIO;
+	int rc = bmp		      ? bmp_parse(p, len, im, false)
+	       : pnm_magic(p, len) ? pnm_parse(p, len, im, false)
+				   : -EIO;
 	if (rc == 0) {
 		*w = im->w;
 		*h = im->h;
