@@ -31,15 +31,6 @@ enum prep__format prep__sniff(const void *data, size_t len)
 	return c ? c->format : PREP__UNKNOWN;
 }
 
-int prep__check_caps(uint64_t w, uint64_t h)
-{
-	if (w == 0 || h == 0)
-		return -EIO;
-	if (w > PREP_MAX_SIDE || h > PREP_MAX_SIDE || w * h > PREP_MAX_PIXELS)
-		return -EFBIG;
-	return 0;
-}
-
 int prep_probe(const void *data, size_t len, unsigned *w, unsigned *h)
 {
 	if (!data || !w || !h)

@@ -34,7 +34,8 @@ struct prep__codec {
 	enum prep__format format;
 	/* Do the first bytes carry this format's magic? */
 	bool (*sniff)(const uint8_t *p, size_t len);
-	/* W x H from the header, within the caps (prep__check_caps): 0, -ENODATA
+	/* W x H from the header, within the caps (prep__check_caps of
+	 * prep/sink.h): 0, -ENODATA
 	 * when the bytes end before the size (the caller may retry with more),
 	 * -EIO, -EFBIG. */
 	int (*probe)(const uint8_t *p, size_t len, unsigned *w, unsigned *h);
@@ -51,9 +52,5 @@ extern const struct prep__codec prep__codec_jpeg, prep__codec_png, prep__codec_b
 
 /* The codec whose magic data starts with, or NULL. */
 const struct prep__codec *prep__codec_of(const void *data, size_t len);
-
-/* 0 when a w x h source is within PREP_MAX_SIDE and PREP_MAX_PIXELS,
- * -EFBIG when over, -EIO when a side is 0. */
-int prep__check_caps(uint64_t w, uint64_t h);
 
 #endif

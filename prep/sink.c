@@ -9,8 +9,17 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "prep/codec.h"
+#include "prep/prep.h"
 #include "prep/sink.h"
+
+int prep__check_caps(uint64_t w, uint64_t h)
+{
+	if (w == 0 || h == 0)
+		return -EIO;
+	if (w > PREP_MAX_SIDE || h > PREP_MAX_SIDE || w * h > PREP_MAX_PIXELS)
+		return -EFBIG;
+	return 0;
+}
 
 unsigned prep__pick_scale(const struct prep__geom *g)
 {

@@ -71,6 +71,10 @@ static inline void prep__sink_push(struct prep__sink *d)
 		prep__sink_flush(d);
 }
 
+/* 0 when a w x h source is within PREP_MAX_SIDE and PREP_MAX_PIXELS (what
+ * a decode accepts), -EFBIG when over, -EIO when a side is 0. */
+int prep__check_caps(uint64_t w, uint64_t h);
+
 /* The DCT scale (M in M/8) picked for a geometry. */
 unsigned prep__pick_scale(const struct prep__geom *g);
 

@@ -117,7 +117,7 @@ struct prep_view {
 	 * index): per file, a list of images, each published once (release)
 	 * and read without a lock (acquire). tier_lock guards insertion and
 	 * tier_used (the index included), which never exceeds decoded_mem. */
-	_Atomic(struct dentry *) *tier;
+	struct dentry *_Atomic *tier;
 	pthread_mutex_t tier_lock;
 	uint64_t tier_used;
 	/* Its slots (under tier_lock): chunks[nchunks - 1] is carved from;
