@@ -24,23 +24,40 @@ static bool sniff_jpeg(const uint8_t *p, size_t len)
 	return len >= 3 && p[0] == 0xff && p[1] == 0xd8 && p[2] == 0xff;
 }
 
+/* The next marker from p[*i] on that is not standalone (SOI, TEM, RSTn and
+ * stuffed 0x00 are passed over), *i just after it; -1 when the data ends
+ * first. Fill bytes are skipped, and, leniently, garbage between segments,
+ * as libjpeg does with a warning. */
+static int next_marker(const uint8_t *p, size_t len, size_t *i)
+{
+	for (;;) {
+		while (*i < len && p[*i] != 0xff)
+			(*i)++;
+		while (*i < len && p[*i] == 0xff)
+			(*i)++;
+		if (*i >= len)
+			return -1;
+		uint8_t m = p[(*i)++];
+		if (!(m == 0x00 || m == 0x01 || m == 0xd8 || (m >= 0xd0 && m <= 0xd7)))
+			return m;
+	}
+}
+
+/* A start-of-frame marker (SOF0..SOF15 but DHT, JPG and DAC). */
+static bool is_sof(int m)
+{
+	return m >= 0xc0 && m <= 0xcf && m != 0xc4 && m != 0xc8 && m != 0xcc;
+}
+
 static int probe_jpeg(const uint8_t *p, size_t len, unsigned *w, unsigned *h)
 {
 	size_t i = 2;
 
 	for (;;) {
-		/* Find the next marker, skipping fill bytes (and, leniently,
-		 * garbage between segments, as libjpeg does with a warning). */
-		while (i < len && p[i] != 0xff)
-			i++;
-		while (i < len && p[i] == 0xff)
-			i++;
-		if (i >= len)
-			return -ENODATA;
-		uint8_t m = p[i++];
+		int m = next_marker(p, len, &i);
 
-		if (m == 0x00 || m == 0x01 || m == 0xd8 || (m >= 0xd0 && m <= 0xd7))
-			continue;
+		if (m < 0)
+			return -ENODATA;
 		if (m == 0xd9 || m == 0xda)
 			return -EIO; /* EOI or SOS before any frame header */
 		if (i + 2 > len)
@@ -48,8 +65,7 @@ static int probe_jpeg(const uint8_t *p, size_t len, unsigned *w, unsigned *h)
 		size_t seglen = (size_t)p[i] << 8 | p[i + 1];
 		if (seglen < 2)
 			return -EIO;
-		bool sof = m >= 0xc0 && m <= 0xcf && m != 0xc4 && m != 0xc8 && m != 0xcc;
-		if (sof) {
+		if (is_sof(m)) {
 			if (seglen < 8)
 				return -EIO;
 			if (i + 7 > len)
@@ -77,19 +93,12 @@ static bool jpeg_buffers_whole(const uint8_t *p, size_t len)
 	bool progressive = false;
 
 	for (;;) {
-		while (i < len && p[i] != 0xff)
-			i++;
-		while (i < len && p[i] == 0xff)
-			i++;
-		if (i >= len)
-			return true;
-		uint8_t m = p[i++];
-		if (m == 0x00 || m == 0x01 || m == 0xd8 || (m >= 0xd0 && m <= 0xd7))
-			continue;
-		if (m == 0xd9 || i + 3 > len)
+		int m = next_marker(p, len, &i);
+
+		if (m < 0 || m == 0xd9 || i + 3 > len)
 			return true;
 		size_t seglen = (size_t)p[i] << 8 | p[i + 1];
-		if (m >= 0xc0 && m <= 0xcf && m != 0xc4 && m != 0xc8 && m != 0xcc) {
+		if (is_sof(m)) {
 			progressive = m == 0xc2 || m == 0xc6 || m == 0xca || m == 0xce;
 			if (i + 8 > len)
 				return true;
