@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Every internal header of prep/ at once, for its white-box tests and the
- * tools that drive its stages one by one (tests/helpers/prep_render_cli.c,
- * tools/bench/decode_speed.c, tests/fuzz/fuzz_prep.c). No source of prep/ includes
- * it: each includes the small headers it uses (see prep/README.md).
+ * Every internal header of prep/ at once, for its white-box tests
+ * (tests/unit/test_prep*.c) and the tools that drive its stages one by one
+ * (tests/helpers/prep_render_cli.c, tools/bench/decode_speed.c). No source
+ * of prep/ includes it: each includes the small headers it uses (see
+ * prep/README.md).
  */
 #ifndef COORDFS_PREP_PREP_INT_H
 #define COORDFS_PREP_PREP_INT_H
