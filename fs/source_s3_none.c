@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * fs_source_s3_create for a build without the S3 client (remote/s3.c):
- * an s3:// SOURCE is refused with one clear line. meson picks this file or
- * fs/source_s3.c.
+ * fs_source_s3_create for a build without the S3 client (remote/s3.c,
+ * meson -Ds3=disabled, or auto without expat): an s3:// SOURCE is refused
+ * with one clear line. fs/meson.build picks this file or fs/source_s3.c.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -20,7 +20,8 @@ int fs_source_s3_create(const struct fs_source_s3_options *o, struct fs_source *
 		return rc;
 	free(bucket);
 	free(prefix);
-	snprintf(err, errlen, "source '%s': this coordfs was built without S3 support", o->url);
+	snprintf(err, errlen,
+		 "source '%s': this coordfs was built without S3 support (meson option s3)", o->url);
 	return -ENOTSUP;
 }
 

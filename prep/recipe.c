@@ -2,7 +2,7 @@
 /*
  * Recipes: parsing, output sizes, the counter-based generator, torchvision's
  * RandomResizedCrop parameters, and the geometry each recipe asks of the
- * resampler (see prep_int.h for what a geometry means).
+ * resampler (see prep/geom.h for what a geometry means).
  */
 #include <errno.h>
 #include <math.h>
@@ -12,7 +12,11 @@
 #include <strings.h>
 
 #include "common/hash.h"
-#include "prep/prep_int.h"
+#include "prep/geom.h"
+#include "prep/prep.h"
+#include "prep/recipe.h"
+#include "prep/render.h"
+#include "prep/sink.h"
 
 static const struct {
 	const char *prefix;
@@ -88,11 +92,6 @@ uint64_t prep_ppm_size(unsigned w, unsigned h)
 	char hdr[48];
 
 	return prep__ppm_header(w, h, hdr) + 3ull * w * h;
-}
-
-size_t prep__ppm_header(unsigned w, unsigned h, char *buf)
-{
-	return (size_t)sprintf(buf, "P6\n%u %u\n255\n", w, h);
 }
 
 /* torchvision's Resize(size) for an int size: shorter side = size, longer =

@@ -14,7 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "prep/prep_int.h"
+#include "prep/prep.h"
+#include "prep/resample.h"
 
 #define PRECISION_BITS (32 - 8 - 2)
 

@@ -4,7 +4,7 @@
  * the memory estimate and the decode + transform path of every format. The input is the image file itself
  * (so saved inputs are plain files); its length picks the recipe and the
  * version. Saved inputs live in
- * tests/fuzz/corpus_prep and are replayed by tests/unit/test_prep.c.
+ * tests/fuzz/corpus_prep and are replayed by tests/unit/test_prep_codec.c.
  * Build: CC=clang meson setup build-fuzz -Dfuzz=true && ninja -C build-fuzz
  * Run:   build-fuzz/tests/fuzz/fuzz_prep tests/fuzz/corpus_prep
  */

@@ -1032,14 +1032,14 @@ class ManyReader:
 
 
 class FakePeer:
-	"""tests/integration/fake_peer.py MODE on a free loopback port
+	"""tests/helpers/fake_peer.py MODE on a free loopback port
 	(self.port), stopped on exit. directory: serve that tree's files
 	(see fake_peer.py) instead of one pattern."""
 
 	def __init__(self, mode, timeout=10, directory=None):
 		import select
 		self.proc = subprocess.Popen(
-			[sys.executable, os.path.join(HERE, 'fake_peer.py'), mode,
+			[sys.executable, os.path.join(HERE, '..', 'helpers', 'fake_peer.py'), mode,
 			 '0'] + ([directory] if directory else []),
 			stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
 			stderr=subprocess.DEVNULL)

@@ -31,7 +31,7 @@ except ImportError as e:  # the test suite installs them: their absence is a fai
     print(f"FAIL: needs numpy, torch, torchvision and PIL under /usr/bin/python3 ({e})")
     sys.exit(1)
 
-CLI = sys.argv[1] if len(sys.argv) > 1 else "build/tests/unit/prep_render_cli"
+CLI = sys.argv[1] if len(sys.argv) > 1 else "build/tests/helpers/prep_render_cli"
 passed = failed = 0
 
 

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 """The S3 client library (remote/s3.h) against a real radosgw.
 
-Drives tests/unit/s3_cli (one client per process, commands on stdin) and
+Drives tests/helpers/s3_cli (one client per process, commands on stdin) and
 checks: listings (flat with >1000 keys over several pages, and parallel
 over nested prefixes) return exactly the uploaded set; ranged GETs return
 the uploaded bytes; an object overwritten since the listing gives EIO; a
@@ -53,7 +53,7 @@ def cli_path():
 	p = os.environ.get('S3_CLI')
 	if not p:
 		here = os.path.dirname(os.path.abspath(__file__))
-		p = os.path.join(here, '..', '..', 'build', 'tests', 'unit', 's3_cli')
+		p = os.path.join(here, '..', '..', 'build', 'tests', 'helpers', 's3_cli')
 	if not os.access(p, os.X_OK):
 		print(f'FAIL setup: s3_cli not executable: {p}\n0 passed, 1 failed')
 		sys.exit(1)

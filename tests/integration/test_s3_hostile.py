@@ -277,7 +277,7 @@ def test_endless_listings(c):
 			c.check('... with one line naming --list-timeout',
 				'--list-timeout' in ok[1] and len(ok[1].strip().splitlines()) == 1, ok[1])
 			c.check('... nothing mounted', not ct.is_mounted(td.mnt))
-		cli = os.path.join(os.environ['COORDFS_BUILD_DIR'], 'tests', 'unit', 's3_cli')
+		cli = os.path.join(os.environ['COORDFS_BUILD_DIR'], 'tests', 'helpers', 's3_cli')
 		env = {k: v for k, v in os.environ.items() if not k.startswith('AWS_')}
 		for cap in ('--list-max-keys=20000', '--list-max-bytes=1000000'):
 			t0 = time.monotonic()

@@ -2,11 +2,13 @@
 /* Unit tests for common/: size parsing, hashing, strbuf. */
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "common/file.h"
 #include "common/hash.h"
 #include "common/log.h"
 #include "common/size.h"
@@ -139,6 +141,37 @@ START_TEST(strbuf_json_escapes)
 }
 END_TEST
 
+/* A file read whole, growing past the first buffer; empty; over the cap;
+ * missing. */
+START_TEST(file_read_all_whole_capped_missing)
+{
+	char path[] = "/tmp/test_common.XXXXXX";
+	int fd = mkstemp(path);
+	size_t big = (200u << 10) + 7, len = 1;
+	uint8_t *want = malloc(big), *got = NULL;
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_ptr_nonnull(want);
+	ck_assert_int_eq(file_read_all(path, 100, &got, &len), 0); /* empty */
+	ck_assert_ptr_nonnull(got);
+	ck_assert_uint_eq(len, 0);
+	free(got);
+	for (size_t i = 0; i < big; i++)
+		want[i] = (uint8_t)(hash_mix64(i) >> 7);
+	ck_assert_int_eq(write(fd, want, big), (ssize_t)big);
+	close(fd);
+	ck_assert_int_eq(file_read_all(path, big, &got, &len), 0);
+	ck_assert_uint_eq(len, big);
+	ck_assert_int_eq(memcmp(got, want, big), 0);
+	free(got);
+	ck_assert_int_eq(file_read_all(path, big - 1, &got, &len), -EFBIG);
+	ck_assert_int_eq(file_read_all(path, 10, &got, &len), -EFBIG);
+	unlink(path);
+	ck_assert_int_eq(file_read_all(path, big, &got, &len), -ENOENT);
+	free(want);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("common");
@@ -151,6 +184,7 @@ int main(void)
 	tcase_add_test(tc, strbuf_json_escapes);
 	tcase_add_test(tc, utf8_replaces_ill_formed_bytes);
 	tcase_add_test(tc, log_escapes_control_characters);
+	tcase_add_test(tc, file_read_all_whole_capped_missing);
 	suite_add_tcase(s, tc);
 	return check_run(s);
 }

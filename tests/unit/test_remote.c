@@ -4,7 +4,7 @@
  * path/Range parsers, and the server and client talking real HTTP on
  * loopback (ports picked free at run time): byte-exact full and ranged
  * reads, authentication, traversal attempts, metrics, back-off and
- * re-probe, and a client facing tests/integration/fake_peer.py in each of
+ * re-probe, and a client facing tests/helpers/fake_peer.py in each of
  * its misbehaving modes.
  */
 #include <arpa/inet.h>

@@ -58,6 +58,7 @@
 #include <jpeglib.h>
 #include <turbojpeg.h>
 
+#include "common/file.h"
 #include "common/hash.h"
 #include "prep/prep.h"
 #include "prep/prep_int.h"
@@ -129,30 +130,6 @@ static double now_s(void)
 static double cpu_s(void)
 {
 	return clock_s(CLOCK_THREAD_CPUTIME_ID);
-}
-
-static int read_file(const char *path, uint8_t **data, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	uint8_t *buf = NULL;
-	long n;
-
-	if (!f)
-		return -errno;
-	if (fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0 || n > (long)MAX_FILE_BYTES ||
-	    fseek(f, 0, SEEK_SET) != 0)
-		goto fail;
-	buf = malloc(n ? (size_t)n : 1);
-	if (!buf || fread(buf, 1, (size_t)n, f) != (size_t)n)
-		goto fail;
-	fclose(f);
-	*data = buf;
-	*len = (size_t)n;
-	return 0;
-fail:
-	free(buf);
-	fclose(f);
-	return -EIO;
 }
 
 /* In the verification pass, keep a copy of a mode's result pixels. */
@@ -717,7 +694,7 @@ int main(int argc, char **argv)
 	for (size_t k = 0; k < n; k++) {
 		struct image *im = &ims[k];
 		im->path = argv[i + k];
-		if (read_file(im->path, &im->data, &im->len) < 0 ||
+		if (file_read_all(im->path, MAX_FILE_BYTES, &im->data, &im->len) < 0 ||
 		    prep_probe(im->data, im->len, &im->w, &im->h) < 0 ||
 		    prep__sniff(im->data, im->len) != PREP__JPEG) {
 			fprintf(stderr, "decode_speed: %s: not a readable JPEG\n", im->path);

@@ -1,5 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
+ * The job table of the prepared view and the job of a reading process
+ * (prep/jobs.h).
+ *
  * Job identity of a reading process (prep_job_of_pid in prep.h has the
  * contract). A job must separate the trials of a hyper-parameter sweep,
  * however they were launched (a shell loop, a Python driver's subprocess or
@@ -25,9 +28,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/budget.h"
 #include "common/log.h"
+#include "prep/jobs.h"
 #include "prep/prep.h"
+#include "prep/view_state.h"
 
+#define PID_TTL_S 5.0
 #define ENVIRON_MAX (1u << 20) /* bytes of /proc/PID/environ examined */
 
 /* Variables that name a job, from the environment a process was started
@@ -291,4 +298,178 @@ int prep_job_of_pid(pid_t pid, char *out, size_t outlen)
 			"process %d); set COORDFS_JOB in a job's environment to name it",
 			(int)pid, (int)job);
 	return job_name(job, start, vals, out, outlen);
+}
+
+/* ---- the job table ---- */
+
+bool prep__job_active(const struct prep_view *v, const struct job *j, double now)
+{
+	return now - j->last_active <= v->cfg.job_idle_s;
+}
+
+/* A slot may be given to another job only when its job holds no open file
+ * and has not opened one for job_idle_s. */
+static bool job_reusable(const struct prep_view *v, const struct job *j, double now)
+{
+	return j->open == 0 && !prep__job_active(v, j, now);
+}
+
+struct job *prep__job_get(struct prep_view *v, uid_t uid, const char *name, double now)
+{
+	struct job *victim = NULL, *own_victim = NULL;
+	unsigned own = 0, per_uid = v->cfg.max_jobs / 4 ? v->cfg.max_jobs / 4 : 1;
+
+	for (unsigned i = 0; i < v->njobs; i++) {
+		struct job *j = v->jobs[i];
+		if (j->uid == uid && strcmp(j->name, name) == 0) {
+			j->last_active = now;
+			return j;
+		}
+		bool reusable = job_reusable(v, j, now);
+		if (j->uid == uid) {
+			own++;
+			if (reusable && (!own_victim || j->last_active < own_victim->last_active))
+				own_victim = j;
+		}
+		if (reusable && (!victim || j->last_active < victim->last_active))
+			victim = j;
+	}
+	if (own >= per_uid) {
+		victim = own_victim;
+	} else if (v->njobs < v->cfg.max_jobs) {
+		if (v->njobs == v->jobs_cap) {
+			unsigned cap = v->jobs_cap ? v->jobs_cap * 2 : 16;
+			struct job **nj = realloc(v->jobs, sizeof(*nj) * cap);
+			if (!nj)
+				return NULL;
+			v->jobs = nj;
+			v->jobs_cap = cap;
+		}
+		struct job *j = calloc(1, sizeof(*j));
+		if (!j)
+			return NULL;
+		v->jobs[v->njobs++] = j;
+		atomic_store_explicit(&v->st_jobs, v->njobs, memory_order_relaxed);
+		victim = j;
+	}
+	if (!victim)
+		return NULL;
+	if (victim->name[0])
+		log_info("prep: job %s of uid %u takes the slot of inactive job %s of uid %u",
+			 name, (unsigned)uid, victim->name, (unsigned)victim->uid);
+	if (victim->next)
+		memset(victim->next, 0, sizeof(*victim->next) * v->cfg.nfiles);
+	victim->uid = uid;
+	snprintf(victim->name, sizeof(victim->name), "%s", name);
+	victim->last_active = now;
+	victim->open = 0;
+	victim->opens = 0;
+	victim->seen = 0;
+	victim->has_recipe = false;
+	victim->ahead_at = victim->ahead_seen = victim->ahead_done = 0;
+	return victim;
+}
+
+uint64_t prep__job_counters_bytes(const struct prep_view *v)
+{
+	return sizeof(uint16_t) /* job.next[f] */ * (uint64_t)v->cfg.nfiles;
+}
+
+/* Charged without waiting: this runs under the view lock. */
+int prep__job_take_version(struct prep_view *v, struct job *j, uint32_t f, uint32_t *version)
+{
+	if (!j->next) {
+		uint64_t n = prep__job_counters_bytes(v);
+		if (v->cfg.mem && !budget_try(v->cfg.mem, n))
+			return -ENOSPC;
+		j->next = calloc(v->cfg.nfiles, sizeof(*j->next));
+		if (!j->next) {
+			prep__mem_release(v, n);
+			return -ENOMEM;
+		}
+	}
+	*version = j->next[f];
+	if (j->next[f] < UINT16_MAX)
+		j->next[f]++;
+	j->opens++;
+	if (*version == 0)
+		j->seen++;
+	return 0;
+}
+
+void prep__job_untake_version(struct job *j, uint32_t f, uint32_t version)
+{
+	if (j->next && j->next[f] == version + 1)
+		j->next[f]--;
+}
+
+bool prep__still_needed(struct prep_view *v, const struct job *self, uint32_t f, uint32_t k,
+			 double now)
+{
+	for (unsigned i = 0; i < v->njobs; i++) {
+		const struct job *j = v->jobs[i];
+		if (j == self || !prep__job_active(v, j, now))
+			continue;
+		if ((j->next ? j->next[f] : 0) <= k)
+			return true;
+	}
+	return false;
+}
+
+bool prep__job_reclaim(struct prep_view *v, double now)
+{
+	struct job *oldest = NULL;
+
+	for (unsigned i = 0; i < v->njobs; i++) {
+		struct job *j = v->jobs[i];
+		if (j->next && job_reusable(v, j, now) &&
+		    (!oldest || j->last_active < oldest->last_active))
+			oldest = j;
+	}
+	if (!oldest)
+		return false;
+	log_info("prep: inactive job %s of uid %u gives back its version counters "
+		 "for memory", oldest->name, (unsigned)oldest->uid);
+	free(oldest->next);
+	oldest->next = NULL;
+	prep__mem_release(v, prep__job_counters_bytes(v));
+	oldest->name[0] = '\0'; /* a free slot: matches no job, counts for no uid */
+	oldest->uid = (uid_t)-1;
+	stat_add(&v->st_jobs_reclaimed, 1);
+	return true;
+}
+
+void prep__jobs_free(struct prep_view *v)
+{
+	for (unsigned i = 0; i < v->njobs; i++) {
+		if (v->jobs[i]->next)
+			prep__mem_release(v, prep__job_counters_bytes(v));
+		free(v->jobs[i]->next);
+		free(v->jobs[i]);
+	}
+	free(v->jobs);
+}
+
+int prep__job_of_pid_cached(struct prep_view *v, pid_t pid, char *name)
+{
+	struct pid_entry *e = &v->pids[(uint32_t)pid % PID_CACHE];
+	double now = now_s();
+	int rc;
+
+	pthread_mutex_lock(&v->pid_lock);
+	if (e->pid == pid && now - e->when < PID_TTL_S) {
+		memcpy(name, e->name, PREP_JOB_NAME_MAX);
+		pthread_mutex_unlock(&v->pid_lock);
+		return 0;
+	}
+	pthread_mutex_unlock(&v->pid_lock);
+	rc = prep_job_of_pid(pid, name, PREP_JOB_NAME_MAX);
+	if (rc < 0)
+		return rc;
+	pthread_mutex_lock(&v->pid_lock);
+	e->pid = pid;
+	e->when = now;
+	memcpy(e->name, name, PREP_JOB_NAME_MAX);
+	pthread_mutex_unlock(&v->pid_lock);
+	return 0;
 }

@@ -13,42 +13,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/file.h"
 #include "prep/prep_int.h"
 
 #define MAX_INPUT (256u << 20)
-
-static int read_all(const char *path, uint8_t **data, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	size_t cap = 1 << 16, n = 0;
-	uint8_t *buf;
-
-	if (!f)
-		return -errno;
-	buf = malloc(cap);
-	while (buf) {
-		size_t got = fread(buf + n, 1, cap - n, f);
-		n += got;
-		if (n < cap)
-			break;
-		if (cap >= MAX_INPUT) {
-			free(buf);
-			fclose(f);
-			return -EFBIG;
-		}
-		uint8_t *nb = realloc(buf, cap * 2);
-		if (!nb)
-			free(buf);
-		buf = nb;
-		cap *= 2;
-	}
-	fclose(f);
-	if (!buf)
-		return -ENOMEM;
-	*data = buf;
-	*len = n;
-	return 0;
-}
 
 struct scale_arg {
 	const struct prep_recipe *r;
@@ -123,7 +91,7 @@ int main(int argc, char **argv)
 			return 1;
 		}
 		for (int f = 4; f < argc; f++) {
-			if ((rc = read_all(argv[f], &data, &len)) < 0) {
+			if ((rc = file_read_all(argv[f], MAX_INPUT, &data, &len)) < 0) {
 				fprintf(stderr, "prep_render_cli: %s: %s\n", argv[f],
 					strerror(-rc));
 				return 1;
@@ -155,7 +123,7 @@ int main(int argc, char **argv)
 				argv[2]);
 			return 1;
 		}
-		if ((rc = read_all(argv[4], &data, &len)) < 0) {
+		if ((rc = file_read_all(argv[4], MAX_INPUT, &data, &len)) < 0) {
 			fprintf(stderr, "prep_render_cli: %s: %s\n", argv[4], strerror(-rc));
 			return 1;
 		}
@@ -169,7 +137,7 @@ int main(int argc, char **argv)
 		uint32_t version = (uint32_t)strtoul(argv[3], NULL, 0);
 		uint64_t key = argc == 6 ? strtoull(argv[5], NULL, 0) : 0;
 
-		if ((rc = read_all(argv[4], &data, &len)) < 0) {
+		if ((rc = file_read_all(argv[4], MAX_INPUT, &data, &len)) < 0) {
 			fprintf(stderr, "prep_render_cli: %s: %s\n", argv[4], strerror(-rc));
 			return 1;
 		}

@@ -1,14 +1,17 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: MIT
-"""fs/ keeps its include graph acyclic and its headers honest:
+"""fs/ and prep/ keep their include graphs acyclic and their headers honest.
+In each of those folders (X/ below):
 
-- every function or variable an fs/ header declares is defined (not
-  static) by an fs/*.c that includes that header;
-- each fs/*.c defines what at most one fs/ header declares, which makes it
+- every function or variable an X/ header declares is defined (not
+  static) by an X/*.c that includes that header;
+- each X/*.c defines what at most one X/ header declares, which makes it
   part of that header's module (x.h with x.c, or with x_*.c: ns.h with
-  ns_list.c, source.h with source_local.c, ...);
-- the modules' #include "fs/..." arrows have no cycle;
-- fs/README.md draws those arrows as they are (its indented
+  ns_list.c, source.h with source_local.c, codec.h with codec_jpeg.c, ...);
+  the folder's public header (prep/prep.h, which every part of prep/
+  implements) makes nobody a member;
+- the modules' #include "X/..." arrows have no cycle;
+- X/README.md draws those arrows as they are (its indented
   "module -> modules" lines).
 
 Declarations and definitions come from universal-ctags. A self-test first
@@ -24,7 +27,8 @@ import subprocess
 import sys
 import tempfile
 
-INCLUDE = re.compile(r'^\s*#\s*include\s+"fs/([^"]+)"', re.M)
+# folder -> (its public headers, the fewest modules it must have)
+FOLDERS = {'fs': ((), 10), 'prep': (('prep.h',), 10)}
 
 
 def tags(ctags, paths):
@@ -36,13 +40,15 @@ def tags(ctags, paths):
 	return [json.loads(line) for line in out.splitlines() if line.startswith('{')]
 
 
-def layout(ctags, fsdir):
-	"""(problems, modules, edges) of the fs/ tree at fsdir."""
+def layout(ctags, fsdir, folder='fs', public=()):
+	"""(problems, modules, edges) of the tree at fsdir, whose includes name
+	it as folder/."""
+	include = re.compile(r'^\s*#\s*include\s+"' + folder + r'/([^"]+)"', re.M)
 	files = sorted(f for f in os.listdir(fsdir) if f.endswith(('.c', '.h')))
 	includes = {}
 	for f in files:
 		with open(os.path.join(fsdir, f), encoding='utf-8') as fh:
-			includes[f] = [h for h in INCLUDE.findall(fh.read()) if h != f]
+			includes[f] = [h for h in include.findall(fh.read()) if h != f]
 	declared = {}  # name -> header
 	defined = {}  # name -> [c files]
 	for t in tags(ctags, [os.path.join(fsdir, f) for f in files]):
@@ -55,13 +61,15 @@ def layout(ctags, fsdir):
 	for name, h in sorted(declared.items()):
 		by = [c for c in defined.get(name, []) if h in includes[c]]
 		if not by:
-			problems.append(f'{h} declares {name}, which no fs/*.c including {h} defines')
+			problems.append(f'{h} declares {name}, which no {folder}/*.c including {h} '
+					'defines')
 	module = {}
 	for f in files:
 		if f.endswith('.h'):
 			module[f] = f[:-2]
 			continue
-		owners = sorted({declared[n] for n, cs in defined.items() if f in cs and n in declared})
+		owners = sorted({declared[n] for n, cs in defined.items()
+				 if f in cs and n in declared and declared[n] not in public})
 		if len(owners) > 1:
 			problems.append(f'{f} defines what {" and ".join(owners)} declare: split it')
 		module[f] = owners[0][:-2] if owners else f[:-2]
@@ -69,7 +77,7 @@ def layout(ctags, fsdir):
 	for f in files:
 		for h in includes[f]:
 			if h not in module:
-				problems.append(f'{f} includes fs/{h}, which does not exist')
+				problems.append(f'{f} includes {folder}/{h}, which does not exist')
 			elif module[h] != module[f]:
 				edges.setdefault(module[f], set()).add(module[h])
 	# Depth-first search; a grey node reached again closes a cycle.
@@ -104,16 +112,48 @@ SELFTEST = {
 README_EDGE = re.compile(r'^    ([a-z_, ]+?) +-> (.*)$', re.M)
 
 
-def readme_edges(path):
-	"""The "module -> modules" lines of fs/README.md as {module: set}."""
+def readme_edges(path, folder='fs'):
+	"""The "module -> modules" lines of X/README.md as {module: set}."""
 	with open(path, encoding='utf-8') as fh:
 		text = fh.read()
 	drawn = {}
 	for lhs, rhs in README_EDGE.findall(text):
-		targets = set() if rhs.strip() == 'nothing in fs/' else set(rhs.split())
+		targets = set() if rhs.strip() == f'nothing in {folder}/' else set(rhs.split())
 		for m in lhs.split(','):
 			drawn[m.strip()] = targets
 	return drawn
+
+
+def check_folder(ctags, srcdir, folder, public, least, n):
+	"""The TAP lines of one folder's checks, numbered from n + 1; the last
+	number."""
+	problems, modules, edges = layout(ctags, os.path.join(srcdir, folder), folder, public)
+	n += 1
+	if len(modules) < least:
+		print(f'not ok {n} - only {len(modules)} modules found in {folder}/: {modules}')
+	else:
+		print(f'ok {n} - {len(modules)} modules in {folder}/')
+	for m in modules:
+		print(f'# {m} -> {" ".join(sorted(edges.get(m, ()))) or f"(nothing in {folder}/)"}')
+	n += 1
+	if problems:
+		print(f'not ok {n} - {folder}/ layout:\n# ' + '\n# '.join(problems))
+	else:
+		print(f'ok {n} - {folder}/ headers declare only what their module defines; '
+		      'no include cycle')
+	n += 1
+	drawn = readme_edges(os.path.join(srcdir, folder, 'README.md'), folder)
+	actual = {m: set(edges.get(m, ())) for m in modules}
+	wrong = [f'{m}: README {sorted(drawn.get(m, ["(missing)"]))}, '
+		 f'code {sorted(actual.get(m, ["(no such module)"]))}'
+		 for m in sorted(set(drawn) | set(actual)) if drawn.get(m) != actual.get(m)]
+	if wrong:
+		print(f'not ok {n} - {folder}/README.md draws other includes than the code has:\n# ' +
+		      '\n# '.join(wrong))
+	else:
+		print(f'ok {n} - {folder}/README.md draws the {len(actual)} modules\' includes as '
+		      'they are')
+	return n
 
 
 def main():
@@ -131,30 +171,8 @@ def main():
 		print(f'ok {n} - the checks find a made-up cycle and a declaration nothing defines')
 	else:
 		print(f'not ok {n} - on the made-up tree: {problems}, expected {want}')
-	problems, modules, edges = layout(ctags, os.path.join(srcdir, 'fs'))
-	n += 1
-	if len(modules) < 10:
-		print(f'not ok {n} - only {len(modules)} modules found in fs/: {modules}')
-	else:
-		print(f'ok {n} - {len(modules)} modules in fs/')
-	for m in modules:
-		print(f'# {m} -> {" ".join(sorted(edges.get(m, ()))) or "(nothing in fs/)"}')
-	n += 1
-	if problems:
-		print(f'not ok {n} - fs/ layout:\n# ' + '\n# '.join(problems))
-	else:
-		print(f'ok {n} - fs/ headers declare only what their module defines; no include cycle')
-	n += 1
-	drawn = readme_edges(os.path.join(srcdir, 'fs', 'README.md'))
-	actual = {m: set(edges.get(m, ())) for m in modules}
-	wrong = [f'{m}: README {sorted(drawn.get(m, ["(missing)"]))}, '
-		 f'code {sorted(actual.get(m, ["(no such module)"]))}'
-		 for m in sorted(set(drawn) | set(actual)) if drawn.get(m) != actual.get(m)]
-	if wrong:
-		print(f'not ok {n} - fs/README.md draws other includes than the code has:\n# ' +
-		      '\n# '.join(wrong))
-	else:
-		print(f'ok {n} - fs/README.md draws the {len(actual)} modules\' includes as they are')
+	for folder, (public, least) in FOLDERS.items():
+		n = check_folder(ctags, srcdir, folder, public, least, n)
 	print(f'1..{n}')
 
 

@@ -1,0 +1,56 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The image formats prep/ decodes, one file each (codec_*.c), behind one
+ * table of operations: recognise the magic bytes, read the size from the
+ * header, estimate the working memory of a decode, decode into a sink
+ * (prep/sink.h). codec.c holds the table and what goes through it:
+ * prep__sniff, prep_probe and prep_decode_mem of prep/prep.h.
+ */
+#ifndef COORDFS_PREP_CODEC_H
+#define COORDFS_PREP_CODEC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define PREP__JPEG_MAX_SCANS 1000	  /* progressive "scan bombs" */
+#define PREP__JPEG_MAX_MEM (768ull << 20) /* libjpeg's (and libtiff's) own allocations */
+#define PREP__EOI_WINDOW 64 /* a JPEG whose EOI starts in its last 64 bytes is complete */
+
+enum prep__format {
+	PREP__UNKNOWN,
+	PREP__JPEG,
+	PREP__PNG,
+	PREP__PNM,
+	PREP__BMP,
+	PREP__WEBP,
+	PREP__TIFF
+};
+enum prep__format prep__sniff(const void *data, size_t len);
+
+struct prep__sink; /* prep/sink.h */
+
+struct prep__codec {
+	enum prep__format format;
+	/* Do the first bytes carry this format's magic? */
+	bool (*sniff)(const uint8_t *p, size_t len);
+	/* W x H from the header, within the caps (prep__check_caps of
+	 * prep/sink.h): 0, -ENODATA
+	 * when the bytes end before the size (the caller may retry with more),
+	 * -EIO, -EFBIG. */
+	int (*probe)(const uint8_t *p, size_t len, unsigned *w, unsigned *h);
+	/* Bytes this format's decoder holds for a W x H source beyond what
+	 * every decode holds (prep_decode_mem adds them). */
+	uint64_t (*work_mem)(const uint8_t *p, size_t len, unsigned W, unsigned H);
+	/* Decode p into d (prep__sink_scale, _region, _alloc, then the region
+	 * rows pushed and flushed). 0 / -errno. */
+	int (*decode)(const uint8_t *p, size_t len, struct prep__sink *d);
+};
+
+extern const struct prep__codec prep__codec_jpeg, prep__codec_png, prep__codec_bmp,
+    prep__codec_webp, prep__codec_tiff, prep__codec_pnm;
+
+/* The codec whose magic data starts with, or NULL. */
+const struct prep__codec *prep__codec_of(const void *data, size_t len);
+
+#endif

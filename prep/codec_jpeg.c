@@ -1,0 +1,314 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * JPEG through the libjpeg API of libjpeg-turbo with DCT-domain downscaling
+ * (scale_num/8), horizontal cropping (jpeg_crop_scanline) and row skipping
+ * (jpeg_skip_scanlines), so only the pixels the resampler reads are
+ * reconstructed. CMYK is converted as PIL does (Adobe polarity). Every
+ * error, and every libjpeg warning, unwinds through a setjmp/longjmp error
+ * manager: nothing here exits or prints.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jerror.h>
+#include <jpeglib.h>
+
+#include "prep/codec.h"
+#include "prep/sink.h"
+
+static bool sniff_jpeg(const uint8_t *p, size_t len)
+{
+	return len >= 3 && p[0] == 0xff && p[1] == 0xd8 && p[2] == 0xff;
+}
+
+/* The next marker from p[*i] on that is not standalone (SOI, TEM, RSTn and
+ * stuffed 0x00 are passed over), *i just after it; -1 when the data ends
+ * first. Fill bytes are skipped, and, leniently, garbage between segments,
+ * as libjpeg does with a warning. */
+static int next_marker(const uint8_t *p, size_t len, size_t *i)
+{
+	for (;;) {
+		while (*i < len && p[*i] != 0xff)
+			(*i)++;
+		while (*i < len && p[*i] == 0xff)
+			(*i)++;
+		if (*i >= len)
+			return -1;
+		uint8_t m = p[(*i)++];
+		if (!(m == 0x00 || m == 0x01 || m == 0xd8 || (m >= 0xd0 && m <= 0xd7)))
+			return m;
+	}
+}
+
+/* A start-of-frame marker (SOF0..SOF15 but DHT, JPG and DAC). */
+static bool is_sof(int m)
+{
+	return m >= 0xc0 && m <= 0xcf && m != 0xc4 && m != 0xc8 && m != 0xcc;
+}
+
+static int probe_jpeg(const uint8_t *p, size_t len, unsigned *w, unsigned *h)
+{
+	size_t i = 2;
+
+	for (;;) {
+		int m = next_marker(p, len, &i);
+
+		if (m < 0)
+			return -ENODATA;
+		if (m == 0xd9 || m == 0xda)
+			return -EIO; /* EOI or SOS before any frame header */
+		if (i + 2 > len)
+			return -ENODATA;
+		size_t seglen = (size_t)p[i] << 8 | p[i + 1];
+		if (seglen < 2)
+			return -EIO;
+		if (is_sof(m)) {
+			if (seglen < 8)
+				return -EIO;
+			if (i + 7 > len)
+				return -ENODATA;
+			unsigned hh = (unsigned)p[i + 3] << 8 | p[i + 4];
+			unsigned ww = (unsigned)p[i + 5] << 8 | p[i + 6];
+			int rc = prep__check_caps(ww, hh);
+			if (rc < 0)
+				return rc;
+			*w = ww;
+			*h = hh;
+			return 0;
+		}
+		i += seglen;
+	}
+}
+
+/* Does libjpeg need its whole-image coefficient buffer for this file
+ * (progressive, or a first scan without every component)? When the data
+ * ends before the first scan, assume it does. */
+static bool jpeg_buffers_whole(const uint8_t *p, size_t len)
+{
+	size_t i = 2;
+	unsigned ncomp = 0;
+	bool progressive = false;
+
+	for (;;) {
+		int m = next_marker(p, len, &i);
+
+		if (m < 0 || m == 0xd9 || i + 3 > len)
+			return true;
+		size_t seglen = (size_t)p[i] << 8 | p[i + 1];
+		if (is_sof(m)) {
+			progressive = m == 0xc2 || m == 0xc6 || m == 0xca || m == 0xce;
+			if (i + 8 > len)
+				return true;
+			ncomp = p[i + 7];
+		} else if (m == 0xda) {
+			return progressive || p[i + 2] < ncomp;
+		}
+		if (seglen < 2)
+			return true;
+		i += seglen;
+	}
+}
+
+static uint64_t work_jpeg(const uint8_t *p, size_t len, unsigned W, unsigned H)
+{
+	return jpeg_buffers_whole(p, len) ? (uint64_t)W * H * 8 : (uint64_t)W * 64 * 2;
+}
+
+/* PIL: CMYK JPEGs are read as "CMYK;I" (Adobe polarity), then cmyk2rgb. */
+static void cmyk_to_rgb(uint8_t *px, size_t n)
+{
+	const uint8_t *in = px;
+	uint8_t *out = px;
+
+	for (size_t i = 0; i < n; i++, in += 4, out += 3) {
+		int nk = in[3]; /* 255 - (255 - k) */
+		for (int c = 0; c < 3; c++) {
+			int inv = 255 - in[c];
+			int tmp = inv * nk + 128;
+			int v = nk - (((tmp >> 8) + tmp) >> 8);
+			out[c] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+		}
+	}
+}
+
+/* ---- JPEG ---- */
+
+struct jerr {
+	struct jpeg_error_mgr pub;
+	jmp_buf jb;
+	int code;
+};
+
+static void jerr_exit(j_common_ptr ci)
+{
+	struct jerr *e = (struct jerr *)ci->err;
+
+	if (!e->code)
+		e->code = ci->err->msg_code == JERR_OUT_OF_MEMORY ? -ENOMEM : -EIO;
+	longjmp(e->jb, 1);
+}
+
+static void jerr_emit(j_common_ptr ci, int level)
+{
+	struct jerr *e = (struct jerr *)ci->err;
+
+	if (level < 0) { /* a warning: corrupt or truncated data */
+		e->code = -EIO;
+		longjmp(e->jb, 1);
+	}
+}
+
+static void jerr_output(j_common_ptr ci)
+{
+}
+
+static void jprogress(j_common_ptr ci)
+{
+	j_decompress_ptr di = (j_decompress_ptr)ci;
+
+	if (ci->is_decompressor && di->input_scan_number > PREP__JPEG_MAX_SCANS) {
+		struct jerr *e = (struct jerr *)ci->err;
+
+		e->code = -EIO;
+		longjmp(e->jb, 1);
+	}
+}
+
+/* Does an EOI marker (FF D9) start within the last PREP__EOI_WINDOW bytes?
+ * Entropy-coded data cannot contain FF D9 (an FF there is stuffed as
+ * FF 00), so in a file cut inside its scan data these bytes never form one. */
+static bool jpeg_has_eoi(const uint8_t *data, size_t len)
+{
+	if (len < 2)
+		return false;
+	size_t stop = len > PREP__EOI_WINDOW ? len - PREP__EOI_WINDOW : 0;
+
+	for (size_t i = len - 2;; i--) {
+		if (data[i] == 0xff && data[i + 1] == 0xd9)
+			return true;
+		if (i == stop)
+			return false;
+	}
+}
+
+static int decode_jpeg(const uint8_t *data, size_t len, struct prep__sink *d)
+{
+	struct jpeg_decompress_struct ci;
+	struct jpeg_progress_mgr prog = {.progress_monitor = jprogress};
+	struct jerr err;
+	uint8_t *volatile scratch = NULL;
+	volatile int rc = 0;
+
+	memset(&ci, 0, sizeof(ci));
+	ci.err = jpeg_std_error(&err.pub);
+	err.pub.error_exit = jerr_exit;
+	err.pub.emit_message = jerr_emit;
+	err.pub.output_message = jerr_output;
+	err.code = 0;
+	if (setjmp(err.jb)) {
+		rc = err.code ? err.code : -EIO;
+		goto out;
+	}
+	jpeg_create_decompress(&ci);
+	ci.progress = &prog;
+	ci.mem->max_memory_to_use = PREP__JPEG_MAX_MEM;
+	jpeg_mem_src(&ci, data, (unsigned long)len);
+	if (jpeg_read_header(&ci, TRUE) != JPEG_HEADER_OK) {
+		rc = -EIO;
+		goto out;
+	}
+	bool cmyk = false;
+	switch (ci.jpeg_color_space) {
+	case JCS_GRAYSCALE:
+	case JCS_YCbCr:
+	case JCS_RGB:
+		ci.out_color_space = JCS_RGB;
+		break;
+	case JCS_CMYK:
+	case JCS_YCCK:
+		ci.out_color_space = JCS_CMYK;
+		cmyk = true;
+		break;
+	default:
+		rc = -EIO;
+		goto out;
+	}
+	if ((rc = prep__sink_scale(d, ci.image_width, ci.image_height, true)) < 0)
+		goto out;
+	ci.scale_num = d->M;
+	ci.scale_denom = 8;
+	ci.dct_method = JDCT_ISLOW;
+	ci.do_fancy_upsampling = TRUE;
+	jpeg_calc_output_dimensions(&ci);
+	if ((rc = prep__sink_region(d, ci.output_width, ci.output_height)) < 0)
+		goto out;
+	jpeg_start_decompress(&ci);
+
+	unsigned sh = ci.output_height;
+	/* One spare column each side: fancy upsampling is approximate at the
+	 * edges of a cropped row, so the edges are kept out of the region. */
+	JDIMENSION xoff = d->rx0 > 0 ? d->rx0 - 1 : 0;
+	JDIMENSION cw = (d->rx1 < ci.output_width ? d->rx1 + 1 : ci.output_width) - xoff;
+	if (cw < ci.output_width)
+		jpeg_crop_scanline(&ci, &xoff, &cw);
+	else
+		xoff = 0;
+	if ((rc = prep__sink_alloc(d, ci.output_width, cmyk ? 4 : 3)) < 0)
+		goto out;
+	d->bx0 = xoff;
+	if (d->ry0 > 0 && jpeg_skip_scanlines(&ci, d->ry0) != d->ry0) {
+		rc = -EIO;
+		goto out;
+	}
+	while (ci.output_scanline < d->ry1) {
+		JSAMPROW row = prep__sink_row(d);
+
+		if (jpeg_read_scanlines(&ci, &row, 1) != 1) {
+			rc = -EIO;
+			goto out;
+		}
+		if (cmyk)
+			cmyk_to_rgb(row, cw);
+		prep__sink_push(d);
+	}
+	prep__sink_flush(d);
+	/* A truncated file must fail whatever the crop. When the data ends in
+	 * an EOI marker (a cut file does not) the rows below the region are not
+	 * decoded: jpeg_destroy_decompress aborts the decode. Otherwise the
+	 * rest is consumed: skipped rows are entropy-decoded only. Skipping to
+	 * the very bottom would decode nothing (libjpeg-turbo just declares
+	 * EOI), so the last row is read for real. Progressive and multi-scan
+	 * files have been read whole by jpeg_start_decompress already. */
+	if (ci.output_scanline < sh && jpeg_has_eoi(data, len))
+		goto out;
+	if (ci.output_scanline < sh) {
+		if (ci.output_scanline < sh - 1)
+			jpeg_skip_scanlines(&ci, sh - 1 - ci.output_scanline);
+		scratch = malloc(d->stride);
+		if (!scratch) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		JSAMPROW row = scratch;
+		if (jpeg_read_scanlines(&ci, &row, 1) != 1) {
+			rc = -EIO;
+			goto out;
+		}
+	}
+	jpeg_finish_decompress(&ci);
+out:
+	jpeg_destroy_decompress(&ci);
+	free(scratch);
+	return rc;
+}
+
+const struct prep__codec prep__codec_jpeg = {
+	.format = PREP__JPEG,
+	.sniff = sniff_jpeg,
+	.probe = probe_jpeg,
+	.work_mem = work_jpeg,
+	.decode = decode_jpeg,
+};

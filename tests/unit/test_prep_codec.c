@@ -1,0 +1,292 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * prep/codec*.c: header probes, decoding of every JPEG/PNG flavour to RGB,
+ * the JPEG tail, truncated and corrupt input, and replay of the fuzz corpus
+ * (tests/fuzz/corpus_prep).
+ */
+#include <check.h>
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <png.h>
+
+#include "prep/prep_int.h"
+#include "tests/unit/test_prep_images.h"
+
+/* ---- probe ---- */
+
+START_TEST(probe_headers)
+{
+	struct jopts o = {.kind = J_RGB};
+	size_t jl, pl;
+	uint8_t *j = make_jpeg(70, 33, quad_pixel, &o, &jl);
+	uint8_t *p = make_png(41, 17, PNG_COLOR_TYPE_RGB, 8, false, false, &pl);
+	unsigned w = 0, h = 0;
+
+	ck_assert_int_eq(prep_probe(j, jl, &w, &h), 0);
+	ck_assert_uint_eq(w, 70);
+	ck_assert_uint_eq(h, 33);
+	ck_assert_int_eq(prep_probe(p, pl, &w, &h), 0);
+	ck_assert_uint_eq(w, 41);
+	ck_assert_uint_eq(h, 17);
+	ck_assert_int_eq(prep_probe(j, 40, &w, &h), -ENODATA);
+	ck_assert_int_eq(prep_probe(p, 20, &w, &h), -ENODATA);
+	ck_assert_int_eq(prep_probe("hello, world, this is text", 26, &w, &h), -EINVAL);
+	ck_assert_int_eq(prep_probe("", 0, &w, &h), -EINVAL);
+	free(j);
+	free(p);
+}
+END_TEST
+
+/* ---- decoding to RGB ---- */
+
+static void check_quadrants_jpeg(const struct jopts *o, int tol, const char *what)
+{
+	size_t len;
+	uint8_t *j = make_jpeg(64, 64, quad_pixel, o, &len);
+	struct prep__image img;
+
+	ck_assert_msg(prep__decode_full(j, len, &img) == 0, "%s: decode failed", what);
+	ck_assert_uint_eq(img.w, 64);
+	ck_assert_uint_eq(img.h, 64);
+	for (int q = 0; q < 4; q++) {
+		unsigned x = (q % 2) * 32 + 16, y = (q / 2) * 32 + 16;
+		struct color want = quad_colors[q];
+		if (o->kind == J_GRAY) {
+			want.r = want.b = want.g;
+		} else if (o->kind == J_CMYK || o->kind == J_YCCK) {
+			uint8_t cmyk[4];
+			cmyk_of(quad_colors[q], cmyk);
+			want = pil_cmyk_rgb(cmyk);
+		}
+		assert_color_near(img.rgb + ((size_t)y * 64 + x) * 3, want, tol, what);
+	}
+	free(img.rgb);
+	free(j);
+}
+
+START_TEST(decode_jpeg_flavours)
+{
+	check_quadrants_jpeg(&(struct jopts){.kind = J_RGB}, 4, "baseline 4:4:4");
+	check_quadrants_jpeg(&(struct jopts){.kind = J_RGB, .hsamp = 2}, 6, "baseline 4:2:0");
+	check_quadrants_jpeg(&(struct jopts){.kind = J_GRAY}, 2, "gray");
+	check_quadrants_jpeg(&(struct jopts){.kind = J_CMYK}, 4, "CMYK (Adobe)");
+	check_quadrants_jpeg(&(struct jopts){.kind = J_YCCK}, 6, "YCCK (Adobe)");
+	check_quadrants_jpeg(&(struct jopts){.kind = J_RGB, .progressive = true, .hsamp = 2}, 6,
+			     "progressive");
+	check_quadrants_jpeg(&(struct jopts){.kind = J_RGB, .restart = 1, .hsamp = 2}, 6,
+			     "restart markers");
+	check_quadrants_jpeg(&(struct jopts){.kind = J_CMYK, .progressive = true}, 6,
+			     "progressive CMYK");
+}
+END_TEST
+
+START_TEST(decode_png_flavours)
+{
+	static const struct {
+		int ctype, depth;
+		bool interlace, trns;
+	} cases[] = {
+	    {PNG_COLOR_TYPE_RGB, 8, false, false},
+	    {PNG_COLOR_TYPE_RGB, 16, false, false},
+	    {PNG_COLOR_TYPE_RGB_ALPHA, 8, false, false},
+	    {PNG_COLOR_TYPE_RGB_ALPHA, 16, false, false},
+	    {PNG_COLOR_TYPE_GRAY, 1, false, false},
+	    {PNG_COLOR_TYPE_GRAY, 2, false, false},
+	    {PNG_COLOR_TYPE_GRAY, 4, false, false},
+	    {PNG_COLOR_TYPE_GRAY, 8, false, true},
+	    {PNG_COLOR_TYPE_GRAY, 16, false, false},
+	    {PNG_COLOR_TYPE_GRAY_ALPHA, 8, false, false},
+	    {PNG_COLOR_TYPE_GRAY_ALPHA, 16, false, false},
+	    {PNG_COLOR_TYPE_PALETTE, 8, false, false},
+	    {PNG_COLOR_TYPE_PALETTE, 8, false, true},
+	    {PNG_COLOR_TYPE_RGB, 8, true, false},
+	    {PNG_COLOR_TYPE_PALETTE, 8, true, true},
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		size_t len;
+		uint8_t *p = make_png(50, 30, cases[i].ctype, cases[i].depth, cases[i].interlace,
+				      cases[i].trns, &len);
+		struct prep__image img;
+		char what[64];
+
+		snprintf(what, sizeof(what), "PNG type %d depth %d%s%s", cases[i].ctype,
+			 cases[i].depth, cases[i].interlace ? " interlaced" : "",
+			 cases[i].trns ? " tRNS" : "");
+		ck_assert_msg(prep__decode_full(p, len, &img) == 0, "%s: decode failed", what);
+		ck_assert_uint_eq(img.w, 50);
+		ck_assert_uint_eq(img.h, 30);
+		for (unsigned y = 0; y < 30; y += 7) {
+			for (unsigned x = 0; x < 50; x += 3) {
+				struct color c = quad_pixel(x, y, 50, 30), want;
+				if (cases[i].ctype == PNG_COLOR_TYPE_PALETTE)
+					want = c;
+				else
+					want = png_expect(cases[i].ctype, cases[i].depth, c);
+				assert_color_near(img.rgb + ((size_t)y * 50 + x) * 3, want, 0,
+						  what);
+			}
+		}
+		free(img.rgb);
+		free(p);
+	}
+}
+END_TEST
+
+
+START_TEST(eoi_decides_the_tail)
+{
+	struct jopts o = {.kind = J_RGB, .hsamp = 2, .quality = 90};
+	size_t jl;
+	uint8_t *jpg = make_jpeg(200, 150, photo_pixel, &o, &jl);
+	struct prep_recipe rrc;
+	uint8_t *a, *b;
+	size_t al, bl;
+
+	ck_assert(jl > 2 && jpg[jl - 2] == 0xff && jpg[jl - 1] == 0xd9);
+	prep_recipe_parse("rrc32", &rrc);
+	uint8_t *tail = calloc(1, jl + 200);
+	ck_assert_ptr_nonnull(tail);
+	memcpy(tail, jpg, jl);
+	for (uint32_t v = 0; v < 8; v++) {
+		ck_assert_int_eq(prep_render(&rrc, jpg, jl, 1, 2, v, &a, &al), 0);
+		size_t extra[] = {10, 62, 63, 200};
+		for (unsigned k = 0; k < 4; k++) {
+			ck_assert_int_eq(prep_render(&rrc, tail, jl + extra[k], 1, 2, v, &b, &bl), 0);
+			ck_assert(al == bl && memcmp(a, b, al) == 0);
+			free(b);
+		}
+		free(a);
+	}
+	memcpy(tail, jpg, jl);
+	tail[jl - 2] = tail[jl - 1] = 0;
+	for (uint32_t v = 0; v < 8; v++)
+		ck_assert_int_eq(prep_render(&rrc, tail, jl, 1, 2, v, &a, &al), -EIO);
+	free(tail);
+	free(jpg);
+}
+END_TEST
+
+/* ---- bad input ---- */
+
+START_TEST(truncated_and_corrupt_fail)
+{
+	struct jopts o = {.kind = J_RGB, .hsamp = 2, .quality = 90};
+	struct jopts op = {.kind = J_RGB, .progressive = true};
+	size_t jl, pl, ppl;
+	uint8_t *jpg = make_jpeg(200, 150, photo_pixel, &o, &jl);
+	uint8_t *pjpg = make_jpeg(200, 150, photo_pixel, &op, &ppl);
+	uint8_t *png = make_png(60, 40, PNG_COLOR_TYPE_RGB, 8, false, false, &pl);
+	struct prep_recipe rrc, center;
+	uint8_t *out;
+	size_t olen;
+
+	prep_recipe_parse("rrc32", &rrc);
+	prep_recipe_parse("center32", &center);
+	for (size_t cut = 0; cut < jl; cut += cut < 700 ? 37 : 501) {
+		for (uint32_t v = 0; v < 3; v++) {
+			int rc = prep_render(&rrc, jpg, cut, 1, 2, v, &out, &olen);
+			ck_assert_msg(rc == -EIO || rc == -EINVAL, "jpeg cut at %zu/%zu: %d", cut,
+				      jl, rc);
+		}
+	}
+	ck_assert_int_eq(prep_render(&center, jpg, jl - 2, 1, 2, 0, &out, &olen), -EIO);
+	for (size_t cut = 0; cut < ppl; cut += 211)
+		ck_assert_int_lt(prep_render(&center, pjpg, cut, 1, 2, 0, &out, &olen), 0);
+	for (size_t cut = 0; cut < pl; cut += 97)
+		ck_assert_int_lt(prep_render(&center, png, cut, 1, 2, 0, &out, &olen), 0);
+	/* flipped bits in the entropy-coded data */
+	uint8_t *bad = malloc(jl);
+	int failures = 0;
+	for (int k = 0; k < 20; k++) {
+		memcpy(bad, jpg, jl);
+		for (int b = 0; b < 8; b++)
+			bad[jl / 2 + (size_t)k * 13 + b * 7] ^= 0x5a;
+		int rc = prep_render(&center, bad, jl, 1, 2, 0, &out, &olen);
+		if (rc == 0)
+			free(out);
+		else
+			failures++;
+		ck_assert(rc == 0 || rc == -EIO);
+	}
+	ck_assert_int_gt(failures, 0);
+	/* not an image */
+	ck_assert_int_eq(prep_render(&center, "just some text\n", 15, 1, 2, 0, &out, &olen),
+			 -EINVAL);
+	ck_assert_int_eq(prep_render(&center, "", 0, 1, 2, 0, &out, &olen), -EINVAL);
+	free(bad);
+	free(jpg);
+	free(pjpg);
+	free(png);
+}
+END_TEST
+
+START_TEST(corpus_replay)
+{
+	DIR *d = opendir(CORPUS_DIR);
+	struct dirent *e;
+	unsigned files = 0, bad_files = 0;
+	struct prep_recipe recipes[3];
+
+	ck_assert_msg(d != NULL, "cannot open %s (tests run from tests/unit)", CORPUS_DIR);
+	prep_recipe_parse("rrc64", &recipes[0]);
+	prep_recipe_parse("center32", &recipes[1]);
+	prep_recipe_parse("resize48", &recipes[2]);
+	while ((e = readdir(d))) {
+		char path[512];
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", CORPUS_DIR, e->d_name);
+		FILE *f = fopen(path, "rb");
+		ck_assert_ptr_nonnull(f);
+		uint8_t *buf = malloc(1 << 20);
+		size_t n = fread(buf, 1, 1 << 20, f);
+		fclose(f);
+		files++;
+		/* ok_*: must decode; bad_*: must fail; any_* (fuzzer finds):
+		 * either, without crashing */
+		bool expect_bad = strncmp(e->d_name, "bad_", 4) == 0;
+		bool expect_ok = strncmp(e->d_name, "ok_", 3) == 0;
+		bad_files += expect_bad;
+		for (int i = 0; i < 3; i++) {
+			uint8_t *out = NULL;
+			size_t olen = 0;
+			unsigned w, h;
+			int rc = prep_render(&recipes[i], n ? buf : (uint8_t *)"", n, 3, 4, 5, &out,
+					     &olen);
+			if (expect_bad)
+				ck_assert_msg(rc < 0, "%s with recipe %d decoded", e->d_name, i);
+			else if (expect_ok)
+				ck_assert_msg(rc == 0, "%s with recipe %d: %d", e->d_name, i, rc);
+			else
+				ck_assert_msg(rc == 0 || rc == -EIO || rc == -EINVAL ||
+						  rc == -EFBIG,
+					      "%s with recipe %d: unexpected %d", e->d_name, i, rc);
+			if (rc == 0) {
+				const uint8_t *px;
+				parse_ppm(out, olen, &w, &h, &px);
+				free(out);
+			}
+			prep_probe(buf, n, &w, &h); /* must not crash */
+		}
+		free(buf);
+	}
+	closedir(d);
+	ck_assert_uint_ge(files, 8);
+	ck_assert_uint_ge(bad_files, 5);
+}
+END_TEST
+
+void prep_codec_tests(TCase *tc)
+{
+	tcase_add_test(tc, probe_headers);
+	tcase_add_test(tc, decode_jpeg_flavours);
+	tcase_add_test(tc, decode_png_flavours);
+	tcase_add_test(tc, eoi_decides_the_tail);
+	tcase_add_test(tc, truncated_and_corrupt_fail);
+	tcase_add_test(tc, corpus_replay);
+}
