@@ -6,7 +6,10 @@
  * files, credential JSON, Content-Range and ETag checks, the refresh time,
  * the full-jitter backoff bounds, the latency histogram, the connection
  * pool's per-thread handles, and remote_s3_create's configuration checks
- * and URL building (no request is made). The real-server behaviour is
+ * and URL building (no request is made); and against a scripted server of
+ * its own on loopback, the checks of a ranged GET that keep the wrong
+ * bytes out: If-Match sent, the answer's ETag and total size checked, a
+ * 503 retried. The real-server behaviour is
  * tests/integration/test_s3_client.py's.
  */
 #include <check.h>
@@ -17,6 +20,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -717,6 +723,138 @@ static void destroy(struct remote_s3 *s)
 	remote_http_destroy(pool);
 }
 
+/* ---- a scripted server: the checks of a GET ---------------------------- */
+
+/* Answers requests on loopback with the scripted responses, in order (the
+ * last one repeats), keeping each request's head for the test to read. */
+struct script {
+	int fd;
+	unsigned port;
+	const char *const *answers;
+	unsigned nanswers;
+	_Atomic unsigned served;
+	char heads[8][2048];
+	pthread_t thread;
+};
+
+static void *script_run(void *arg)
+{
+	struct script *sc = arg;
+	int c;
+
+	while ((c = accept(sc->fd, NULL, NULL)) >= 0) {
+		char buf[4096];
+		size_t got = 0;
+
+		for (;;) {
+			ssize_t n = recv(c, buf + got, sizeof(buf) - 1 - got, 0);
+			if (n <= 0)
+				break;
+			got += (size_t)n;
+			buf[got] = '\0';
+			char *end = strstr(buf, "\r\n\r\n");
+			if (!end)
+				continue;
+			unsigned i = atomic_fetch_add(&sc->served, 1);
+			if (i < 8)
+				snprintf(sc->heads[i], sizeof(sc->heads[i]), "%.*s", (int)(end - buf), buf);
+			const char *a = sc->answers[i < sc->nanswers ? i : sc->nanswers - 1];
+			(void)send(c, a, strlen(a), MSG_NOSIGNAL);
+			got -= (size_t)(end + 4 - buf);
+			memmove(buf, end + 4, got);
+		}
+		close(c);
+	}
+	return NULL;
+}
+
+static void script_start(struct script *sc, const char *const *answers, unsigned n)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET};
+	socklen_t sl = sizeof(sa);
+
+	memset(sc, 0, sizeof(*sc));
+	sc->answers = answers;
+	sc->nanswers = n;
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	sc->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ck_assert_int_ge(sc->fd, 0);
+	ck_assert_int_eq(bind(sc->fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	ck_assert_int_eq(listen(sc->fd, 8), 0);
+	ck_assert_int_eq(getsockname(sc->fd, (struct sockaddr *)&sa, &sl), 0);
+	sc->port = ntohs(sa.sin_port);
+	ck_assert_int_eq(pthread_create(&sc->thread, NULL, script_run, sc), 0);
+}
+
+static void script_stop(struct script *sc)
+{
+	shutdown(sc->fd, SHUT_RDWR);
+	close(sc->fd);
+	pthread_join(sc->thread, NULL);
+}
+
+/* One GET of bytes 2-5 of "obj" (listed with ETag "e1", 10 bytes) against
+ * the script: what remote_s3_get returned, the body in out. */
+static ssize_t scripted_get(struct script *sc, char out[4])
+{
+	char err[256], endpoint[64];
+	struct remote_s3 *s;
+
+	clear_aws_env();
+	snprintf(endpoint, sizeof(endpoint), "http://127.0.0.1:%u", sc->port);
+	struct remote_s3_config cfg = {.bucket = "bkt", .endpoint = endpoint, .no_sign = true,
+				       .max_retries = 2, .backoff_base_ms = 1,
+				       .backoff_cap_ms = 5, .timeout_ms = 5000};
+	ck_assert_int_eq(create(&cfg, &s, err), 0);
+	ssize_t n = remote_s3_get(s, "obj", "\"e1\"", 10, 2, 4, out);
+	destroy(s);
+	return n;
+}
+
+#define ANSWER(status, etag, range, body)                                                       \
+	"HTTP/1.1 " status "\r\nETag: " etag "\r\nContent-Range: bytes " range                 \
+	"\r\nContent-Length: 4\r\n\r\n" body
+
+START_TEST(test_get_checks)
+{
+	static const char *const good[] = {ANSWER("206 Partial Content", "\"e1\"", "2-5/10", "cdef")};
+	static const char *const other_etag[] = {
+	    ANSWER("206 Partial Content", "\"e2\"", "2-5/10", "XXXX")};
+	static const char *const other_size[] = {
+	    ANSWER("206 Partial Content", "\"e1\"", "2-5/11", "XXXX")};
+	static const char *const busy_then_good[] = {
+	    "HTTP/1.1 503 Slow Down\r\nContent-Length: 0\r\n\r\n",
+	    ANSWER("206 Partial Content", "\"e1\"", "2-5/10", "cdef")};
+	struct script sc;
+	char out[4];
+
+	/* The listed ETag goes out as If-Match; a right answer is taken. */
+	script_start(&sc, good, 1);
+	ck_assert_int_eq(scripted_get(&sc, out), 4);
+	ck_assert_int_eq(memcmp(out, "cdef", 4), 0);
+	ck_assert_msg(strcasestr(sc.heads[0], "\nIf-Match: \"e1\"") != NULL, "request: %s",
+		      sc.heads[0]);
+	ck_assert_msg(strcasestr(sc.heads[0], "\nRange: bytes=2-5") != NULL, "request: %s",
+		      sc.heads[0]);
+	script_stop(&sc);
+	/* An answer about another version (ETag, or total size): -ESTALE,
+	 * whatever the server says of If-Match, and not retried. */
+	script_start(&sc, other_etag, 1);
+	ck_assert_int_eq(scripted_get(&sc, out), -ESTALE);
+	ck_assert_uint_eq(atomic_load(&sc.served), 1);
+	script_stop(&sc);
+	script_start(&sc, other_size, 1);
+	ck_assert_int_eq(scripted_get(&sc, out), -ESTALE);
+	script_stop(&sc);
+	/* 503 (throttling) is retried, and the retry's answer taken. */
+	script_start(&sc, busy_then_good, 2);
+	ck_assert_int_eq(scripted_get(&sc, out), 4);
+	ck_assert_int_eq(memcmp(out, "cdef", 4), 0);
+	ck_assert_uint_eq(atomic_load(&sc.served), 2);
+	script_stop(&sc);
+}
+END_TEST
+
 START_TEST(test_create_urls)
 {
 	struct remote_s3 *s;
@@ -999,6 +1137,7 @@ int main(void)
 	tcase_add_test(tc, test_cred_json);
 	tcase_add_test(tc, test_pool_handles);
 	tcase_add_test(tc, test_create_urls);
+	tcase_add_test(tc, test_get_checks);
 	tcase_add_test(tc, test_create_errors);
 	tcase_add_test(tc, test_credential_process_flood);
 	tcase_add_test(tc, test_split_command);
