@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "common/deadline.h"
+#include "common/file.h"
 #include "common/strbuf.h"
 #include "remote/remote.h"
 
@@ -161,21 +162,17 @@ static int lines_to_list(const char *what, const char *text, unsigned port, stru
 
 static int read_file(const char *path, struct strbuf *out, char *err, unsigned errlen)
 {
-	FILE *f = fopen(path, "re");
-	char buf[4096];
-	size_t n;
+	uint8_t *data = NULL;
+	size_t len = 0;
+	int rc = file_read_all(path, FS_MEMBERSHIP_MAX_BYTES, &data, &len);
 
-	if (!f)
-		return fail(err, errlen, -errno, "--peers=file:%s: %s", path, strerror(errno));
-	while ((n = fread(buf, 1, sizeof(buf), f)) > 0) {
-		strbuf_append(out, buf, n);
-		if (out->len > FS_MEMBERSHIP_MAX_BYTES) {
-			fclose(f);
-			return fail(err, errlen, -EFBIG, "--peers=file:%s: over %u bytes", path,
-				    FS_MEMBERSHIP_MAX_BYTES);
-		}
-	}
-	fclose(f);
+	if (rc == -EFBIG)
+		return fail(err, errlen, rc, "--peers=file:%s: over %u bytes", path,
+			    FS_MEMBERSHIP_MAX_BYTES);
+	if (rc < 0)
+		return fail(err, errlen, rc, "--peers=file:%s: %s", path, strerror(-rc));
+	strbuf_append(out, (const char *)data, len);
+	free(data);
 	return out->failed ? -ENOMEM : 0;
 }
 

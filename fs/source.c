@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * What every source shares: telling an object-store SOURCE from a
- * directory, splitting s3://BUCKET[/PREFIX], the request-latency
- * histogram behind source.latency_ms, and the per-thread read deadline.
+ * directory, splitting s3://BUCKET[/PREFIX], and the per-thread read
+ * deadline.
  */
 #include "fs/source.h"
 
@@ -78,36 +78,6 @@ int fs_source_s3_parse_url(const char *url, char **bucket, char **prefix, char *
 		free(*prefix);
 		*bucket = *prefix = NULL;
 		return -ENOMEM;
-	}
-	return 0;
-}
-
-void fs_latency_add(struct fs_latency *l, uint64_t usec)
-{
-	unsigned b = 0;
-
-	while (b + 1 < FS_LATENCY_BUCKETS && (1ULL << b) < usec)
-		b++;
-	atomic_fetch_add_explicit(&l->bucket[b], 1, memory_order_relaxed);
-}
-
-double fs_latency_quantile_ms(struct fs_latency *l, double q)
-{
-	uint64_t n[FS_LATENCY_BUCKETS], total = 0, seen = 0;
-
-	for (unsigned b = 0; b < FS_LATENCY_BUCKETS; b++) {
-		n[b] = atomic_load_explicit(&l->bucket[b], memory_order_relaxed);
-		total += n[b];
-	}
-	if (total == 0)
-		return 0;
-	uint64_t rank = (uint64_t)(q * (double)total);
-	if (rank >= total)
-		rank = total - 1;
-	for (unsigned b = 0; b < FS_LATENCY_BUCKETS; b++) {
-		seen += n[b];
-		if (seen > rank)
-			return (double)(1ULL << b) / 1000.0;
 	}
 	return 0;
 }

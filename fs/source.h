@@ -176,17 +176,4 @@ int fs_source_s3_parse_url(const char *url, char **bucket, char **prefix, char *
 int fs_source_s3_create(const struct fs_source_s3_options *o, struct fs_source **out, char *err,
 			size_t errlen);
 
-/*
- * Latency of source requests, in log2 buckets of microseconds: relaxed
- * atomics, cheap enough for every request. Percentiles are bucket upper
- * bounds (within 2x).
- */
-#define FS_LATENCY_BUCKETS 32
-struct fs_latency {
-	_Atomic uint64_t bucket[FS_LATENCY_BUCKETS];
-};
-void fs_latency_add(struct fs_latency *l, uint64_t usec);
-/* The q-quantile (0 < q < 1) in milliseconds; 0 with no samples. */
-double fs_latency_quantile_ms(struct fs_latency *l, double q);
-
 #endif

@@ -20,6 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/deadline.h"
+#include "common/hist.h"
 #include "common/log.h"
 #include "fs/source.h"
 
@@ -28,7 +30,7 @@ struct local_source {
 	char *dir;
 	int dir_fd;
 	_Atomic uint64_t requests;
-	struct fs_latency latency;
+	struct hist latency; /* of preads (common/hist.h) */
 };
 
 static struct local_source *local_of(struct fs_source *src)
@@ -133,14 +135,6 @@ static void local_close(struct fs_source *src, int fh)
 	close(fh);
 }
 
-static uint64_t now_usec(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000ULL + (uint64_t)ts.tv_nsec / 1000;
-}
-
 /* pread exactly len bytes at off, then drop them from the page cache. A short
  * read means the file shrank: -EIO. */
 static int local_pread(struct local_source *ls, const struct ns *ns, uint32_t node, int fd,
@@ -149,12 +143,12 @@ static int local_pread(struct local_source *ls, const struct ns *ns, uint32_t no
 	size_t done = 0;
 
 	while (done < len) {
-		uint64_t t0 = now_usec();
+		uint64_t t0 = deadline_now_us();
 		ssize_t n = pread(fd, (char *)buf + done, len - done, (off_t)(off + done));
 		if (n < 0 && errno == EINTR)
 			continue;
 		atomic_fetch_add_explicit(&ls->requests, 1, memory_order_relaxed);
-		fs_latency_add(&ls->latency, now_usec() - t0);
+		hist_add(&ls->latency, deadline_now_us() - t0);
 		if (n < 0) {
 			/* EIO, ETIMEDOUT, ESTALE from NFS: not the file's last word */
 			fs_source_problem(&ls->base, ns, node, "read failed: %s", strerror(errno));
@@ -210,8 +204,8 @@ static void local_get_stats(struct fs_source *src, struct fs_source_stats *out)
 
 	memset(out, 0, sizeof(*out));
 	out->requests = atomic_load_explicit(&ls->requests, memory_order_relaxed);
-	out->latency_p50_ms = fs_latency_quantile_ms(&ls->latency, 0.50);
-	out->latency_p99_ms = fs_latency_quantile_ms(&ls->latency, 0.99);
+	out->latency_p50_ms = hist_quantile_ms(&ls->latency, 0.50);
+	out->latency_p99_ms = hist_quantile_ms(&ls->latency, 0.99);
 }
 
 static void local_destroy(struct fs_source *src)

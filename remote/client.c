@@ -34,8 +34,10 @@
 #include <sys/random.h>
 #include <time.h>
 
+#include "common/deadline.h"
 #include "common/log.h"
 #include "common/strbuf.h"
+#include "common/text.h"
 #include "remote/auth.h"
 #include "remote/http.h"
 
@@ -94,14 +96,6 @@ struct xfer {
 
 #define STAT_ADD(c, field, v) atomic_fetch_add_explicit(&(c)->field, (v), memory_order_relaxed)
 
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* ---- handles ------------------------------------------------------------ */
 
@@ -219,7 +213,7 @@ static int node_gate(struct remote_client *c, unsigned k, bool *probe)
 	*probe = false;
 	if (until == 0)
 		return 0;
-	if (now_ms() < until)
+	if (deadline_now_ms() < until)
 		return -EHOSTDOWN;
 	if (atomic_exchange_explicit(&ns->probing, true, memory_order_acq_rel))
 		return -EHOSTDOWN;
@@ -233,7 +227,7 @@ static void node_failed(struct remote_client *c, unsigned k, bool probe, int rc)
 	const char *url = remote_peers_url(c->peers, k);
 
 	pthread_mutex_lock(&ns->lock);
-	int64_t now = now_ms();
+	int64_t now = deadline_now_ms();
 	unsigned b = atomic_load_explicit(&ns->backoff_ms, memory_order_relaxed);
 
 	if (probe) {
@@ -526,7 +520,7 @@ ssize_t remote_fetch_verified(struct remote_client *c, unsigned node, const char
 	strbuf_puts(&url, remote_peers_url(c->peers, node));
 	size_t target = url.len;
 	strbuf_puts(&url, "/v1/files/");
-	remote__pct_encode(&url, relpath);
+	text_pct_encode(&url, relpath, strlen(relpath), true);
 	snprintf(range, sizeof(range), "%" PRIu64 "-%" PRIu64, off, off + len - 1);
 	bool signed_ok = !c->secret;
 	if (c->secret && !url.failed) {

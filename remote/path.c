@@ -12,6 +12,7 @@
 
 #include "common/hex.h"
 #include "common/strbuf.h"
+#include "common/text.h"
 
 int remote__pct_decode(const char *in, char *out, size_t outcap)
 {
@@ -39,24 +40,6 @@ int remote__pct_decode(const char *in, char *out, size_t outcap)
 	}
 	out[o] = '\0';
 	return 0;
-}
-
-void remote__pct_encode(struct strbuf *out, const char *relpath)
-{
-	static const char hex[] = "0123456789ABCDEF";
-
-	for (const unsigned char *p = (const unsigned char *)relpath; *p; p++) {
-		unsigned char c = *p;
-
-		if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-		    c == '-' || c == '.' || c == '_' || c == '~' || c == '/') {
-			strbuf_append(out, (const char *)p, 1);
-		} else {
-			char esc[3] = {'%', hex[c >> 4], hex[c & 15]};
-
-			strbuf_append(out, esc, 3);
-		}
-	}
 }
 
 int remote__relpath_check(const char *p)
@@ -87,26 +70,6 @@ int remote__relpath_check(const char *p)
 	return 0;
 }
 
-/* Parse decimal digits at *s into *v (at most 19 digits). 0 or -1. */
-static int parse_u64(const char **s, uint64_t *v)
-{
-	const char *p = *s;
-	uint64_t x = 0;
-	int n = 0;
-
-	while (*p >= '0' && *p <= '9') {
-		if (++n > 19)
-			return -1;
-		x = x * 10 + (uint64_t)(*p - '0');
-		p++;
-	}
-	if (n == 0)
-		return -1;
-	*s = p;
-	*v = x;
-	return 0;
-}
-
 int remote__range_parse(const char *value, uint64_t size, uint64_t *start, uint64_t *len)
 {
 	const char *p = value;
@@ -123,7 +86,7 @@ int remote__range_parse(const char *value, uint64_t size, uint64_t *start, uint6
 	while (*p == ' ')
 		p++;
 	if (*p != '-') {
-		if (parse_u64(&p, &a) != 0)
+		if (text_parse_u64(&p, &a) != 0)
 			return 0;
 		have_a = true;
 	}
@@ -131,7 +94,7 @@ int remote__range_parse(const char *value, uint64_t size, uint64_t *start, uint6
 		return 0;
 	p++;
 	if (*p >= '0' && *p <= '9') {
-		if (parse_u64(&p, &b) != 0)
+		if (text_parse_u64(&p, &b) != 0)
 			return 0;
 		have_b = true;
 	}

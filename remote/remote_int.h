@@ -19,10 +19,6 @@ struct strbuf;
  * (-EINVAL) and output that does not fit (-ENAMETOOLONG). '+' stays '+'. */
 int remote__pct_decode(const char *in, char *out, size_t outcap);
 
-/* Encode relpath for a URL: unreserved characters and '/' kept, every
- * other byte as %XX. */
-void remote__pct_encode(struct strbuf *out, const char *relpath);
-
 /* 0 when p is a safe relative path: non-empty, no leading '/', no empty,
  * "." or ".." component, components <= REMOTE_MAX_NAME, total <=
  * REMOTE_MAX_RELPATH, no control characters. -EINVAL / -ENAMETOOLONG. */

@@ -25,6 +25,7 @@
 #include "common/deadline.h"
 #include "common/log.h"
 #include "common/strbuf.h"
+#include "common/text.h"
 #include "remote/http.h"
 
 #define DEFAULT_CONNECT_TIMEOUT_MS 3000
@@ -34,13 +35,6 @@
 #define DEFAULT_BACKOFF_CAP_MS 5000
 
 #define STAT_ADD(s, field, v) atomic_fetch_add_explicit(&(s)->field, (v), memory_order_relaxed)
-
-static const char *env(const char *name)
-{
-	const char *v = getenv(name);
-
-	return v && *v ? v : NULL;
-}
 
 /* Bucket names as S3 and its clones accept them (legacy upper case and
  * '_' included): nothing that could change the URL's meaning. */
@@ -145,7 +139,7 @@ int remote_s3_create(const struct remote_s3_config *cfg, struct remote_http *poo
 		goto fail;
 	}
 
-	if (env("AWS_CA_BUNDLE") && !(s->ca_bundle = strdup(env("AWS_CA_BUNDLE")))) {
+	if (text_env("AWS_CA_BUNDLE") && !(s->ca_bundle = strdup(text_env("AWS_CA_BUNDLE")))) {
 		r = -ENOMEM;
 		goto fail;
 	}
@@ -154,8 +148,8 @@ int remote_s3_create(const struct remote_s3_config *cfg, struct remote_http *poo
 	if (r)
 		goto fail;
 	const char *reg = cfg->region && *cfg->region ? cfg->region
-			  : env("AWS_REGION")	      ? env("AWS_REGION")
-			  : env("AWS_DEFAULT_REGION") ? env("AWS_DEFAULT_REGION")
+			  : text_env("AWS_REGION")	      ? text_env("AWS_REGION")
+			  : text_env("AWS_DEFAULT_REGION") ? text_env("AWS_DEFAULT_REGION")
 			  : region[0]		      ? region
 						      : "us-east-1";
 	if (!region_ok(reg)) {
@@ -590,8 +584,8 @@ ssize_t remote_s3_get_by(struct remote_s3 *s, const char *key, const char *etag,
 		return -ENOMEM;
 	strbuf_init(&url);
 	strbuf_puts(&url, s->base_url);
-	remote__s3_pct(&url, s->prefix, strlen(s->prefix), true);
-	remote__s3_pct(&url, key, strlen(key), true);
+	text_pct_encode(&url, s->prefix, strlen(s->prefix), true);
+	text_pct_encode(&url, key, strlen(key), true);
 	snprintf(range, sizeof(range), "Range: bytes=%" PRIu64 "-%" PRIu64, off, off + len - 1);
 	/* If-Match compares strongly (RFC 9110): a weak listed tag would never
 	 * match, so it is not sent; the answer's ETag is still checked,
@@ -670,7 +664,7 @@ ssize_t remote_s3_get_by(struct remote_s3 *s, const char *key, const char *etag,
 				ret = changed ? -ESTALE : -EIO;
 				goto out;
 			}
-			remote__s3_hist_add(&s->latency, (uint64_t)ttfb);
+			hist_add(&s->latency, (uint64_t)ttfb);
 			STAT_ADD(s, bytes, len);
 			ret = (ssize_t)len;
 			goto out;
@@ -767,6 +761,6 @@ void remote_s3_get_stats(struct remote_s3 *s, struct remote_s3_stats *out)
 	out->retries = atomic_load_explicit(&s->retries, memory_order_relaxed);
 	out->errors = atomic_load_explicit(&s->errors, memory_order_relaxed);
 	out->bytes = atomic_load_explicit(&s->bytes, memory_order_relaxed);
-	out->latency_p50_ms = remote__s3_hist_quantile(&s->latency, 0.50);
-	out->latency_p99_ms = remote__s3_hist_quantile(&s->latency, 0.99);
+	out->latency_p50_ms = hist_quantile_ms(&s->latency, 0.50);
+	out->latency_p99_ms = hist_quantile_ms(&s->latency, 0.99);
 }

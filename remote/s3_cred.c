@@ -42,6 +42,7 @@
 #include "common/deadline.h"
 #include "common/log.h"
 #include "common/strbuf.h"
+#include "common/text.h"
 #include "remote/http.h"
 
 extern char **environ;
@@ -545,17 +546,10 @@ static int first_fetch(struct s3_cred *c, const char *what, char *err, size_t er
 	return 0;
 }
 
-static const char *env(const char *name)
-{
-	const char *v = getenv(name);
-
-	return v && *v ? v : NULL;
-}
-
 static int from_profile(const struct remote_s3_config *cfg, struct s3_profile *p, char *err,
 			size_t errlen)
 {
-	const char *name = cfg->profile && *cfg->profile ? cfg->profile : env("AWS_PROFILE");
+	const char *name = cfg->profile && *cfg->profile ? cfg->profile : text_env("AWS_PROFILE");
 	bool explicit_name = name != NULL;
 	char cred_path[4096], conf_path[4096], section[256];
 	const char *v;
@@ -563,11 +557,11 @@ static int from_profile(const struct remote_s3_config *cfg, struct s3_profile *p
 
 	if (!name)
 		name = "default";
-	if ((v = env("AWS_SHARED_CREDENTIALS_FILE")))
+	if ((v = text_env("AWS_SHARED_CREDENTIALS_FILE")))
 		snprintf(cred_path, sizeof(cred_path), "%s", v);
 	else if (home_path(".aws/credentials", cred_path, sizeof(cred_path)))
 		cred_path[0] = '\0';
-	if ((v = env("AWS_CONFIG_FILE")))
+	if ((v = text_env("AWS_CONFIG_FILE")))
 		snprintf(conf_path, sizeof(conf_path), "%s", v);
 	else if (home_path(".aws/config", conf_path, sizeof(conf_path)))
 		conf_path[0] = '\0';
@@ -598,7 +592,7 @@ int remote__s3_cred_create(const struct remote_s3_config *cfg, struct remote_htt
 {
 	struct s3_cred *c = calloc(1, sizeof(*c));
 	struct s3_profile *prof = calloc(1, sizeof(*prof));
-	const char *ak = env("AWS_ACCESS_KEY_ID"), *sk = env("AWS_SECRET_ACCESS_KEY");
+	const char *ak = text_env("AWS_ACCESS_KEY_ID"), *sk = text_env("AWS_SECRET_ACCESS_KEY");
 	const char *v;
 	int r;
 
@@ -632,7 +626,7 @@ int remote__s3_cred_create(const struct remote_s3_config *cfg, struct remote_htt
 		}
 		if (remote__s3_copy_str(c->cur.access_key, sizeof(c->cur.access_key), ak) ||
 		    remote__s3_copy_str(c->cur.secret_key, sizeof(c->cur.secret_key), sk) ||
-		    ((v = env("AWS_SESSION_TOKEN")) &&
+		    ((v = text_env("AWS_SESSION_TOKEN")) &&
 		     remote__s3_copy_str(c->cur.token, sizeof(c->cur.token), v))) {
 			remote__s3_set_err(err, errlen,
 				"AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY/"
@@ -666,18 +660,18 @@ int remote__s3_cred_create(const struct remote_s3_config *cfg, struct remote_htt
 		goto done;
 	}
 
-	if ((v = env("AWS_CONTAINER_CREDENTIALS_FULL_URI")) ||
-	    env("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI")) {
+	if ((v = text_env("AWS_CONTAINER_CREDENTIALS_FULL_URI")) ||
+	    text_env("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI")) {
 		c->source = S3_CRED_CONTAINER;
 		if (v) {
 			c->url = strdup(v);
 		} else if (asprintf(&c->url, "%s%s", CONTAINER_HOST,
-				    env("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI")) < 0) {
+				    text_env("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI")) < 0) {
 			c->url = NULL;
 		}
-		if ((v = env("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE")))
+		if ((v = text_env("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE")))
 			c->auth_file = strdup(v);
-		else if ((v = env("AWS_CONTAINER_AUTHORIZATION_TOKEN")))
+		else if ((v = text_env("AWS_CONTAINER_AUTHORIZATION_TOKEN")))
 			c->auth = strdup(v);
 		if (!c->url || (v && !c->auth && !c->auth_file)) {
 			r = -ENOMEM;
@@ -704,10 +698,10 @@ int remote__s3_cred_create(const struct remote_s3_config *cfg, struct remote_htt
 			goto fail;
 		goto done;
 	}
-	v = env("AWS_EC2_METADATA_DISABLED");
+	v = text_env("AWS_EC2_METADATA_DISABLED");
 	if (!v || strcasecmp(v, "true")) {
 		c->source = S3_CRED_IMDS;
-		v = env("AWS_EC2_METADATA_SERVICE_ENDPOINT");
+		v = text_env("AWS_EC2_METADATA_SERVICE_ENDPOINT");
 		c->url = strdup(v ? v : IMDS_DEFAULT);
 		if (!c->url) {
 			r = -ENOMEM;

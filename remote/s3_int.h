@@ -18,6 +18,7 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "common/hist.h"
 #include "remote/s3.h"
 
 struct curl_slist;
@@ -39,9 +40,6 @@ struct curl_slist;
 #define S3_MAX_INI_FILE (1u << 20)
 
 /* ---- s3_util.c -------------------------------------------------------- */
-
-/* Percent-encode s (RFC 3986 unreserved kept; '/' kept when keep_slash). */
-void remote__s3_pct(struct strbuf *out, const char *s, size_t len, bool keep_slash);
 
 /* Point the curl easy handle easy at url with headers hdrs (s3.c): response
  * headers go to header_cb, the body to write_cb (both get ctx), curl's
@@ -75,17 +73,6 @@ bool remote__s3_etag_equal(const char *a, const char *b);
  * fetched at now_s: 5 minutes before, or at half their remaining life when
  * that is shorter. */
 int64_t remote__s3_refresh_at(int64_t now_s, int64_t expires_s);
-
-/* Lock-free log-bucket histogram of microseconds: 8 buckets per power of
- * two, so a percentile is within ~9% of the truth. */
-#define S3_HIST_SUB 8
-#define S3_HIST_BUCKETS (40 * S3_HIST_SUB)
-struct s3_hist {
-	_Atomic uint64_t count[S3_HIST_BUCKETS];
-};
-void remote__s3_hist_add(struct s3_hist *h, uint64_t us);
-/* The q-quantile (0..1) in milliseconds, 0 when empty. */
-double remote__s3_hist_quantile(struct s3_hist *h, double q);
 
 /* ---- ListObjectsV2 pages (s3_util.c, libexpat) ------------------------ */
 
@@ -242,7 +229,7 @@ struct remote_s3 {
 	pthread_mutex_t stop_lock;
 	pthread_cond_t stop_cond; /* CLOCK_MONOTONIC */
 	_Atomic uint64_t requests, retries, errors, bytes;
-	struct s3_hist latency;
+	struct hist latency;
 };
 
 /* One signed request's outcome. */

@@ -22,6 +22,7 @@
 
 #include "common/hex.h"
 #include "common/strbuf.h"
+#include "common/text.h"
 
 /* ---- query and URL ---------------------------------------------------- */
 
@@ -46,23 +47,6 @@ void remote__s3_set_err(char *err, size_t errlen, const char *fmt, ...)
 	va_end(ap);
 }
 
-void remote__s3_pct(struct strbuf *out, const char *s, size_t len, bool keep_slash)
-{
-	static const char hex[] = "0123456789ABCDEF";
-
-	for (size_t i = 0; i < len; i++) {
-		unsigned char c = (unsigned char)s[i];
-
-		if (isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' ||
-		    (keep_slash && c == '/')) {
-			strbuf_append(out, (const char *)&c, 1);
-		} else {
-			char e[3] = {'%', hex[c >> 4], hex[c & 15]};
-			strbuf_append(out, e, 3);
-		}
-	}
-}
-
 void remote__s3_list_query(struct strbuf *out, const char *token, const char *delimiter,
 			   const char *prefix, unsigned max_keys, const char *start_after)
 {
@@ -70,12 +54,12 @@ void remote__s3_list_query(struct strbuf *out, const char *token, const char *de
 	 * list-type, max-keys, prefix, start-after. */
 	if (token) {
 		strbuf_puts(out, "continuation-token=");
-		remote__s3_pct(out, token, strlen(token), false);
+		text_pct_encode(out, token, strlen(token), false);
 		strbuf_puts(out, "&");
 	}
 	if (delimiter) {
 		strbuf_puts(out, "delimiter=");
-		remote__s3_pct(out, delimiter, strlen(delimiter), false);
+		text_pct_encode(out, delimiter, strlen(delimiter), false);
 		strbuf_puts(out, "&");
 	}
 	/* keys come back %-encoded: any byte survives XML 1.0 */
@@ -83,10 +67,10 @@ void remote__s3_list_query(struct strbuf *out, const char *token, const char *de
 	if (max_keys)
 		strbuf_printf(out, "&max-keys=%u", max_keys);
 	strbuf_puts(out, "&prefix=");
-	remote__s3_pct(out, prefix ? prefix : "", prefix ? strlen(prefix) : 0, false);
+	text_pct_encode(out, prefix ? prefix : "", prefix ? strlen(prefix) : 0, false);
 	if (start_after) {
 		strbuf_puts(out, "&start-after=");
-		remote__s3_pct(out, start_after, strlen(start_after), false);
+		text_pct_encode(out, start_after, strlen(start_after), false);
 	}
 }
 
@@ -149,24 +133,6 @@ int remote__s3_parse_time(const char *s, int64_t *ns)
 	return 0;
 }
 
-static int parse_u64(const char **p, uint64_t *out)
-{
-	uint64_t v = 0;
-
-	if (!isdigit((unsigned char)**p))
-		return -EINVAL;
-	while (isdigit((unsigned char)**p)) {
-		unsigned dgt = (unsigned)(**p - '0');
-
-		if (v > (UINT64_MAX - dgt) / 10)
-			return -EINVAL;
-		v = v * 10 + dgt;
-		(*p)++;
-	}
-	*out = v;
-	return 0;
-}
-
 int remote__s3_content_range(const char *value, uint64_t *first, uint64_t *last, uint64_t *total)
 {
 	const char *p = value;
@@ -176,8 +142,8 @@ int remote__s3_content_range(const char *value, uint64_t *first, uint64_t *last,
 	p += 5;
 	while (*p == ' ')
 		p++;
-	if (parse_u64(&p, first) || *p++ != '-' || parse_u64(&p, last) || *p++ != '/' ||
-	    parse_u64(&p, total))
+	if (text_parse_u64(&p, first) || *p++ != '-' || text_parse_u64(&p, last) || *p++ != '/' ||
+	    text_parse_u64(&p, total))
 		return -EINVAL;
 	while (*p == ' ' || *p == '\r' || *p == '\n')
 		p++;
@@ -223,60 +189,6 @@ int64_t remote__s3_refresh_at(int64_t now_s, int64_t expires_s)
 	if (left / 2 < 300)
 		return now_s + left / 2;
 	return expires_s - 300;
-}
-
-/* ---- histogram -------------------------------------------------------- */
-
-static unsigned hist_index(uint64_t us)
-{
-	if (us < S3_HIST_SUB)
-		return (unsigned)us;
-	unsigned exp = 63 - (unsigned)__builtin_clzll(us); /* >= 3 */
-	unsigned sub = (unsigned)((us >> (exp - 3)) & (S3_HIST_SUB - 1));
-	unsigned idx = (exp - 2) * S3_HIST_SUB + sub;
-
-	return idx < S3_HIST_BUCKETS ? idx : S3_HIST_BUCKETS - 1;
-}
-
-/* Lower bound (us) of bucket idx; the inverse of hist_index. */
-static double hist_lower(unsigned idx)
-{
-	if (idx < S3_HIST_SUB)
-		return idx;
-	unsigned exp = idx / S3_HIST_SUB + 2, sub = idx % S3_HIST_SUB;
-
-	return (double)((uint64_t)(S3_HIST_SUB + sub) << (exp - 3));
-}
-
-void remote__s3_hist_add(struct s3_hist *h, uint64_t us)
-{
-	atomic_fetch_add_explicit(&h->count[hist_index(us)], 1, memory_order_relaxed);
-}
-
-double remote__s3_hist_quantile(struct s3_hist *h, double q)
-{
-	uint64_t snap[S3_HIST_BUCKETS], total = 0;
-
-	for (unsigned i = 0; i < S3_HIST_BUCKETS; i++) {
-		snap[i] = atomic_load_explicit(&h->count[i], memory_order_relaxed);
-		total += snap[i];
-	}
-	if (!total)
-		return 0;
-	uint64_t rank = (uint64_t)(q * (double)total);
-
-	if (rank >= total)
-		rank = total - 1;
-	for (unsigned i = 0; i < S3_HIST_BUCKETS; i++) {
-		if (rank < snap[i]) {
-			double lo = hist_lower(i);
-			double hi = i + 1 < S3_HIST_BUCKETS ? hist_lower(i + 1) : lo;
-
-			return (lo + hi) / 2 / 1000.0;
-		}
-		rank -= snap[i];
-	}
-	return 0;
 }
 
 /* ---- ListObjectsV2 page ----------------------------------------------- */
@@ -411,7 +323,7 @@ static void end_text(struct s3_page *p)
 		break;
 	case W_SIZE:
 		q = t;
-		if (parse_u64(&q, &v) || *q) {
+		if (text_parse_u64(&q, &v) || *q) {
 			page_fail(p, -EINVAL);
 			return;
 		}

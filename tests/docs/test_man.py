@@ -41,8 +41,8 @@ def documented(text, opt):
 
 
 # A variable read by name: getenv("X"), secure_getenv("X"), or through a
-# small wrapper env("X"); or matched as "X=" in another process's environ.
-ENV_READ = re.compile(r'\b(?:secure_getenv|getenv|env)\("([A-Z][A-Z0-9_]*)"\)'
+# small wrapper text_env("X"); or matched as "X=" in another process's environ.
+ENV_READ = re.compile(r'\b(?:secure_getenv|getenv|text_env)\("([A-Z][A-Z0-9_]*)"\)'
 		      r'|"([A-Z][A-Z0-9_]{2,})="')
 DAEMON_DIRS = ('fs', 'cache', 'prep', 'remote', 'common')
 

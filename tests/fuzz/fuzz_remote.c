@@ -25,6 +25,7 @@
 #include <sys/stat.h>
 
 #include "common/strbuf.h"
+#include "common/text.h"
 #include "remote/auth.h"
 #include "remote/remote.h"
 #include "remote/remote_int.h"
@@ -56,7 +57,7 @@ static int is_ctl(unsigned char c)
 	return c < 0x20 || c == 0x7f;
 }
 
-static int is_kept(unsigned char c) /* bytes remote__pct_encode leaves as they are */
+static int is_kept(unsigned char c) /* bytes text_pct_encode leaves as they are */
 {
 	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
 	       c == '-' || c == '.' || c == '_' || c == '~' || c == '/';
@@ -137,7 +138,7 @@ static void check_encode_roundtrip(const char *s)
 	const char *enc;
 
 	strbuf_init(&sb);
-	remote__pct_encode(&sb, s);
+	text_pct_encode(&sb, s, strlen(s), true);
 	if (sb.failed) {
 		strbuf_fini(&sb);
 		return;
@@ -215,7 +216,7 @@ static void fuzz_path(const char *in)
 		struct strbuf sb;
 
 		strbuf_init(&sb);
-		remote__pct_encode(&sb, out);
+		text_pct_encode(&sb, out, strlen(out), true);
 		if (!sb.failed)
 			CHECK(strcmp(sb.len ? sb.buf : "", in) == 0);
 		strbuf_fini(&sb);

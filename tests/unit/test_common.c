@@ -10,9 +10,11 @@
 
 #include "common/file.h"
 #include "common/hash.h"
+#include "common/hist.h"
 #include "common/log.h"
 #include "common/size.h"
 #include "common/strbuf.h"
+#include "common/text.h"
 #include "common/utf8.h"
 #include "tests/unit/check_run.h"
 
@@ -143,6 +145,69 @@ END_TEST
 
 /* A file read whole, growing past the first buffer; empty; over the cap;
  * missing. */
+START_TEST(hist_quantiles)
+{
+	struct hist *h = calloc(1, sizeof(*h));
+
+	ck_assert_ptr_nonnull(h);
+	ck_assert(hist_quantile_ms(h, 0.5) == 0);
+	/* 1..10000 us uniformly: p50 ~ 5 ms, p99 ~ 9.9 ms */
+	for (uint64_t us = 1; us <= 10000; us++)
+		hist_add(h, us);
+	double p50 = hist_quantile_ms(h, 0.5), p99 = hist_quantile_ms(h, 0.99);
+
+	ck_assert_msg(p50 > 5.0 * 0.94 && p50 < 5.0 * 1.06, "p50 %f", p50);
+	ck_assert_msg(p99 > 9.9 * 0.94 && p99 < 9.9 * 1.06, "p99 %f", p99);
+	/* 98 at 1 ms and 2 at 100 ms, as a source's requests */
+	memset(h, 0, sizeof(*h));
+	for (int i = 0; i < 98; i++)
+		hist_add(h, 1000);
+	hist_add(h, 100000);
+	hist_add(h, 100000);
+	p50 = hist_quantile_ms(h, 0.5);
+	p99 = hist_quantile_ms(h, 0.99);
+	ck_assert_msg(p50 > 0.94 && p50 < 1.06, "p50 %f", p50);
+	ck_assert_msg(p99 > 94.0 && p99 < 106.0, "p99 %f", p99);
+	/* huge values land in the last bucket, no overflow */
+	hist_add(h, UINT64_MAX);
+	ck_assert(hist_quantile_ms(h, 1.0) > 0);
+	free(h);
+}
+END_TEST
+
+START_TEST(text_pct_u64_env)
+{
+	struct strbuf sb;
+	const char key[] = "d/a b+c&d%e?#\x01\xc3\xa9~-_.";
+
+	strbuf_init(&sb);
+	text_pct_encode(&sb, key, strlen(key), true);
+	ck_assert_str_eq(sb.buf, "d/a%20b%2Bc%26d%25e%3F%23%01%C3%A9~-_.");
+	strbuf_reset(&sb);
+	text_pct_encode(&sb, "a/b", 3, false);
+	ck_assert_str_eq(sb.buf, "a%2Fb");
+	strbuf_fini(&sb);
+
+	const char *p = "18446744073709551615-x";
+	uint64_t v = 0;
+	ck_assert_int_eq(text_parse_u64(&p, &v), 0);
+	ck_assert(v == UINT64_MAX);
+	ck_assert_str_eq(p, "-x");
+	p = "18446744073709551616";
+	ck_assert_int_eq(text_parse_u64(&p, &v), -EINVAL);
+	p = "x1";
+	ck_assert_int_eq(text_parse_u64(&p, &v), -EINVAL);
+	ck_assert_str_eq(p, "x1");
+
+	setenv("COORDFS_TEST_TEXT_ENV", "", 1);
+	ck_assert_ptr_null(text_env("COORDFS_TEST_TEXT_ENV"));
+	setenv("COORDFS_TEST_TEXT_ENV", "v", 1);
+	ck_assert_str_eq(text_env("COORDFS_TEST_TEXT_ENV"), "v");
+	unsetenv("COORDFS_TEST_TEXT_ENV");
+	ck_assert_ptr_null(text_env("COORDFS_TEST_TEXT_ENV"));
+}
+END_TEST
+
 START_TEST(file_read_all_whole_capped_missing)
 {
 	char path[] = "/tmp/test_common.XXXXXX";
@@ -185,6 +250,8 @@ int main(void)
 	tcase_add_test(tc, utf8_replaces_ill_formed_bytes);
 	tcase_add_test(tc, log_escapes_control_characters);
 	tcase_add_test(tc, file_read_all_whole_capped_missing);
+	tcase_add_test(tc, hist_quantiles);
+	tcase_add_test(tc, text_pct_u64_env);
 	suite_add_tcase(s, tc);
 	return check_run(s);
 }

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "common/strbuf.h"
+#include "common/text.h"
 #include "remote/auth.h"
 #include "remote/remote.h"
 #include "remote/remote_int.h"
@@ -586,7 +587,7 @@ START_TEST(pct_and_relpath)
 	ck_assert_int_eq(remote__relpath_check(longname), -ENAMETOOLONG);
 
 	strbuf_init(&sb);
-	remote__pct_encode(&sb, "dir/sp ace+%.bin~\xc3\xa9");
+	text_pct_encode(&sb, "dir/sp ace+%.bin~\xc3\xa9", strlen("dir/sp ace+%.bin~\xc3\xa9"), true);
 	ck_assert_str_eq(sb.buf, "dir/sp%20ace%2B%25.bin~%C3%A9");
 	ck_assert_int_eq(remote__pct_decode(sb.buf, out, sizeof(out)), 0);
 	ck_assert_str_eq(out, "dir/sp ace+%.bin~\xc3\xa9");

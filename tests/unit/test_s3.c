@@ -4,7 +4,7 @@
  * the ListObjectsV2 query and percent coding, the streaming page parser
  * fed odd, split, hostile and truncated XML, the INI reader of the shared
  * files, credential JSON, Content-Range and ETag checks, the refresh time,
- * the full-jitter backoff bounds, the latency histogram, the connection
+ * the full-jitter backoff bounds, the connection
  * pool's per-thread handles, and remote_s3_create's configuration checks
  * and URL building (no request is made); and against a scripted server of
  * its own on loopback, the checks of a ranged GET that keep the wrong
@@ -56,21 +56,6 @@ START_TEST(test_query_order_and_encoding)
 	strbuf_reset(&sb);
 	remote__s3_list_query(&sb, NULL, NULL, "\xc3\xbc~-_.", 5, NULL);
 	ck_assert_str_eq(sb.buf, "encoding-type=url&list-type=2&max-keys=5&prefix=%C3%BC~-_.");
-	strbuf_fini(&sb);
-}
-END_TEST
-
-START_TEST(test_pct_keys)
-{
-	struct strbuf sb;
-	const char key[] = "d/a b+c&d%e?#\x01";
-
-	strbuf_init(&sb);
-	remote__s3_pct(&sb, key, strlen(key), true);
-	ck_assert_str_eq(sb.buf, "d/a%20b%2Bc%26d%25e%3F%23%01");
-	strbuf_reset(&sb);
-	remote__s3_pct(&sb, "a/b", 3, false);
-	ck_assert_str_eq(sb.buf, "a%2Fb");
 	strbuf_fini(&sb);
 }
 END_TEST
@@ -187,26 +172,6 @@ START_TEST(test_backoff_bounds)
 	}
 	ck_assert_uint_eq(remote_http_backoff_ms(5, 0, 5000), 0);
 	ck_assert_uint_le(remote_http_backoff_ms(40, UINT32_MAX / 2, UINT32_MAX), UINT32_MAX);
-}
-END_TEST
-
-START_TEST(test_histogram)
-{
-	struct s3_hist *h = calloc(1, sizeof(*h));
-
-	ck_assert_ptr_nonnull(h);
-	ck_assert(remote__s3_hist_quantile(h, 0.5) == 0);
-	/* 1..10000 us uniformly: p50 ~ 5 ms, p99 ~ 9.9 ms */
-	for (uint64_t us = 1; us <= 10000; us++)
-		remote__s3_hist_add(h, us);
-	double p50 = remote__s3_hist_quantile(h, 0.5), p99 = remote__s3_hist_quantile(h, 0.99);
-
-	ck_assert_msg(p50 > 5.0 * 0.9 && p50 < 5.0 * 1.1, "p50 %f", p50);
-	ck_assert_msg(p99 > 9.9 * 0.9 && p99 < 9.9 * 1.1, "p99 %f", p99);
-	/* huge values land in the last bucket, no overflow */
-	remote__s3_hist_add(h, UINT64_MAX);
-	ck_assert(remote__s3_hist_quantile(h, 1.0) > 0);
-	free(h);
 }
 END_TEST
 
@@ -1119,13 +1084,11 @@ int main(void)
 	log_set_level(LOG_CRIT);
 	remote_global_init();
 	tcase_add_test(tc, test_query_order_and_encoding);
-	tcase_add_test(tc, test_pct_keys);
 	tcase_add_test(tc, test_parse_time);
 	tcase_add_test(tc, test_content_range);
 	tcase_add_test(tc, test_etag_equal);
 	tcase_add_test(tc, test_refresh_at);
 	tcase_add_test(tc, test_backoff_bounds);
-	tcase_add_test(tc, test_histogram);
 	tcase_add_test(tc, test_page_whole);
 	tcase_add_test(tc, test_page_split_everywhere);
 	tcase_add_test(tc, test_page_bad_inputs);

@@ -369,22 +369,6 @@ START_TEST(reads_are_checked_gets)
 }
 END_TEST
 
-START_TEST(latency_histogram)
-{
-	struct fs_latency l;
-
-	memset(&l, 0, sizeof(l));
-	ck_assert(fs_latency_quantile_ms(&l, 0.5) == 0);
-	for (int i = 0; i < 98; i++)
-		fs_latency_add(&l, 1000); /* 1 ms */
-	fs_latency_add(&l, 100000);	  /* 100 ms */
-	fs_latency_add(&l, 100000);
-	double p50 = fs_latency_quantile_ms(&l, 0.5), p99 = fs_latency_quantile_ms(&l, 0.99);
-	ck_assert_msg(p50 >= 1.0 && p50 < 2.1, "p50 %f", p50);
-	ck_assert_msg(p99 >= 100.0 && p99 < 200.1, "p99 %f", p99);
-}
-END_TEST
-
 int main(void)
 {
 	Suite *s = suite_create("source_s3");
@@ -395,7 +379,6 @@ int main(void)
 	tcase_add_test(tc, listing_becomes_namespace);
 	tcase_add_test(tc, list_failure_names_cause);
 	tcase_add_test(tc, reads_are_checked_gets);
-	tcase_add_test(tc, latency_histogram);
 	suite_add_tcase(s, tc);
 	return check_run(s);
 }
