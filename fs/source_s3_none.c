@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * fs_source_s3_create for a build without the S3 client (remote/s3.c,
+ * fs_source_s3_create for a build without the S3 client (remote/s3/,
  * meson -Ds3=disabled, or auto without expat): an s3:// SOURCE is refused
  * with one clear line. fs/meson.build picks this file or fs/source_s3.c.
  */

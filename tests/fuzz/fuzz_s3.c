@@ -23,7 +23,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "remote/s3_int.h"
+#include "remote/s3/s3_int.h"
 
 #define FUZZ_MAX_INPUT (1u << 20)
 

@@ -36,7 +36,7 @@
 #include "remote/http.h"
 #include "remote/remote.h"
 #include "remote/s3.h"
-#include "remote/s3_int.h"
+#include "remote/s3/s3_int.h"
 
 /* %XX-decode a command argument (any byte but NUL; the peer path decoder
  * refuses control bytes, which S3 keys may hold). */

@@ -32,7 +32,7 @@
 #include "remote/http.h"
 #include "remote/remote.h"
 #include "remote/s3.h"
-#include "remote/s3_int.h"
+#include "remote/s3/s3_int.h"
 #include "tests/unit/check_run.h"
 
 /* ---- query and coding ------------------------------------------------- */

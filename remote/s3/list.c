@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * ListObjectsV2 of a whole prefix (remote_s3_list): every page, parsed as
- * it streams in (s3_util.c's page parser, capped).
+ * it streams in (page.c's parser, capped).
  *
  * With parallel <= 1 it is one flat listing: fewest requests. With more,
  * the tree is discovered level by level with delimiter=/ ("discover"
@@ -31,7 +31,7 @@
  * (list_max_keys, list_max_bytes: endless pages of new keys would fill
  * memory); and the whole listing is bounded in time (list_timeout_ms).
  */
-#include "remote/s3_int.h"
+#include "remote/s3/s3_int.h"
 
 #include <curl/curl.h>
 #include <errno.h>

@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Internals of the S3 client (s3.c, s3_cred.c, s3_list.c, s3_util.c),
- * shared with the white-box unit test: query and URL building, the
- * ListObjectsV2 page parser, the shared-file (INI) reader, credential JSON,
- * answer checks and the latency histogram. Nothing here is for fs/.
+ * Internals of the S3 client (remote/s3/: client.c, list.c, cred.c,
+ * cred_parse.c, page.c, proto.c), shared with the white-box unit test:
+ * query and URL building, the ListObjectsV2 page parser, the shared-file
+ * (INI) reader, credential JSON and answer checks. Nothing here is for fs/.
  *
- * Files depend on each other one way: s3_list.c calls s3.c; both call s3_cred.c
- * and s3_util.c; s3_cred.c calls s3_util.c only.
+ * Files depend on each other one way: list.c calls client.c; both call
+ * cred.c, page.c and proto.c; cred.c calls cred_parse.c and proto.c;
+ * page.c and cred_parse.c call proto.c.
  */
 #ifndef COORDFS_REMOTE_S3_INT_H
 #define COORDFS_REMOTE_S3_INT_H
@@ -39,9 +40,9 @@ struct curl_slist;
 #define S3_MAX_INI_LINE 4096
 #define S3_MAX_INI_FILE (1u << 20)
 
-/* ---- s3_util.c -------------------------------------------------------- */
+/* ---- proto.c; and client.c's request setup ---------------------------- */
 
-/* Point the curl easy handle easy at url with headers hdrs (s3.c): response
+/* Point the curl easy handle easy at url with headers hdrs (client.c): response
  * headers go to header_cb, the body to write_cb (both get ctx), curl's
  * error text to cerr (CURL_ERROR_SIZE bytes, emptied here). */
 void remote__s3_easy_request(void *easy, const char *url, struct curl_slist *hdrs,
@@ -74,7 +75,7 @@ bool remote__s3_etag_equal(const char *a, const char *b);
  * that is shorter. */
 int64_t remote__s3_refresh_at(int64_t now_s, int64_t expires_s);
 
-/* ---- ListObjectsV2 pages (s3_util.c, libexpat) ------------------------ */
+/* ---- ListObjectsV2 pages (page.c, libexpat) --------------------------- */
 
 struct s3_page_entry {
 	char *key; /* full key, NUL-terminated */
@@ -121,7 +122,7 @@ int remote__s3_page_init(struct s3_page *p);
 int remote__s3_page_feed(struct s3_page *p, const char *data, size_t len, bool final);
 void remote__s3_page_fini(struct s3_page *p);
 
-/* ---- shared files and credential answers (s3_util.c) ----------------- */
+/* ---- shared files and credential answers (cred_parse.c) -------------- */
 
 struct s3_profile {
 	char access_key[S3_MAX_ACCESS_KEY];
@@ -176,7 +177,7 @@ void remote__s3_argv_free(char **argv);
  */
 bool remote__s3_container_uri_ok(const char *url);
 
-/* ---- credential provider (s3_cred.c) ---------------------------------- */
+/* ---- credential provider (cred.c) ------------------------------------- */
 
 struct s3_cred;
 
@@ -208,7 +209,7 @@ enum s3_cred_source remote__s3_cred_source(const struct s3_cred *c);
 /* How many times credentials were fetched from an endpoint. */
 unsigned remote__s3_cred_fetches(const struct s3_cred *c);
 
-/* ---- the client (s3.c), used by s3_list.c ------------------------------ */
+/* ---- the client (client.c), used by list.c ---------------------------- */
 
 struct remote_s3 {
 	struct remote_http *http;

@@ -3,14 +3,14 @@
  * The S3 client (remote/s3.h): configuration and endpoint resolution,
  * request signing by libcurl (CURLOPT_AWS_SIGV4, never by hand), the
  * retry policy, and ranged GETs checked against the listed snapshot of
- * the object. Listing lives in s3_list.c, credentials in s3_cred.c.
+ * the object. Listing lives in list.c, credentials in cred.c.
  *
  * A GET is trusted only when it is 206 with exactly the Content-Range
  * asked (total = the listed size) or 200 for a whole-object read, carries
  * the listed ETag, and delivers exactly len bytes; the write callback never
  * writes past the caller's buffer, and error bodies never reach it.
  */
-#include "remote/s3_int.h"
+#include "remote/s3/s3_int.h"
 
 #include <curl/curl.h>
 #include <errno.h>

@@ -18,7 +18,7 @@
  * to copy the current credentials). Secrets never reach a log line or an
  * error text; only their source does.
  */
-#include "remote/s3_int.h"
+#include "remote/s3/s3_int.h"
 
 #include <curl/curl.h>
 #include <errno.h>
