@@ -85,14 +85,24 @@ struct fs_ctx {
 	const char *prep_link;
 };
 
-/* FUSE threads of a session (main.c, prepmount.c), and how many of them
- * may wait on SOURCE at once: the rest always serve cache hits and
- * metadata. 56 is above the S3 source's 64 connections less prefill's
- * 24: a healthy store never makes a reader wait for a place. */
+/*
+ * FUSE threads of a session (main.c, prepmount.c), and how many of them may
+ * wait on SOURCE at once (io.c): the rest always serve cache hits and
+ * metadata. They hold up with the S3 source's connections (fs/source.h's
+ * FS_S3_CONNECTIONS, FS_S3_PREFILL_PARALLEL): the waiters outnumber the
+ * connections readers have beside --prefill, so a healthy store never makes
+ * a reader wait for a place (checked in io.c).
+ */
 #define FS_FUSE_THREADS 64
 #define FS_SOURCE_WAITERS 56
 
-/* The budget's allowance for I/O buffers (peer units, server responses). */
+/* The budget's allowance for I/O buffers beside the prepared view's
+ * --prep-mem (main.c): the readahead windows of files read around the
+ * cache (readahead.c), whole peer units kept by open handles and disk-tier
+ * units being read (io.c), and the peer server's replies for units the
+ * cache does not hold (peer_server.c). Each of them takes what it can
+ * without waiting, or falls back (a smaller read, a 503), so one user never
+ * blocks the others for long. */
 #define FS_IO_MEM (64ULL << 20)
 
 static inline void fs_count(_Atomic uint64_t *c, uint64_t n)

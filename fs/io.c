@@ -391,6 +391,11 @@ static int read_unit_from(struct fill_ctx *fc, uint32_t k, uint64_t uoff, size_t
 	return source_read(fs, fc->node, fc->fd, off, len, buf);
 }
 
+_Static_assert(FS_SOURCE_WAITERS >= FS_S3_CONNECTIONS - FS_S3_PREFILL_PARALLEL,
+	       "readers could wait for a place while S3 connections are free");
+_Static_assert(FS_SOURCE_WAITERS < FS_FUSE_THREADS,
+	       "a stalled source would hold every FUSE thread");
+
 /* The deadline of a read starting now (0: none, options not checked). */
 static int64_t read_deadline(const struct fs_ctx *fs)
 {

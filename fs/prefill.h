@@ -4,7 +4,9 @@
  * share of the MinIO cache from SOURCE (with peers, only the units this
  * node owns, so a cluster fetches each object once) until the cache is
  * full or every owned unit is held. Readers that miss the cache go first:
- * a prefill thread starts no new unit while one waits. Unmounting stops it.
+ * a prefill thread starts no new unit while the source's
+ * prefill_yield_readers readers (fs/source.h: 1 for a disk, the
+ * connections prefill leaves free for S3) wait on it. Unmounting stops it.
  */
 #ifndef COORDFS_FS_PREFILL_H
 #define COORDFS_FS_PREFILL_H

@@ -39,6 +39,13 @@ struct fs_source_stats {
 	double latency_p99_ms;
 };
 
+/* The S3 source's connections (source_s3.c), of which --prefill uses
+ * FS_S3_PREFILL_PARALLEL; prefill stands back while the readers missing
+ * the cache could use every connection it leaves them
+ * (prefill_yield_readers). fs/fs.h's FS_SOURCE_WAITERS holds up with them. */
+#define FS_S3_CONNECTIONS 64
+#define FS_S3_PREFILL_PARALLEL 24
+
 struct fs_source_ops {
 	const char *kind; /* "local", "s3" */
 	/* Requests worth keeping in flight to fill the cache (--prefill). */

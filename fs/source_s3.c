@@ -24,10 +24,9 @@
 #include "remote/remote.h"
 #include "remote/s3.h"
 
-/* Listings in flight at mount, and connections kept for reads. */
+/* Listings in flight at mount. Connections: fs/fs.h's FS_S3_CONNECTIONS. */
 #define S3_LIST_PARALLEL 8
 #define S3_LIST_MAX_KEYS ((uint64_t)1 << 31)
-#define S3_MAX_CONNECTIONS 64
 
 struct s3_source {
 	struct fs_source base;
@@ -66,7 +65,7 @@ static int s3_connect(struct s3_source *ss, char *err, size_t errlen)
 		snprintf(err, errlen, "cannot initialize libcurl");
 		return rc;
 	}
-	if ((rc = remote_http_create(S3_MAX_CONNECTIONS, &ss->pool)) < 0) {
+	if ((rc = remote_http_create(FS_S3_CONNECTIONS, &ss->pool)) < 0) {
 		remote_global_cleanup();
 		snprintf(err, errlen, "cannot create the HTTP connection pool: %s", strerror(-rc));
 		return rc;
@@ -250,9 +249,9 @@ static void s3_cancel(struct fs_source *src)
 
 static const struct fs_source_ops s3_ops = {
 	.kind = "s3",
-	.prefill_parallel = 24,
-	/* S3_MAX_CONNECTIONS less prefill's 24: readers never wait for one */
-	.prefill_yield_readers = S3_MAX_CONNECTIONS - 24,
+	.prefill_parallel = FS_S3_PREFILL_PARALLEL,
+	/* fs/fs.h: the connections prefill leaves to readers all busy */
+	.prefill_yield_readers = FS_S3_CONNECTIONS - FS_S3_PREFILL_PARALLEL,
 	.wants_readahead = true,
 	.build_ns = s3_build_ns,
 	.start = s3_start,
