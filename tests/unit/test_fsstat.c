@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Unit tests for tools/: reading the statistics document (odd but valid
- * documents, malformed ones, non-objects, caps), the fsstat table and its watch-mode rates, and the fsstat
- * command itself on a plain directory carrying a user.coordfs.stats xattr
- * (what a mount answers), including its error lines and exit codes.
+ * documents, malformed ones, non-objects, caps), the fsstat table and its
+ * watch-mode rates; and (test_fsstat_cli.c, run from here) the fsstat
+ * command itself.
  */
 #include <check.h>
 #include <errno.h>
@@ -20,9 +20,10 @@
 
 #include "tools/fsstat.h"
 #include "tests/unit/check_run.h"
+#include "tests/unit/test_fsstat.h"
 
 /* A full statistics document (coordfs(1), STATISTICS) plus fields fsstat does not know, which it must ignore. */
-static const char known_stats[] =
+const char fsstat_known_stats[] =
 	"{ \"version\": 1, \"uptime_s\": 3723.5,\n"
 	"  \"cache\": { \"capacity_bytes\": 2899102925, \"used_bytes\": 1310720000, \"items\": 12000,\n"
 	"             \"hits\": 3, \"misses\": 1, \"hit_bytes\": 600, \"miss_bytes\": 400,\n"
@@ -73,11 +74,6 @@ static char *render_text(const char *json, const struct fsstat_view *view)
 	return out;
 }
 
-#define assert_contains(hay, needle)                                                                       \
-	ck_assert_msg(strstr((hay), (needle)) != NULL, "expected \"%s\" in output:\n%s", (needle), (hay))
-#define assert_lacks(hay, needle)                                                                          \
-	ck_assert_msg(strstr((hay), (needle)) == NULL, "did not expect \"%s\" in output:\n%s", (needle), (hay))
-
 /* The line of text that starts with prefix (copied into buf). */
 static const char *line_starting(const char *text, const char *prefix, char *buf, size_t len)
 {
@@ -100,7 +96,7 @@ static const char *line_starting(const char *text, const char *prefix, char *buf
 
 START_TEST(parse_accepts_stats_and_odd_documents)
 {
-	json_t *v = parse_ok(known_stats);
+	json_t *v = parse_ok(fsstat_known_stats);
 
 	ck_assert_double_eq(json_number_value(fsstat_field(v, "cache.capacity_bytes")), 2899102925.0);
 	ck_assert_str_eq(json_string_value(fsstat_field(v, "cache.future_field")), "x");
@@ -158,20 +154,20 @@ END_TEST
 
 START_TEST(parse_every_prefix_of_a_document_is_rejected)
 {
-	size_t n = strlen(known_stats);
+	size_t n = strlen(fsstat_known_stats);
 	json_t *v = NULL;
 
 	/* Cut anywhere before the closing brace: never a valid document. */
 	for (size_t len = 0; len < n - 1; len++)
-		expect_reject(known_stats, len, -EINVAL);
-	ck_assert_int_eq(fsstat_parse(known_stats, n, &v, NULL, 0), 0);
+		expect_reject(fsstat_known_stats, len, -EINVAL);
+	ck_assert_int_eq(fsstat_parse(fsstat_known_stats, n, &v, NULL, 0), 0);
 	json_decref(v);
 }
 END_TEST
 
 START_TEST(parse_and_render_survive_byte_mutations)
 {
-	size_t n = strlen(known_stats);
+	size_t n = strlen(fsstat_known_stats);
 	char *buf = malloc(n);
 	static const char subst[] = { '{', '}', '[', ']', '"', '\\', ',', ':', '0', 'e', '-', '\0', '\x80', ' ' };
 	unsigned accepted = 0, rejected = 0;
@@ -182,7 +178,7 @@ START_TEST(parse_and_render_survive_byte_mutations)
 			json_t *v = NULL;
 			int rc;
 
-			memcpy(buf, known_stats, n);
+			memcpy(buf, fsstat_known_stats, n);
 			buf[pos] = subst[k];
 			rc = fsstat_parse(buf, n, &v, NULL, 0);
 			ck_assert_msg(rc == 0 || rc == -EINVAL, "mutation at %zu gave %d", pos, rc);
@@ -241,7 +237,7 @@ END_TEST
 START_TEST(table_shows_known_numbers)
 {
 	struct fsstat_view view = { .mountpoint = "/mnt/data" };
-	char *out = render_text(known_stats, &view);
+	char *out = render_text(fsstat_known_stats, &view);
 	char line[512], bar[FSSTAT_BAR_WIDTH + 3];
 	size_t marks = 0;
 
@@ -432,18 +428,18 @@ END_TEST
 
 /* ---- watch-mode rates ---- */
 
-static const char rate_prev[] = "{\"uptime_s\": 10, \"cache\": {\"hits\": 10, \"misses\": 0, \"hit_bytes\": 0},"
+const char fsstat_rate_prev[] = "{\"uptime_s\": 10, \"cache\": {\"hits\": 10, \"misses\": 0, \"hit_bytes\": 0},"
 				" \"source\": {\"bytes\": 0}, \"peers\": {\"bytes\": 0},"
 				" \"fuse\": {\"opens\": 4, \"reads\": 100, \"read_bytes\": 0}}";
-static const char rate_cur[] = "{\"uptime_s\": 12, \"cache\": {\"hits\": 40, \"misses\": 10, \"hit_bytes\": 3000000},"
+const char fsstat_rate_cur[] = "{\"uptime_s\": 12, \"cache\": {\"hits\": 40, \"misses\": 10, \"hit_bytes\": 3000000},"
 			       " \"source\": {\"bytes\": 1000000}, \"peers\": {\"bytes\": 0},"
 			       " \"fuse\": {\"opens\": 8, \"reads\": 300, \"read_bytes\": 4000000}}";
 
 START_TEST(watch_rates_from_two_samples)
 {
-	json_t *prev = parse_ok(rate_prev);
+	json_t *prev = parse_ok(fsstat_rate_prev);
 	struct fsstat_view view = { .rates = true, .prev = prev, .interval_s = 5.0 };
-	char *out = render_text(rate_cur, &view);
+	char *out = render_text(fsstat_rate_cur, &view);
 
 	/* The daemon's uptime difference (2 s) wins over the wall interval. */
 	assert_contains(out, "rates    over 2.0 s");
@@ -474,16 +470,16 @@ START_TEST(watch_rates_fallbacks)
 
 	/* First sample: rates since mount, over the uptime. */
 	view.prev = NULL;
-	out = render_text(rate_cur, &view);
+	out = render_text(fsstat_rate_cur, &view);
 	assert_contains(out, "since mount (12.0s)");
 	assert_contains(out, "reads/s 25.0  opens/s 0.7");
 	assert_contains(out, "hit ratio 80.0%  by bytes");
 	free(out);
 
 	/* The daemon restarted between samples (uptime went back): since mount. */
-	prev = parse_ok(rate_cur);
+	prev = parse_ok(fsstat_rate_cur);
 	view.prev = prev;
-	out = render_text(rate_prev, &view);
+	out = render_text(fsstat_rate_prev, &view);
 	assert_contains(out, "since mount (10.0s)");
 	assert_contains(out, "reads/s 10.0");
 	free(out);
@@ -667,7 +663,7 @@ START_TEST(passes_without_tracker_or_dataset)
 	json_decref(v);
 
 	/* No dataset size: no passes section, and the tracker ignores it. */
-	out = render_text(known_stats, NULL);
+	out = render_text(fsstat_known_stats, NULL);
 	assert_lacks(out, "passes");
 	free(out);
 }
@@ -725,282 +721,12 @@ START_TEST(prefill_and_requests_only_when_reported)
 	assert_lacks(out, "ETA");
 	free(out);
 
-	out = render_text(known_stats, &view);
+	out = render_text(fsstat_known_stats, &view);
 	assert_lacks(out, "prefill");
 	assert_lacks(out, "requests");
 	assert_lacks(out, "latency");
 	free(out);
 	json_decref(prev);
-}
-END_TEST
-
-/* ---- the fsstat command ---- */
-
-struct run_result {
-	int status; /* exit code, or 128 + signal */
-	char out[262144];
-	char err[4096];
-};
-
-static void slurp(const char *path, char *buf, size_t len)
-{
-	FILE *f = fopen(path, "r");
-	size_t n;
-
-	ck_assert_ptr_nonnull(f);
-	n = fread(buf, 1, len - 1, f);
-	buf[n] = '\0';
-	fclose(f);
-}
-
-static const char *fsstat_bin(void)
-{
-	const char *bin = getenv("FSSTAT_BIN");
-
-	ck_assert_msg(bin && access(bin, X_OK) == 0, "FSSTAT_BIN must name the built fsstat (got %s)",
-		      bin ? bin : "nothing");
-	return bin;
-}
-
-/* Start fsstat with args, stdout/stderr to files in dir. */
-static pid_t spawn_fsstat(const char *dir, char *const args[])
-{
-	char out_path[512], err_path[512];
-	pid_t pid;
-
-	snprintf(out_path, sizeof(out_path), "%s/out", dir);
-	snprintf(err_path, sizeof(err_path), "%s/err", dir);
-	pid = fork();
-	ck_assert_int_ge(pid, 0);
-	if (pid == 0) {
-		int o = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-		int e = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-
-		if (o < 0 || e < 0 || dup2(o, 1) < 0 || dup2(e, 2) < 0)
-			_exit(126);
-		execv(args[0], args);
-		_exit(127);
-	}
-	return pid;
-}
-
-static void collect(pid_t pid, const char *dir, struct run_result *r)
-{
-	char path[512];
-	int ws;
-
-	ck_assert_int_eq(waitpid(pid, &ws, 0), pid);
-	r->status = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
-	snprintf(path, sizeof(path), "%s/out", dir);
-	slurp(path, r->out, sizeof(r->out));
-	snprintf(path, sizeof(path), "%s/err", dir);
-	slurp(path, r->err, sizeof(r->err));
-}
-
-static void run_fsstat(const char *dir, char *const args[], struct run_result *r)
-{
-	collect(spawn_fsstat(dir, args), dir, r);
-}
-
-/* A scratch directory on a file system with user xattrs (ext4, tmpfs >= 6.6). */
-static void make_scratch(char *dir, size_t len)
-{
-	const char *bases[] = { getenv("TMPDIR"), "/tmp", "/var/tmp", "." };
-	int last_err = 0;
-
-	for (size_t i = 0; i < sizeof(bases) / sizeof(bases[0]); i++) {
-		if (!bases[i])
-			continue;
-		snprintf(dir, len, "%s/test_fsstat.XXXXXX", bases[i]);
-		if (!mkdtemp(dir))
-			continue;
-		if (setxattr(dir, "user.coordfs.probe", "1", 1, 0) == 0) {
-			removexattr(dir, "user.coordfs.probe");
-			return;
-		}
-		last_err = errno;
-		rmdir(dir);
-	}
-	ck_abort_msg("no scratch directory with user xattrs found (last error: %s)", strerror(last_err));
-}
-
-static void remove_scratch(const char *dir)
-{
-	char path[512];
-
-	snprintf(path, sizeof(path), "%s/out", dir);
-	unlink(path);
-	snprintf(path, sizeof(path), "%s/err", dir);
-	unlink(path);
-	snprintf(path, sizeof(path), "%s/file", dir);
-	unlink(path);
-	rmdir(dir);
-}
-
-static void set_stats(const char *dir, const char *json, size_t len)
-{
-	ck_assert_msg(setxattr(dir, "user.coordfs.stats", json, len, 0) == 0, "setxattr: %s", strerror(errno));
-}
-
-static size_t count_lines(const char *s)
-{
-	size_t n = 0;
-
-	for (; *s; s++)
-		n += *s == '\n';
-	return n;
-}
-
-START_TEST(cli_table_and_json)
-{
-	char dir[256];
-	struct run_result *r = malloc(sizeof(*r));
-
-	ck_assert_ptr_nonnull(r);
-	make_scratch(dir, sizeof(dir));
-	/* The daemon may include a trailing NUL; fsstat drops it. */
-	set_stats(dir, known_stats, sizeof(known_stats));
-	run_fsstat(dir, (char *const[]){ (char *)fsstat_bin(), dir, NULL }, r);
-	ck_assert_msg(r->status == 0, "exit %d, stderr: %s", r->status, r->err);
-	ck_assert_str_eq(r->err, "");
-	assert_contains(r->out, dir);
-	assert_contains(r->out, "hit ratio 75.0%");
-	assert_contains(r->out, "node 1  DOWN  http://10.0.0.2:7070");
-
-	run_fsstat(dir, (char *const[]){ (char *)fsstat_bin(), "--json", dir, NULL }, r);
-	ck_assert_int_eq(r->status, 0);
-	ck_assert_str_eq(r->out, known_stats); /* unchanged (it ends in a newline already) */
-
-	set_stats(dir, "{\"version\":1}", 13);
-	run_fsstat(dir, (char *const[]){ (char *)fsstat_bin(), "--json", dir, NULL }, r);
-	ck_assert_int_eq(r->status, 0);
-	ck_assert_str_eq(r->out, "{\"version\":1}\n");
-
-	/* Malformed JSON: one clear line, non-zero exit. */
-	set_stats(dir, "{\"version\":1,", 13);
-	run_fsstat(dir, (char *const[]){ (char *)fsstat_bin(), dir, NULL }, r);
-	ck_assert_int_ne(r->status, 0);
-	ck_assert_uint_eq(count_lines(r->err), 1);
-	assert_contains(r->err, "malformed statistics JSON");
-	assert_contains(r->err, dir);
-	remove_scratch(dir);
-	free(r);
-}
-END_TEST
-
-START_TEST(cli_errors)
-{
-	char dir[256], path[512], missing[512];
-	struct run_result *r = malloc(sizeof(*r));
-	int fd;
-
-	ck_assert_ptr_nonnull(r);
-	make_scratch(dir, sizeof(dir));
-	snprintf(missing, sizeof(missing), "%s/nope", dir);
-	run_fsstat(dir, (char *const[]){ (char *)fsstat_bin(), missing, NULL }, r);
-	ck_assert_int_eq(r->status, 1);
-	ck_assert_uint_eq(count_lines(r->err), 1);
-	assert_contains(r->err, missing);
-	assert_contains(r->err, "No such file or directory");
-	ck_assert_str_eq(r->out, "");
-
-	/* A directory without the attribute: not a coordfs mount. */
-	run_fsstat(dir, (char *const[]){ (char *)fsstat_bin(), dir, NULL }, r);
-	ck_assert_int_eq(r->status, 1);
-	ck_assert_uint_eq(count_lines(r->err), 1);
-	assert_contains(r->err, "not a coordfs mount");
-
-	snprintf(path, sizeof(path), "%s/file", dir);
-	fd = open(path, O_WRONLY | O_CREAT, 0600);
-	ck_assert_int_ge(fd, 0);
-	close(fd);
-	run_fsstat(dir, (char *const[]){ (char *)fsstat_bin(), path, NULL }, r);
-	ck_assert_int_eq(r->status, 1);
-	assert_contains(r->err, "not a directory");
-
-	run_fsstat(dir, (char *const[]){ (char *)fsstat_bin(), NULL }, r);
-	ck_assert_int_eq(r->status, 2);
-	assert_contains(r->err, "missing MOUNTPOINT");
-	run_fsstat(dir, (char *const[]){ (char *)fsstat_bin(), "--watch=0", dir, NULL }, r);
-	ck_assert_int_eq(r->status, 2);
-	assert_contains(r->err, "--watch=0");
-	run_fsstat(dir, (char *const[]){ (char *)fsstat_bin(), "--watch=1x", dir, NULL }, r);
-	ck_assert_int_eq(r->status, 2);
-	run_fsstat(dir, (char *const[]){ (char *)fsstat_bin(), "--watch", "2", dir, NULL }, r);
-	ck_assert_int_eq(r->status, 2);
-	assert_contains(r->err, "--watch=2");
-	run_fsstat(dir, (char *const[]){ (char *)fsstat_bin(), "--bogus", dir, NULL }, r);
-	ck_assert_int_eq(r->status, 2);
-	remove_scratch(dir);
-	free(r);
-}
-END_TEST
-
-static size_t count_occurrences(const char *hay, const char *needle)
-{
-	size_t n = 0;
-
-	for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle))
-		n++;
-	return n;
-}
-
-/* Blocks printed so far by fsstat --watch into dir/out. */
-static size_t count_blocks(const char *dir)
-{
-	char path[512], *buf = malloc(65536);
-	size_t n;
-
-	ck_assert_ptr_nonnull(buf);
-	snprintf(path, sizeof(path), "%s/out", dir);
-	if (access(path, F_OK) < 0) {
-		free(buf);
-		return 0; /* fsstat has not started yet */
-	}
-	slurp(path, buf, 65536);
-	n = count_occurrences(buf, "rates    ");
-	free(buf);
-	return n;
-}
-
-/* Wait (up to 10 s) until the output holds want blocks. */
-static void wait_for_blocks(const char *dir, size_t want)
-{
-	for (int i = 0; i < 1000 && count_blocks(dir) < want; i++)
-		usleep(10000);
-	ck_assert_msg(count_blocks(dir) >= want, "fsstat --watch printed %zu blocks, want %zu", count_blocks(dir),
-		      want);
-}
-
-START_TEST(cli_watch_prints_rates_until_sigint)
-{
-	char dir[256];
-	struct run_result *r = malloc(sizeof(*r));
-	pid_t pid;
-
-	ck_assert_ptr_nonnull(r);
-	make_scratch(dir, sizeof(dir));
-	set_stats(dir, rate_prev, strlen(rate_prev));
-	pid = spawn_fsstat(dir, (char *const[]){ (char *)fsstat_bin(), "--watch=0.05", dir, NULL });
-	wait_for_blocks(dir, 1);
-	set_stats(dir, rate_cur, strlen(rate_cur));
-	/* Block k+1 may still have been sampled before the change; k+2 was
-	 * sampled after it (it follows a block printed after we looked), and
-	 * k+3 compares two samples taken after it. */
-	wait_for_blocks(dir, count_blocks(dir) + 3);
-	kill(pid, SIGINT);
-	collect(pid, dir, r);
-	ck_assert_msg(r->status == 0, "exit %d after SIGINT, stderr: %s", r->status, r->err);
-	/* stdout is a file: no screen clearing, blocks one after another */
-	assert_lacks(r->out, "\033[");
-	assert_contains(r->out, "since mount (10.0s)");
-	assert_contains(r->out, "over 2.0 s");
-	assert_contains(r->out, "reads/s 100.0  opens/s 2.0  read 2.0 MB/s");
-	assert_contains(r->out, "hit ratio 75.0%");
-	/* after the change, equal samples: zero rates */
-	assert_contains(r->out, "reads/s 0.0");
-	remove_scratch(dir);
-	free(r);
 }
 END_TEST
 
@@ -1030,9 +756,7 @@ int main(void)
 	tcase_add_test(table, kernel_cache_note_only_when_on);
 	tcase_add_test(table, passes_without_tracker_or_dataset);
 	tcase_add_test(table, prefill_and_requests_only_when_reported);
-	tcase_add_test(cli, cli_table_and_json);
-	tcase_add_test(cli, cli_errors);
-	tcase_add_test(cli, cli_watch_prints_rates_until_sigint);
+	fsstat_cli_tests(cli);
 	suite_add_tcase(s, json);
 	suite_add_tcase(s, table);
 	suite_add_tcase(s, cli);
