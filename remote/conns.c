@@ -43,6 +43,7 @@ struct remote_conns {
 	bool stopping;
 	pthread_t reaper;
 	_Atomic uint64_t connections, dropped, recycled;
+	_Atomic unsigned open; /* live, for the stats without the lock */
 };
 
 static struct conn_list *list_of(struct remote_conns *p, const struct remote_conn *c)
@@ -86,7 +87,7 @@ static void enlist(struct remote_conns *p, struct remote_conn *c, int which)
 	l->count++;
 }
 
-/* Under lock: close a connection of one of the lists (its thread sees the
+/* Under lock: close a connection of one of the lists (its event loop sees the
  * socket end and libmicrohttpd closes it), counted in *counter first:
  * whoever sees the socket end may read the count. */
 static void drop_counted(struct remote_conns *p, struct remote_conn *c, _Atomic uint64_t *counter)
@@ -171,6 +172,7 @@ struct remote_conn *remote_conns_opened(struct remote_conns *p, int fd)
 	c->started_ms = deadline_now_ms();
 	pthread_mutex_lock(&p->lock);
 	p->live++;
+	atomic_store_explicit(&p->open, p->live, memory_order_relaxed);
 	enlist(p, c, LIST_UNAUTH);
 	/* Over the cap, the oldest goes: a peer's fresh connection sends its
 	 * request at once and is unlisted long before it becomes the oldest. */
@@ -187,6 +189,7 @@ void remote_conns_closed(struct remote_conns *p, struct remote_conn *c)
 	pthread_mutex_lock(&p->lock);
 	unlist(p, c);
 	p->live--;
+	atomic_store_explicit(&p->open, p->live, memory_order_relaxed);
 	p->recycling -= c->recycling;
 	pthread_mutex_unlock(&p->lock);
 	free(c);
@@ -238,6 +241,7 @@ void remote_conns_get_stats(const struct remote_conns *p, struct remote_conns_st
 	out->connections = atomic_load_explicit(&p->connections, memory_order_relaxed);
 	out->dropped = atomic_load_explicit(&p->dropped, memory_order_relaxed);
 	out->recycled = atomic_load_explicit(&p->recycled, memory_order_relaxed);
+	out->open = atomic_load_explicit(&p->open, memory_order_relaxed);
 }
 
 void remote_conns_set_header_deadline_ms(struct remote_conns *p, unsigned ms)

@@ -13,7 +13,7 @@
  * authenticates while more than the idle limit are open, the least
  * recently used idle one is closed (`recycled`), so idle connections of
  * many peers cannot fill the server, and no stranger can push a peer out.
- * Closing is shutdown(2) under the lock: the server's thread sees the end
+ * Closing is shutdown(2) under the lock: the server's event loop sees the end
  * and libmicrohttpd reports the connection closed (remote_conns_closed)
  * before it closes the descriptor, so the one shut down is always its own.
  * Thread-safe; one mutex, never held across I/O.
@@ -48,6 +48,7 @@ struct remote_conns_stats {
 	uint64_t connections; /* accepted */
 	uint64_t dropped;     /* unauthenticated ones closed at the deadline or cap */
 	uint64_t recycled;    /* idle authenticated ones closed for room */
+	uint64_t open;	      /* open now */
 };
 void remote_conns_get_stats(const struct remote_conns *p, struct remote_conns_stats *out);
 

@@ -37,7 +37,23 @@ struct strbuf;
 #define REMOTE_MAX_REQUEST_URL 16384	  /* raw request target, bytes */
 #define REMOTE_MAX_SECRET 1024		  /* secret, bytes */
 #define REMOTE_MAX_ETAG 128		  /* one ETag, quotes included, bytes */
-#define REMOTE_SERVER_MAX_CONNECTIONS 512 /* = threads, one per connection */
+/* Open connections the peer server holds. They are not threads: a few
+ * epoll loops hold them all (an idle one costs its libmicrohttpd state,
+ * at most REMOTE_SERVER_CONN_MEMORY, only the part it used), so the
+ * keep-alive connections of 1,000 peers fit; beyond the idle limit the
+ * least recently used idle ones make room. */
+#define REMOTE_SERVER_MAX_CONNECTIONS 4096
+/* Event-loop threads (libmicrohttpd's epoll thread pool): parse requests,
+ * check authentication, send answers; never wait on storage. */
+#define REMOTE_SERVER_POLL_THREADS 4
+/* Worker threads: run the routes, whose callbacks (resolve, read, stats)
+ * may block on SOURCE; a blocked read holds one worker, not a loop. */
+#define REMOTE_SERVER_WORKERS 16
+/* Requests waiting for a worker; over this, 503 + Retry-After (the peer
+ * reads SOURCE itself, without marking this node down). As many as 1,000
+ * peers asking at once fit; more than that would wait longer than reading
+ * SOURCE, since a full queue means storage is the bottleneck. */
+#define REMOTE_SERVER_QUEUE 1024
 /* Connections that have not yet sent a complete, authenticated request
  * (every new one). Over this, the oldest of them is dropped, so a flood of
  * idle or trickling connections never holds the slots peers need. */
@@ -50,7 +66,7 @@ struct strbuf;
  * headers complete) before it is dropped: defeats a header trickle. */
 #define REMOTE_SERVER_HEADER_DEADLINE_MS 5000
 #define REMOTE_SERVER_CONN_TIMEOUT_S 30	      /* idle keep-alive / stalled client */
-#define REMOTE_SERVER_CONN_MEMORY (64 * 1024) /* request line + headers */
+#define REMOTE_SERVER_CONN_MEMORY (64 * 1024) /* request line + headers; touched as used */
 #define REMOTE_CLIENT_MAX_HANDLES 32	      /* default concurrent fetches (= connections per peer) */
 #define REMOTE_CLIENT_CONNS_PER_HANDLE 64  /* keep-alive connections one handle keeps */
 
@@ -110,8 +126,8 @@ struct remote_slice {
 	void *ctx;
 };
 
-/* Callbacks, called concurrently from the server's connection threads
- * (one thread per connection, 1 MiB stacks; they may block on SOURCE). */
+/* Callbacks, called concurrently from the server's worker threads
+ * (REMOTE_SERVER_WORKERS, 1 MiB stacks; they may block on SOURCE). */
 struct remote_server_ops {
 	/* Look up a validated relative path (no leading '/', no "." or ".."
 	 * components, no empty components, no NUL) in the namespace.
@@ -148,6 +164,10 @@ struct remote_server_stats {
 	uint64_t busy;	       /* 503 answers: no memory for the response now */
 	uint64_t unavailable;  /* 409 answers: the file failed on this node */
 	uint64_t mismatched;   /* 412 answers: If-Match named another snapshot */
+	uint64_t open;	       /* connections open now */
+	uint64_t queued;       /* requests waiting for a worker now */
+	uint64_t working;      /* requests a worker is serving now */
+	uint64_t queue_full;   /* 503 answers because REMOTE_SERVER_QUEUE were waiting (in busy) */
 };
 
 /* Bind and listen on "HOST:PORT" (IPv4, name, or [IPv6]; empty HOST or
@@ -171,7 +191,8 @@ struct remote_server *remote_server_start(int listen_fd, const char *secret,
  * off by default (--accept-bearer). For one release, for clusters that
  * mix versions. */
 void remote_server_accept_bearer(struct remote_server *s, bool on);
-/* Stop: closes the socket, waits for the connection threads. NULL ok. */
+/* Stop: answers requests still queued 503, waits for the reads running,
+ * closes every connection and the socket, joins the threads. NULL ok. */
 void remote_server_stop(struct remote_server *s);
 void remote_server_get_stats(const struct remote_server *s, struct remote_server_stats *out);
 

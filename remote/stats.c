@@ -58,13 +58,16 @@ json_t *remote_stats_json_summary(const struct remote_client *c, const struct re
 
 	remote_client_get_stats(c, &cs);
 	remote_server_get_stats(s, &ss);
-	obj = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "fetches",
+	obj = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
+			"fetches",
 			(json_int_t)cs.fetches, "bytes", (json_int_t)cs.bytes, "errors",
 			(json_int_t)cs.errors, "skipped", (json_int_t)cs.skipped, "mismatches",
 			(json_int_t)cs.mismatches, "unavailable", (json_int_t)cs.unavailable,
 			"served", (json_int_t)ss.served, "served_bytes", (json_int_t)ss.served_bytes,
 			"rejected", (json_int_t)ss.rejected, "dropped", (json_int_t)ss.dropped,
-			"recycled", (json_int_t)ss.recycled);
+			"recycled", (json_int_t)ss.recycled, "connections_open",
+			(json_int_t)ss.open, "queued", (json_int_t)ss.queued, "queue_full",
+			(json_int_t)ss.queue_full);
 	for (; c && remote_node_url(c, count); count++)
 		up += remote_node_up(c, count);
 	if (obj && (json_object_set_new(obj, "node_count", json_integer(count)) < 0 ||
@@ -138,6 +141,15 @@ void remote_metrics(const struct remote_client *c, const struct remote_server *s
 	       "Idle keep-alive connections closed to make room for new ones.", ss.recycled);
 	metric(out, "coordfs_peer_busy_total", "counter",
 	       "Peer requests answered 503: no memory for the response.", ss.busy);
+	metric(out, "coordfs_peer_queue_full_total", "counter",
+	       "Peer requests answered 503 because too many waited for a server worker.",
+	       ss.queue_full);
+	metric(out, "coordfs_peer_connections_open", "gauge",
+	       "Connections open on the peer server now.", ss.open);
+	metric(out, "coordfs_peer_queued", "gauge",
+	       "Peer requests waiting for a server worker now.", ss.queued);
+	metric(out, "coordfs_peer_working", "gauge",
+	       "Peer requests a server worker is serving now.", ss.working);
 	strbuf_puts(out, "# HELP coordfs_peer_up Whether a peer is usable (1) or in back-off (0).\n"
 			 "# TYPE coordfs_peer_up gauge\n");
 	for (unsigned k = 0; c && remote_node_url(c, k); k++) {
