@@ -66,7 +66,7 @@ struct strbuf;
  * headers complete) before it is dropped: defeats a header trickle. */
 #define REMOTE_SERVER_HEADER_DEADLINE_MS 5000
 #define REMOTE_SERVER_CONN_TIMEOUT_S 30	      /* idle keep-alive / stalled client */
-#define REMOTE_SERVER_CONN_MEMORY (64 * 1024) /* request line + headers; touched as used */
+#define REMOTE_SERVER_CONN_MEMORY (32 * 1024) /* request line + headers; touched as used */
 #define REMOTE_CLIENT_MAX_HANDLES 32	      /* default concurrent fetches (= connections per peer) */
 #define REMOTE_CLIENT_CONNS_PER_HANDLE 64  /* keep-alive connections one handle keeps */
 

@@ -872,3 +872,8 @@ void remote__server_set_idle_limit(struct remote_server *s, unsigned n)
 {
 	remote_conns_set_idle_limit(s->conns, n);
 }
+
+void remote__server_set_queue_cap(struct remote_server *s, unsigned n)
+{
+	remote_workers_set_queue_cap(s->workers, n);
+}

@@ -133,10 +133,27 @@ void remote_workers_stop(struct remote_workers *w)
 	pthread_mutex_lock(&w->lock);
 	w->stopping = true;
 	bool join = !w->joined;
+	/* What waits is cancelled here and now, not after the running jobs
+	 * (reads blocked on SOURCE) free a worker: those peers get their
+	 * answer (503) at once. */
+	struct remote_job *j = w->head;
 
+	w->head = w->tail = NULL;
+	w->running += w->queued;
+	w->queued = 0;
 	w->joined = true;
 	pthread_cond_broadcast(&w->wake);
 	pthread_mutex_unlock(&w->lock);
+	while (j) {
+		struct remote_job *next = j->next;
+
+		j->next = NULL;
+		j->run(j, true); /* j may be gone after this */
+		pthread_mutex_lock(&w->lock);
+		w->running--;
+		pthread_mutex_unlock(&w->lock);
+		j = next;
+	}
 	if (!join)
 		return;
 	for (unsigned i = 0; i < w->nthreads; i++)

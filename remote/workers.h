@@ -44,9 +44,10 @@ int remote_workers_reserve(struct remote_workers *w, bool urgent);
 /* Queue j on a reservation taken before. */
 void remote_workers_push(struct remote_workers *w, struct remote_job *j);
 
-/* Stop: no more reservations; jobs queued (or pushed on an earlier
- * reservation) run with cancelled = true, running ones finish; the threads
- * are joined. Idempotent. */
+/* Stop: no more reservations; jobs queued run with cancelled = true at
+ * once (on the caller's thread), as do those pushed later on an earlier
+ * reservation (on a worker); running ones finish; the threads are
+ * joined. Idempotent (a second call returns at once). */
 void remote_workers_stop(struct remote_workers *w);
 /* Stop if needed and free. NULL ok. */
 void remote_workers_destroy(struct remote_workers *w);
