@@ -39,6 +39,7 @@ struct remote_conns {
 	struct conn_list unauth, idle;
 	unsigned live, recycling; /* open; of those, closed for room and not gone yet */
 	_Atomic unsigned idle_limit;
+	_Atomic unsigned max_unauth;
 	_Atomic unsigned header_deadline_ms;
 	bool stopping;
 	pthread_t reaper;
@@ -117,7 +118,7 @@ static void *reaper_main(void *arg)
 	return NULL;
 }
 
-int remote_conns_create(unsigned header_deadline_ms, unsigned idle_limit,
+int remote_conns_create(unsigned header_deadline_ms, unsigned idle_limit, unsigned max_unauth,
 			struct remote_conns **out)
 {
 	struct remote_conns *p = calloc(1, sizeof(*p));
@@ -128,6 +129,7 @@ int remote_conns_create(unsigned header_deadline_ms, unsigned idle_limit,
 		return -ENOMEM;
 	atomic_init(&p->header_deadline_ms, header_deadline_ms);
 	atomic_init(&p->idle_limit, idle_limit);
+	atomic_init(&p->max_unauth, max_unauth);
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -176,7 +178,7 @@ struct remote_conn *remote_conns_opened(struct remote_conns *p, int fd)
 	enlist(p, c, LIST_UNAUTH);
 	/* Over the cap, the oldest goes: a peer's fresh connection sends its
 	 * request at once and is unlisted long before it becomes the oldest. */
-	while (p->unauth.count > REMOTE_SERVER_MAX_UNAUTH)
+	while (p->unauth.count > atomic_load(&p->max_unauth))
 		drop_counted(p, p->unauth.head, &p->dropped);
 	pthread_mutex_unlock(&p->lock);
 	return c;
@@ -252,4 +254,9 @@ void remote_conns_set_header_deadline_ms(struct remote_conns *p, unsigned ms)
 void remote_conns_set_idle_limit(struct remote_conns *p, unsigned n)
 {
 	atomic_store(&p->idle_limit, n);
+}
+
+void remote_conns_set_max_unauth(struct remote_conns *p, unsigned n)
+{
+	atomic_store(&p->max_unauth, n);
 }

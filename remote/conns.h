@@ -5,7 +5,7 @@
  *
  * Every new connection starts on the "unauthenticated" list, oldest first,
  * and leaves it for good with its first request that passed
- * authentication. The list is capped (REMOTE_SERVER_MAX_UNAUTH: a new
+ * authentication. The list is capped (max_unauth: a new
  * connection over the cap drops the oldest) and a reaper thread drops
  * whatever is still on it after the header deadline, however slowly it
  * trickles bytes. Authenticated keep-alive connections between requests
@@ -27,7 +27,7 @@ struct remote_conns;
 struct remote_conn;
 
 /* The policy with its reaper thread: 0 and *out, or -errno. */
-int remote_conns_create(unsigned header_deadline_ms, unsigned idle_limit,
+int remote_conns_create(unsigned header_deadline_ms, unsigned idle_limit, unsigned max_unauth,
 			struct remote_conns **out);
 /* Stop the reaper and free the policy (connections closed already). NULL ok. */
 void remote_conns_destroy(struct remote_conns *p);
@@ -52,8 +52,9 @@ struct remote_conns_stats {
 };
 void remote_conns_get_stats(const struct remote_conns *p, struct remote_conns_stats *out);
 
-/* For tests: the deadline and the idle limit. */
+/* For tests: the deadline, the idle limit and the unauthenticated cap. */
 void remote_conns_set_header_deadline_ms(struct remote_conns *p, unsigned ms);
 void remote_conns_set_idle_limit(struct remote_conns *p, unsigned n);
+void remote_conns_set_max_unauth(struct remote_conns *p, unsigned n);
 
 #endif

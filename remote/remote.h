@@ -56,8 +56,12 @@ struct strbuf;
 #define REMOTE_SERVER_QUEUE 1024
 /* Connections that have not yet sent a complete, authenticated request
  * (every new one). Over this, the oldest of them is dropped, so a flood of
- * idle or trickling connections never holds the slots peers need. */
-#define REMOTE_SERVER_MAX_UNAUTH 64
+ * idle or trickling connections never holds the slots peers need. As
+ * many as 1,000 peers may connect at once (a cluster starting): their
+ * connections are on this list between accept and their request's
+ * headers, and must not push each other out; a silent one costs a few
+ * KiB, not a thread. */
+#define REMOTE_SERVER_MAX_UNAUTH 1024
 /* Open connections over which a new one closes the least recently used
  * idle keep-alive connection, so peers' idle connections never fill the
  * cap: leaves room for the unauthenticated ones and a burst of new peers. */

@@ -750,7 +750,7 @@ struct remote_server *remote_server_start(int listen_fd, const char *secret,
 	s->ops = ops;
 	s->arg = arg;
 	if ((errno = -remote_conns_create(REMOTE_SERVER_HEADER_DEADLINE_MS, REMOTE_SERVER_IDLE_LIMIT,
-					  &s->conns)) != 0)
+					  REMOTE_SERVER_MAX_UNAUTH, &s->conns)) != 0)
 		goto fail_errno;
 	if ((errno = -remote_workers_create(REMOTE_SERVER_WORKERS, REMOTE_SERVER_QUEUE, STACK_SIZE,
 					    &s->workers)) != 0)
@@ -876,4 +876,9 @@ void remote__server_set_idle_limit(struct remote_server *s, unsigned n)
 void remote__server_set_queue_cap(struct remote_server *s, unsigned n)
 {
 	remote_workers_set_queue_cap(s->workers, n);
+}
+
+void remote__server_set_max_unauth(struct remote_server *s, unsigned n)
+{
+	remote_conns_set_max_unauth(s->conns, n);
 }
