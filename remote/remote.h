@@ -39,9 +39,9 @@ struct strbuf;
 #define REMOTE_MAX_ETAG 128		  /* one ETag, quotes included, bytes */
 /* Open connections the peer server holds. They are not threads: a few
  * epoll loops hold them all (an idle one costs its libmicrohttpd state,
- * at most REMOTE_SERVER_CONN_MEMORY, only the part it used), so the
- * keep-alive connections of 1,000 peers fit; beyond the idle limit the
- * least recently used idle ones make room. */
+ * about REMOTE_SERVER_CONN_MEMORY once it served a request), so the
+ * keep-alive connections of 1,000 peers fit in ~36 MiB; beyond the idle
+ * limit the least recently used idle ones make room. */
 #define REMOTE_SERVER_MAX_CONNECTIONS 4096
 /* Event-loop threads (libmicrohttpd's epoll thread pool): parse requests,
  * check authentication, send answers; never wait on storage. */
@@ -70,7 +70,11 @@ struct strbuf;
  * headers complete) before it is dropped: defeats a header trickle. */
 #define REMOTE_SERVER_HEADER_DEADLINE_MS 5000
 #define REMOTE_SERVER_CONN_TIMEOUT_S 30	      /* idle keep-alive / stalled client */
-#define REMOTE_SERVER_CONN_MEMORY (32 * 1024) /* request line + headers; touched as used */
+/* libmicrohttpd's pool per connection: request line + headers (a 16 KiB
+ * target and its signed headers fit), then the answer's headers. It
+ * zeroes the whole pool between requests, so each kept-alive connection
+ * holds all of it: 64 KiB made 1,000 connections cost 66 MiB. */
+#define REMOTE_SERVER_CONN_MEMORY (32 * 1024)
 #define REMOTE_CLIENT_MAX_HANDLES 32	      /* default concurrent fetches (= connections per peer) */
 #define REMOTE_CLIENT_CONNS_PER_HANDLE 64  /* keep-alive connections one handle keeps */
 
