@@ -26,11 +26,11 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stddef.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,7 +88,7 @@ struct stream {
 	struct remote_server *srv;
 	struct MHD_Connection *conn; /* suspended while a worker reads */
 	struct remote_job job;
-	bool fetched;	  /* a worker read the next slice (fetch_rc, slice) */
+	bool fetched; /* a worker read the next slice (fetch_rc, slice) */
 	int fetch_rc;
 	uint64_t fetch_off; /* what it was asked for */
 	size_t fetch_len;
@@ -274,9 +274,9 @@ static void stream_fetch_run(struct remote_job *j, bool cancelled)
 	struct remote_server *s = st->srv;
 
 	slice_reset(&st->slice);
-	st->fetch_rc = cancelled ? -ECANCELED
-				 : s->ops->read(s->arg, st->file_id, st->fetch_off, st->fetch_len,
-						&st->slice);
+	st->fetch_rc =
+	    cancelled ? -ECANCELED
+		      : s->ops->read(s->arg, st->file_id, st->fetch_off, st->fetch_len, &st->slice);
 	st->fetched = true;
 	MHD_resume_connection(st->conn); /* st is MHD's again */
 }

@@ -84,7 +84,7 @@ int remote_workers_create(unsigned threads, unsigned queue_cap, size_t stack_siz
 	pthread_attr_destroy(&attr);
 	if (rc != 0) {
 		log_err("peer server: cannot start worker thread %u of %u: %s", w->nthreads + 1,
-			  threads, strerror(rc));
+			threads, strerror(rc));
 		remote_workers_destroy(w); /* joins those started */
 		return -rc;
 	}

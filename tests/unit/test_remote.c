@@ -94,7 +94,7 @@ struct stub {
 	unsigned version; /* part of every ETag: another snapshot when bumped */
 	pthread_cond_t gate_cv; /* KIND_GATED reads wait for gate_open */
 	bool gate_open;
-	unsigned gated;	 /* reads waiting at the gate now */
+	unsigned gated; /* reads waiting at the gate now */
 	struct remote_server *srv;
 	struct remote_client *cli;
 };

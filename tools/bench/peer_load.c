@@ -183,7 +183,8 @@ static bool on_data(struct conn *c, const char *p, size_t n)
 static void on_event(struct conn *c, uint32_t events)
 {
 	if (events & EPOLLOUT && c->req_sent < c->req_len) {
-		ssize_t w = send(c->fd, c->req + c->req_sent, c->req_len - c->req_sent, MSG_NOSIGNAL);
+		ssize_t w =
+		    send(c->fd, c->req + c->req_sent, c->req_len - c->req_sent, MSG_NOSIGNAL);
 
 		if (w < 0 && errno != EAGAIN) {
 			conn_fail(c);
@@ -262,7 +263,8 @@ int main(int argc, char **argv)
 		closed_now += !conns[i].open;
 	/* Half a second of warm-up (every connection answered once), then
 	 * the measured window. */
-	int64_t t_start = now_ns() + 500000000, t_end = t_start + (int64_t)(secs * 1e9), last_scan = 0;
+	int64_t t_start = now_ns() + 500000000, t_end = t_start + (int64_t)(secs * 1e9),
+		last_scan = 0;
 
 	for (;;) {
 		int64_t t = now_ns();
