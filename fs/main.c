@@ -99,16 +99,30 @@ static char *mount_options(const char *source)
 	return arg;
 }
 
+/* Open files the daemon asks for: the peer server's connections
+ * (REMOTE_SERVER_MAX_CONNECTIONS) and as many SOURCE descriptors and more. */
+#define NOFILE_WANTED ((rlim_t)REMOTE_SERVER_MAX_CONNECTIONS * 4)
+
 /*
  * Raise the soft limit on open files to the hard limit: every reader of an
- * uncached file holds a SOURCE descriptor in the daemon, and the default
- * soft limit (1024) would let one user's opens fail everyone else's.
+ * uncached file holds a SOURCE descriptor in the daemon, every peer
+ * connection a socket, and the default soft limit (1024) would let one
+ * user's opens fail everyone else's. A hard limit below NOFILE_WANTED is
+ * raised too where that is allowed (root); elsewhere it stays.
  */
 static void raise_nofile_limit(void)
 {
 	struct rlimit rl;
 
-	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= rl.rlim_max)
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+		return;
+	if (rl.rlim_max < NOFILE_WANTED) {
+		struct rlimit up = {NOFILE_WANTED, NOFILE_WANTED};
+
+		if (setrlimit(RLIMIT_NOFILE, &up) == 0)
+			return;
+	}
+	if (rl.rlim_cur >= rl.rlim_max)
 		return;
 	rlim_t was = rl.rlim_cur;
 	rl.rlim_cur = rl.rlim_max;

@@ -39,10 +39,12 @@ struct remote_conns {
 	struct conn_list unauth, idle;
 	unsigned live, recycling; /* open; of those, closed for room and not gone yet */
 	_Atomic unsigned idle_limit;
+	_Atomic unsigned max_unauth;
 	_Atomic unsigned header_deadline_ms;
 	bool stopping;
 	pthread_t reaper;
 	_Atomic uint64_t connections, dropped, recycled;
+	_Atomic unsigned open; /* live, for the stats without the lock */
 };
 
 static struct conn_list *list_of(struct remote_conns *p, const struct remote_conn *c)
@@ -86,7 +88,7 @@ static void enlist(struct remote_conns *p, struct remote_conn *c, int which)
 	l->count++;
 }
 
-/* Under lock: close a connection of one of the lists (its thread sees the
+/* Under lock: close a connection of one of the lists (its event loop sees the
  * socket end and libmicrohttpd closes it), counted in *counter first:
  * whoever sees the socket end may read the count. */
 static void drop_counted(struct remote_conns *p, struct remote_conn *c, _Atomic uint64_t *counter)
@@ -116,7 +118,7 @@ static void *reaper_main(void *arg)
 	return NULL;
 }
 
-int remote_conns_create(unsigned header_deadline_ms, unsigned idle_limit,
+int remote_conns_create(unsigned header_deadline_ms, unsigned idle_limit, unsigned max_unauth,
 			struct remote_conns **out)
 {
 	struct remote_conns *p = calloc(1, sizeof(*p));
@@ -127,6 +129,7 @@ int remote_conns_create(unsigned header_deadline_ms, unsigned idle_limit,
 		return -ENOMEM;
 	atomic_init(&p->header_deadline_ms, header_deadline_ms);
 	atomic_init(&p->idle_limit, idle_limit);
+	atomic_init(&p->max_unauth, max_unauth);
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -171,10 +174,11 @@ struct remote_conn *remote_conns_opened(struct remote_conns *p, int fd)
 	c->started_ms = deadline_now_ms();
 	pthread_mutex_lock(&p->lock);
 	p->live++;
+	atomic_store_explicit(&p->open, p->live, memory_order_relaxed);
 	enlist(p, c, LIST_UNAUTH);
 	/* Over the cap, the oldest goes: a peer's fresh connection sends its
 	 * request at once and is unlisted long before it becomes the oldest. */
-	while (p->unauth.count > REMOTE_SERVER_MAX_UNAUTH)
+	while (p->unauth.count > atomic_load(&p->max_unauth))
 		drop_counted(p, p->unauth.head, &p->dropped);
 	pthread_mutex_unlock(&p->lock);
 	return c;
@@ -187,6 +191,7 @@ void remote_conns_closed(struct remote_conns *p, struct remote_conn *c)
 	pthread_mutex_lock(&p->lock);
 	unlist(p, c);
 	p->live--;
+	atomic_store_explicit(&p->open, p->live, memory_order_relaxed);
 	p->recycling -= c->recycling;
 	pthread_mutex_unlock(&p->lock);
 	free(c);
@@ -238,6 +243,7 @@ void remote_conns_get_stats(const struct remote_conns *p, struct remote_conns_st
 	out->connections = atomic_load_explicit(&p->connections, memory_order_relaxed);
 	out->dropped = atomic_load_explicit(&p->dropped, memory_order_relaxed);
 	out->recycled = atomic_load_explicit(&p->recycled, memory_order_relaxed);
+	out->open = atomic_load_explicit(&p->open, memory_order_relaxed);
 }
 
 void remote_conns_set_header_deadline_ms(struct remote_conns *p, unsigned ms)
@@ -248,4 +254,9 @@ void remote_conns_set_header_deadline_ms(struct remote_conns *p, unsigned ms)
 void remote_conns_set_idle_limit(struct remote_conns *p, unsigned n)
 {
 	atomic_store(&p->idle_limit, n);
+}
+
+void remote_conns_set_max_unauth(struct remote_conns *p, unsigned n)
+{
+	atomic_store(&p->max_unauth, n);
 }

@@ -5,7 +5,7 @@
  *
  * Every new connection starts on the "unauthenticated" list, oldest first,
  * and leaves it for good with its first request that passed
- * authentication. The list is capped (REMOTE_SERVER_MAX_UNAUTH: a new
+ * authentication. The list is capped (max_unauth: a new
  * connection over the cap drops the oldest) and a reaper thread drops
  * whatever is still on it after the header deadline, however slowly it
  * trickles bytes. Authenticated keep-alive connections between requests
@@ -13,7 +13,7 @@
  * authenticates while more than the idle limit are open, the least
  * recently used idle one is closed (`recycled`), so idle connections of
  * many peers cannot fill the server, and no stranger can push a peer out.
- * Closing is shutdown(2) under the lock: the server's thread sees the end
+ * Closing is shutdown(2) under the lock: the server's event loop sees the end
  * and libmicrohttpd reports the connection closed (remote_conns_closed)
  * before it closes the descriptor, so the one shut down is always its own.
  * Thread-safe; one mutex, never held across I/O.
@@ -27,7 +27,7 @@ struct remote_conns;
 struct remote_conn;
 
 /* The policy with its reaper thread: 0 and *out, or -errno. */
-int remote_conns_create(unsigned header_deadline_ms, unsigned idle_limit,
+int remote_conns_create(unsigned header_deadline_ms, unsigned idle_limit, unsigned max_unauth,
 			struct remote_conns **out);
 /* Stop the reaper and free the policy (connections closed already). NULL ok. */
 void remote_conns_destroy(struct remote_conns *p);
@@ -48,11 +48,13 @@ struct remote_conns_stats {
 	uint64_t connections; /* accepted */
 	uint64_t dropped;     /* unauthenticated ones closed at the deadline or cap */
 	uint64_t recycled;    /* idle authenticated ones closed for room */
+	uint64_t open;	      /* open now */
 };
 void remote_conns_get_stats(const struct remote_conns *p, struct remote_conns_stats *out);
 
-/* For tests: the deadline and the idle limit. */
+/* For tests: the deadline, the idle limit and the unauthenticated cap. */
 void remote_conns_set_header_deadline_ms(struct remote_conns *p, unsigned ms);
 void remote_conns_set_idle_limit(struct remote_conns *p, unsigned n);
+void remote_conns_set_max_unauth(struct remote_conns *p, unsigned n);
 
 #endif

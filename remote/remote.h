@@ -37,11 +37,31 @@ struct strbuf;
 #define REMOTE_MAX_REQUEST_URL 16384	  /* raw request target, bytes */
 #define REMOTE_MAX_SECRET 1024		  /* secret, bytes */
 #define REMOTE_MAX_ETAG 128		  /* one ETag, quotes included, bytes */
-#define REMOTE_SERVER_MAX_CONNECTIONS 512 /* = threads, one per connection */
+/* Open connections the peer server holds. They are not threads: a few
+ * epoll loops hold them all (an idle one costs its libmicrohttpd state,
+ * about REMOTE_SERVER_CONN_MEMORY once it served a request), so the
+ * keep-alive connections of 1,000 peers fit in ~36 MiB; beyond the idle
+ * limit the least recently used idle ones make room. */
+#define REMOTE_SERVER_MAX_CONNECTIONS 4096
+/* Event-loop threads (libmicrohttpd's epoll thread pool): parse requests,
+ * check authentication, send answers; never wait on storage. */
+#define REMOTE_SERVER_POLL_THREADS 4
+/* Worker threads: run the routes, whose callbacks (resolve, read, stats)
+ * may block on SOURCE; a blocked read holds one worker, not a loop. */
+#define REMOTE_SERVER_WORKERS 16
+/* Requests waiting for a worker; over this, 503 + Retry-After (the peer
+ * reads SOURCE itself, without marking this node down). As many as 1,000
+ * peers asking at once fit; more than that would wait longer than reading
+ * SOURCE, since a full queue means storage is the bottleneck. */
+#define REMOTE_SERVER_QUEUE 1024
 /* Connections that have not yet sent a complete, authenticated request
  * (every new one). Over this, the oldest of them is dropped, so a flood of
- * idle or trickling connections never holds the slots peers need. */
-#define REMOTE_SERVER_MAX_UNAUTH 64
+ * idle or trickling connections never holds the slots peers need. As
+ * many as 1,000 peers may connect at once (a cluster starting): their
+ * connections are on this list between accept and their request's
+ * headers, and must not push each other out; a silent one costs a few
+ * KiB, not a thread. */
+#define REMOTE_SERVER_MAX_UNAUTH 1024
 /* Open connections over which a new one closes the least recently used
  * idle keep-alive connection, so peers' idle connections never fill the
  * cap: leaves room for the unauthenticated ones and a burst of new peers. */
@@ -50,7 +70,11 @@ struct strbuf;
  * headers complete) before it is dropped: defeats a header trickle. */
 #define REMOTE_SERVER_HEADER_DEADLINE_MS 5000
 #define REMOTE_SERVER_CONN_TIMEOUT_S 30	      /* idle keep-alive / stalled client */
-#define REMOTE_SERVER_CONN_MEMORY (64 * 1024) /* request line + headers */
+/* libmicrohttpd's pool per connection: request line + headers (a 16 KiB
+ * target and its signed headers fit), then the answer's headers. A
+ * kept-alive connection holds all of it once it served a request
+ * (measured: 64 KiB made 1,000 connections cost 66 MiB, 32 KiB 36). */
+#define REMOTE_SERVER_CONN_MEMORY (32 * 1024)
 #define REMOTE_CLIENT_MAX_HANDLES 32	      /* default concurrent fetches (= connections per peer) */
 #define REMOTE_CLIENT_CONNS_PER_HANDLE 64  /* keep-alive connections one handle keeps */
 
@@ -120,8 +144,8 @@ struct remote_slice {
 	void *ctx;
 };
 
-/* Callbacks, called concurrently from the server's connection threads
- * (one thread per connection, 1 MiB stacks; they may block on SOURCE). */
+/* Callbacks, called concurrently from the server's worker threads
+ * (REMOTE_SERVER_WORKERS, 1 MiB stacks; they may block on SOURCE). */
 struct remote_server_ops {
 	/* Look up a validated relative path (no leading '/', no "." or ".."
 	 * components, no empty components, no NUL) in the namespace.
@@ -166,6 +190,10 @@ struct remote_server_stats {
 	uint64_t unavailable;  /* 409 answers: the file failed on this node */
 	uint64_t mismatched;   /* 412 answers: If-Match named another snapshot */
 	uint64_t not_held;     /* 404 answers to forwarded requests for units not held */
+	uint64_t open;	       /* connections open now */
+	uint64_t queued;       /* requests waiting for a worker now */
+	uint64_t working;      /* requests a worker is serving now */
+	uint64_t queue_full;   /* 503 answers because REMOTE_SERVER_QUEUE were waiting (in busy) */
 };
 
 /* Bind and listen on "HOST:PORT" (IPv4, name, or [IPv6]; empty HOST or
@@ -189,7 +217,8 @@ struct remote_server *remote_server_start(int listen_fd, const char *secret,
  * off by default (--accept-bearer). For one release, for clusters that
  * mix versions. */
 void remote_server_accept_bearer(struct remote_server *s, bool on);
-/* Stop: closes the socket, waits for the connection threads. NULL ok. */
+/* Stop: answers requests still queued 503, waits for the reads running,
+ * closes every connection and the socket, joins the threads. NULL ok. */
 void remote_server_stop(struct remote_server *s);
 void remote_server_get_stats(const struct remote_server *s, struct remote_server_stats *out);
 

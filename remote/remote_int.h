@@ -39,5 +39,11 @@ void remote__server_set_header_deadline_ms(struct remote_server *s, unsigned ms)
 /* Set the open connections over which a new one recycles idle ones
  * (REMOTE_SERVER_IDLE_LIMIT by default), for its test. */
 void remote__server_set_idle_limit(struct remote_server *s, unsigned n);
+/* Set the cap of unauthenticated connections (REMOTE_SERVER_MAX_UNAUTH by
+ * default), so that the tests of it need not open a thousand. */
+void remote__server_set_max_unauth(struct remote_server *s, unsigned n);
+/* Set the requests that may wait for a worker (REMOTE_SERVER_QUEUE by
+ * default), so that its test need not block 1,024 of them. */
+void remote__server_set_queue_cap(struct remote_server *s, unsigned n);
 
 #endif

@@ -1,10 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The peer server: libmicrohttpd with one thread per connection, started
- * on a socket bound before the daemon forked. Handlers may block on
- * SOURCE (read-through), which is why connections get their own threads
- * instead of sharing a few epoll loops: a slow read then stalls only its
- * own keep-alive connection. The connection cap bounds the thread count.
+ * The peer server: libmicrohttpd in epoll mode, a few event-loop threads
+ * (REMOTE_SERVER_POLL_THREADS) that hold every connection, and a bounded
+ * pool of workers (workers.c) for the part of a request that calls the
+ * filesystem's callbacks. Those may block on SOURCE (the read-through
+ * can take seconds), so an event loop never runs them: it checks the
+ * request (authentication, method, length), suspends the connection and
+ * queues the route (route(): the file, the stats, the metrics) for a
+ * worker, which queues the answer and resumes the connection. A body
+ * that needs a further slice (read returned a prefix) suspends again and
+ * asks a worker for it. So threads are bounded whatever the number of
+ * connections, an idle keep-alive connection costs only its libmicrohttpd
+ * state, and a slow read holds one worker, never a loop. When the queue
+ * is full the answer is 503 + Retry-After (the peer reads SOURCE).
  *
  * The server never opens files: a request path is percent-decoded,
  * validated (remote__relpath_check) and handed to the resolve callback,
@@ -22,6 +30,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,10 +44,13 @@
 #include "common/strbuf.h"
 #include "remote/auth.h"
 #include "remote/conns.h"
+#include "remote/workers.h"
 
 #define FILES_PREFIX "/v1/files/"
 #define AUTH_SCHEME "bearer"
-#define LISTEN_BACKLOG 256
+/* A thousand peers may connect at once (the kernel caps it at somaxconn). */
+#define LISTEN_BACKLOG 4096
+#define STACK_SIZE (1024 * 1024)
 
 struct remote_server {
 	struct MHD_Daemon *daemon;
@@ -49,6 +61,7 @@ struct remote_server {
 	struct remote_replay *replay; /* (client, counter) pairs already served */
 	_Atomic bool accept_bearer;   /* also "Bearer SECRET" (remote_server_accept_bearer) */
 	struct remote_conns *conns; /* who keeps a connection slot (conns.h) */
+	struct remote_workers *workers; /* where routes and reads run (workers.h) */
 	_Atomic uint64_t served;
 	_Atomic uint64_t served_bytes;
 	_Atomic uint64_t rejected;
@@ -66,12 +79,24 @@ static const char not_held_text[] = "not held by this node\n";
 struct request {
 	bool responded;
 	bool is_file;
+	bool failed; /* the worker could not queue an answer: close */
 	uint64_t body_len;
+	/* Handed to a worker while the connection is suspended. */
+	struct remote_job job;
+	struct remote_server *srv;
+	struct MHD_Connection *conn;
+	const char *url; /* MHD's, valid until the request completes */
 };
 
 /* A response streamed from several slices (read returned a prefix). */
 struct stream {
 	struct remote_server *srv;
+	struct MHD_Connection *conn; /* suspended while a worker reads */
+	struct remote_job job;
+	bool fetched; /* a worker read the next slice (fetch_rc, slice) */
+	int fetch_rc;
+	uint64_t fetch_off; /* what it was asked for */
+	size_t fetch_len;
 	uint32_t file_id;
 	uint64_t start; /* file offset of body byte 0 */
 	uint64_t len;	/* body length */
@@ -249,6 +274,20 @@ static enum MHD_Result queue_strbuf(struct remote_server *s, struct MHD_Connecti
 	return ret;
 }
 
+/* A worker reads the slice a suspended body needs next, then resumes it. */
+static void stream_fetch_run(struct remote_job *j, bool cancelled)
+{
+	struct stream *st = (struct stream *)((char *)j - offsetof(struct stream, job));
+	struct remote_server *s = st->srv;
+
+	slice_reset(&st->slice);
+	st->fetch_rc =
+	    cancelled ? -ECANCELED
+		      : s->ops->read(s->arg, st->file_id, st->fetch_off, st->fetch_len, &st->slice);
+	st->fetched = true;
+	MHD_resume_connection(st->conn); /* st is MHD's again */
+}
+
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
 	struct stream *st = cls;
@@ -261,14 +300,31 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 	if (!st->have_slice || foff < st->slice_off || foff >= st->slice_off + st->slice.len) {
 		uint64_t rest = st->len - pos;
 
-		if (st->have_slice)
-			slice_release(&st->slice);
-		st->have_slice = false;
-		slice_reset(&st->slice);
-		if (s->ops->read(s->arg, st->file_id, foff,
-				 rest > SIZE_MAX ? SIZE_MAX : (size_t)rest, &st->slice) != 0 ||
-		    st->slice.len == 0 || !st->slice.data) {
-			slice_release(&st->slice);
+		if (!st->fetched) {
+			/* The read may block: a worker does it while the
+			 * connection is suspended. Urgent: a body begun must
+			 * not be cut for a full queue (each connection has at
+			 * most one job); refused only while stopping. */
+			if (st->have_slice)
+				slice_release(&st->slice);
+			st->have_slice = false;
+			slice_reset(&st->slice);
+			if (remote_workers_reserve(s->workers, true) != 0) {
+				log_info("peer server: stopping, response for file %u cut short",
+					 st->file_id);
+				return MHD_CONTENT_READER_END_WITH_ERROR;
+			}
+			st->fetch_off = foff;
+			st->fetch_len = rest > SIZE_MAX ? SIZE_MAX : (size_t)rest;
+			MHD_suspend_connection(st->conn);
+			remote_workers_push(s->workers, &st->job);
+			return 0; /* called again once resumed */
+		}
+		st->fetched = false;
+		if (st->fetch_rc != 0 || st->fetch_off != foff || st->slice.len == 0 ||
+		    !st->slice.data) {
+			if (st->fetch_rc == 0)
+				slice_release(&st->slice);
 			log_warn("peer server: read of file %u at %llu failed mid-response",
 				 st->file_id, (unsigned long long)foff);
 			return MHD_CONTENT_READER_END_WITH_ERROR;
@@ -298,8 +354,9 @@ static void stream_free(void *cls)
 
 /* Build the body response for [start, start+len) given the first slice,
  * which it consumes (released on every path). NULL on failure. */
-static struct MHD_Response *body_response(struct remote_server *s, uint32_t file_id, uint64_t start,
-					  uint64_t len, struct remote_slice *sl)
+static struct MHD_Response *body_response(struct remote_server *s, struct MHD_Connection *conn,
+					  uint32_t file_id, uint64_t start, uint64_t len,
+					  struct remote_slice *sl)
 {
 	struct MHD_Response *r = NULL;
 
@@ -320,6 +377,8 @@ static struct MHD_Response *body_response(struct remote_server *s, uint32_t file
 		return NULL;
 	}
 	st->srv = s;
+	st->conn = conn;
+	st->job.run = stream_fetch_run;
 	st->file_id = file_id;
 	st->start = start;
 	st->len = len;
@@ -442,7 +501,7 @@ static enum MHD_Result serve_file(struct remote_server *s, struct MHD_Connection
 					  "this file cannot be read on this node (changed since "
 					  "mount, or unreadable)\n");
 		}
-		r = body_response(s, file_id, start, len, &sl);
+		r = body_response(s, conn, file_id, start, len, &sl);
 	}
 	if (!r)
 		return queue_text(s, conn, MHD_HTTP_SERVICE_UNAVAILABLE, "out of memory, retry\n");
@@ -514,6 +573,66 @@ static bool auth_ok(struct remote_server *s, struct MHD_Connection *conn, const 
 	return rc == 0;
 }
 
+/* ---- routes, on a worker (they call the filesystem's callbacks) ------------ */
+
+/* Answer an authenticated GET; the connection is suspended meanwhile, and
+ * MHD_queue_response on a suspended connection is allowed from any thread. */
+static enum MHD_Result route(struct remote_server *s, struct MHD_Connection *conn,
+			     struct request *req, const char *url)
+{
+	if (strncmp(url, FILES_PREFIX, sizeof(FILES_PREFIX) - 1) == 0)
+		return serve_file(s, conn, req, url + sizeof(FILES_PREFIX) - 1);
+	if (strcmp(url, "/v1/stats") == 0 && s->ops->stats_json) {
+		struct strbuf sb;
+
+		strbuf_init(&sb);
+		s->ops->stats_json(s->arg, &sb);
+		return queue_strbuf(s, conn, &sb, "application/json");
+	}
+	if (strcmp(url, "/metrics") == 0 && s->ops->metrics) {
+		struct strbuf sb;
+
+		strbuf_init(&sb);
+		s->ops->metrics(s->arg, &sb);
+		return queue_strbuf(s, conn, &sb, "text/plain; version=0.0.4; charset=utf-8");
+	}
+	return queue_text(s, conn, MHD_HTTP_NOT_FOUND, "not found\n");
+}
+
+static void request_run(struct remote_job *j, bool cancelled)
+{
+	struct request *req = (struct request *)((char *)j - offsetof(struct request, job));
+	struct remote_server *s = req->srv;
+	enum MHD_Result ret;
+
+	if (cancelled)
+		ret = queue_text(s, req->conn, MHD_HTTP_SERVICE_UNAVAILABLE, "stopping\n");
+	else
+		ret = route(s, req->conn, req, req->url);
+	req->failed = ret != MHD_YES;
+	MHD_resume_connection(req->conn); /* req is MHD's again */
+}
+
+/* Hand the route to a worker: suspend the connection (after reserving room,
+ * so that a refusal is answered here), queue it. A full queue is 503. */
+static enum MHD_Result dispatch(struct remote_server *s, struct MHD_Connection *conn,
+				struct request *req, const char *url)
+{
+	int rc = remote_workers_reserve(s->workers, false);
+
+	if (rc != 0)
+		return queue_text(s, conn, MHD_HTTP_SERVICE_UNAVAILABLE,
+				  rc == -EBUSY ? "too many requests waiting, retry\n"
+					       : "stopping\n");
+	req->job.run = request_run;
+	req->srv = s;
+	req->conn = conn;
+	req->url = url;
+	MHD_suspend_connection(conn);
+	remote_workers_push(s->workers, &req->job);
+	return MHD_YES;
+}
+
 /* ---- connection slots (conns.c) ---------------------------------------------- */
 
 static struct remote_conn *conn_of(struct MHD_Connection *mc)
@@ -545,7 +664,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	}
 	if (req->responded) {
 		*upload_data_size = 0; /* discard any body */
-		return MHD_YES;
+		return req->failed ? MHD_NO : MHD_YES; /* MHD_NO closes */
 	}
 	req->responded = true;
 	if (*upload_data_size != 0) {
@@ -559,23 +678,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		return queue_text(s, conn, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed\n");
 	if (strlen(url) > REMOTE_MAX_REQUEST_URL)
 		return queue_text(s, conn, MHD_HTTP_URI_TOO_LONG, "URI too long\n");
-	if (strncmp(url, FILES_PREFIX, sizeof(FILES_PREFIX) - 1) == 0)
-		return serve_file(s, conn, req, url + sizeof(FILES_PREFIX) - 1);
-	if (strcmp(url, "/v1/stats") == 0 && s->ops->stats_json) {
-		struct strbuf sb;
-
-		strbuf_init(&sb);
-		s->ops->stats_json(s->arg, &sb);
-		return queue_strbuf(s, conn, &sb, "application/json");
-	}
-	if (strcmp(url, "/metrics") == 0 && s->ops->metrics) {
-		struct strbuf sb;
-
-		strbuf_init(&sb);
-		s->ops->metrics(s->arg, &sb);
-		return queue_strbuf(s, conn, &sb, "text/plain; version=0.0.4; charset=utf-8");
-	}
-	return queue_text(s, conn, MHD_HTTP_NOT_FOUND, "not found\n");
+	return dispatch(s, conn, req, url);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
@@ -659,7 +762,10 @@ struct remote_server *remote_server_start(int listen_fd, const char *secret,
 	s->ops = ops;
 	s->arg = arg;
 	if ((errno = -remote_conns_create(REMOTE_SERVER_HEADER_DEADLINE_MS, REMOTE_SERVER_IDLE_LIMIT,
-					  &s->conns)) != 0)
+					  REMOTE_SERVER_MAX_UNAUTH, &s->conns)) != 0)
+		goto fail_errno;
+	if ((errno = -remote_workers_create(REMOTE_SERVER_WORKERS, REMOTE_SERVER_QUEUE, STACK_SIZE,
+					    &s->workers)) != 0)
 		goto fail_errno;
 	if (secret) {
 		s->secret_len = strlen(secret);
@@ -673,17 +779,20 @@ struct remote_server *remote_server_start(int listen_fd, const char *secret,
 	mhd_fd = fcntl(listen_fd, F_DUPFD_CLOEXEC, 0);
 	if (mhd_fd < 0)
 		goto fail_errno;
+	/* epoll loops (each of the pool's threads accepts and serves its own
+	 * connections), suspend/resume for the workers. */
 	s->daemon = MHD_start_daemon(
-	    MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL |
+	    MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
 		MHD_USE_ERROR_LOG,
 	    0, NULL, NULL, on_request, s, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)mhd_fd,
+	    MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)REMOTE_SERVER_POLL_THREADS,
 	    MHD_OPTION_CONNECTION_LIMIT, (unsigned int)REMOTE_SERVER_MAX_CONNECTIONS,
 	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)REMOTE_SERVER_CONN_TIMEOUT_S,
 	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)REMOTE_SERVER_CONN_MEMORY,
 	    MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_NOTIFY_CONNECTION,
 	    on_connection, s, MHD_OPTION_UNESCAPE_CALLBACK, unescape_none, NULL,
 	    MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_THREAD_STACK_SIZE,
-	    (size_t)(1024 * 1024), MHD_OPTION_END);
+	    (size_t)STACK_SIZE, MHD_OPTION_END);
 	if (!s->daemon) {
 		if (err && errlen)
 			snprintf(err, errlen, "peer server: libmicrohttpd failed to start");
@@ -704,6 +813,7 @@ fail:
 	if (s) {
 		free(s->secret);
 		remote_replay_destroy(s->replay);
+		remote_workers_destroy(s->workers);
 		remote_conns_destroy(s->conns);
 	}
 	free(s);
@@ -715,9 +825,15 @@ void remote_server_stop(struct remote_server *s)
 {
 	if (!s)
 		return;
-	/* Connections report themselves closed while the daemon stops: the
+	/* libmicrohttpd must not stop with a suspended connection: the
+	 * workers first answer what waits for them (503) and finish what they
+	 * run (a read blocked on SOURCE is waited for), resuming each; then
+	 * new requests and further slices are refused, without suspending.
+	 * Connections report themselves closed while the daemon stops: the
 	 * policy goes after it. */
+	remote_workers_stop(s->workers);
 	MHD_stop_daemon(s->daemon);
+	remote_workers_destroy(s->workers);
 	remote_conns_destroy(s->conns);
 	if (s->secret)
 		explicit_bzero(s->secret, s->secret_len);
@@ -750,6 +866,14 @@ void remote_server_get_stats(const struct remote_server *s, struct remote_server
 	out->unavailable = atomic_load_explicit(&s->unavailable, memory_order_relaxed);
 	out->mismatched = atomic_load_explicit(&s->mismatched, memory_order_relaxed);
 	out->not_held = atomic_load_explicit(&s->not_held, memory_order_relaxed);
+	out->open = cs.open;
+
+	struct remote_workers_stats ws;
+
+	remote_workers_get_stats(s->workers, &ws);
+	out->queued = ws.queued;
+	out->working = ws.running;
+	out->queue_full = ws.refused;
 }
 
 void remote__server_set_header_deadline_ms(struct remote_server *s, unsigned ms)
@@ -760,4 +884,14 @@ void remote__server_set_header_deadline_ms(struct remote_server *s, unsigned ms)
 void remote__server_set_idle_limit(struct remote_server *s, unsigned n)
 {
 	remote_conns_set_idle_limit(s->conns, n);
+}
+
+void remote__server_set_queue_cap(struct remote_server *s, unsigned n)
+{
+	remote_workers_set_queue_cap(s->workers, n);
+}
+
+void remote__server_set_max_unauth(struct remote_server *s, unsigned n)
+{
+	remote_conns_set_max_unauth(s->conns, n);
 }

@@ -58,13 +58,16 @@ json_t *remote_stats_json_summary(const struct remote_client *c, const struct re
 
 	remote_client_get_stats(c, &cs);
 	remote_server_get_stats(s, &ss);
-	obj = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "fetches",
+	obj = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
+			"fetches",
 			(json_int_t)cs.fetches, "bytes", (json_int_t)cs.bytes, "errors",
 			(json_int_t)cs.errors, "skipped", (json_int_t)cs.skipped, "mismatches",
 			(json_int_t)cs.mismatches, "unavailable", (json_int_t)cs.unavailable,
 			"served", (json_int_t)ss.served, "served_bytes", (json_int_t)ss.served_bytes,
 			"rejected", (json_int_t)ss.rejected, "dropped", (json_int_t)ss.dropped,
-			"recycled", (json_int_t)ss.recycled);
+			"recycled", (json_int_t)ss.recycled, "connections_open",
+			(json_int_t)ss.open, "queued", (json_int_t)ss.queued, "queue_full",
+			(json_int_t)ss.queue_full);
 	for (; c && remote_node_url(c, count); count++)
 		up += remote_node_up(c, count);
 	if (obj && (json_object_set_new(obj, "node_count", json_integer(count)) < 0 ||
@@ -112,35 +115,49 @@ void remote_metrics(const struct remote_client *c, const struct remote_server *s
 
 	remote_client_get_stats(c, &cs);
 	remote_server_get_stats(s, &ss);
-	metric(out, "coordfs_peer_fetches_total", "counter", "Ranged reads sent to peers.",
-	       cs.fetches);
-	metric(out, "coordfs_peer_bytes_total", "counter", "Bytes received from peers.", cs.bytes);
-	metric(out, "coordfs_peer_errors_total", "counter", "Failed reads from peers.", cs.errors);
-	metric(out, "coordfs_peer_skipped_total", "counter",
-	       "Reads not sent because the owner was marked down.", cs.skipped);
-	metric(out, "coordfs_peer_served_total", "counter", "File requests served to peers.",
-	       ss.served);
-	metric(out, "coordfs_peer_served_bytes_total", "counter", "Bytes served to peers.",
-	       ss.served_bytes);
-	metric(out, "coordfs_peer_rejected_total", "counter",
-	       "Peer requests answered with a 4xx status.", ss.rejected);
-	metric(out, "coordfs_peer_connections_total", "counter",
-	       "Connections accepted by the peer server.", ss.connections);
-	metric(out, "coordfs_peer_mismatches_total", "counter",
-	       "Peer answers about another version of the file (read from SOURCE).",
-	       cs.mismatches);
-	metric(out, "coordfs_peer_unavailable_total", "counter",
-	       "Peer answers 409/503 for one file, or no free connection (read from SOURCE).",
-	       cs.unavailable);
-	metric(out, "coordfs_peer_dropped_total", "counter",
-	       "Unauthenticated connections dropped (header deadline or cap).", ss.dropped);
-	metric(out, "coordfs_peer_recycled_total", "counter",
-	       "Idle keep-alive connections closed to make room for new ones.", ss.recycled);
-	metric(out, "coordfs_peer_busy_total", "counter",
-	       "Peer requests answered 503: no memory for the response.", ss.busy);
-	metric(out, "coordfs_peer_not_held_total", "counter",
-	       "Forwarded requests (handoffs) answered 404: the unit is not held here.",
-	       ss.not_held);
+	const struct {
+		const char *name, *type, *help;
+		uint64_t v;
+	} rows[] = {
+	    {"coordfs_peer_fetches_total", "counter", "Ranged reads sent to peers.", cs.fetches},
+	    {"coordfs_peer_bytes_total", "counter", "Bytes received from peers.", cs.bytes},
+	    {"coordfs_peer_errors_total", "counter", "Failed reads from peers.", cs.errors},
+	    {"coordfs_peer_skipped_total", "counter",
+	     "Reads not sent because the owner was marked down.", cs.skipped},
+	    {"coordfs_peer_served_total", "counter", "File requests served to peers.", ss.served},
+	    {"coordfs_peer_served_bytes_total", "counter", "Bytes served to peers.",
+	     ss.served_bytes},
+	    {"coordfs_peer_rejected_total", "counter", "Peer requests answered with a 4xx status.",
+	     ss.rejected},
+	    {"coordfs_peer_connections_total", "counter", "Connections accepted by the peer server.",
+	     ss.connections},
+	    {"coordfs_peer_mismatches_total", "counter",
+	     "Peer answers about another version of the file (read from SOURCE).", cs.mismatches},
+	    {"coordfs_peer_unavailable_total", "counter",
+	     "Peer answers 409/503 for one file, or no free connection (read from SOURCE).",
+	     cs.unavailable},
+	    {"coordfs_peer_dropped_total", "counter",
+	     "Unauthenticated connections dropped (header deadline or cap).", ss.dropped},
+	    {"coordfs_peer_recycled_total", "counter",
+	     "Idle keep-alive connections closed to make room for new ones.", ss.recycled},
+	    {"coordfs_peer_busy_total", "counter",
+	     "Peer requests answered 503: no memory for the response.", ss.busy},
+	    {"coordfs_peer_not_held_total", "counter",
+	     "Forwarded requests (handoffs) answered 404: the unit is not held here.",
+	     ss.not_held},
+	    {"coordfs_peer_queue_full_total", "counter",
+	     "Peer requests answered 503 because too many waited for a server worker.",
+	     ss.queue_full},
+	    {"coordfs_peer_connections_open", "gauge", "Connections open on the peer server now.",
+	     ss.open},
+	    {"coordfs_peer_queued", "gauge", "Peer requests waiting for a server worker now.",
+	     ss.queued},
+	    {"coordfs_peer_working", "gauge", "Peer requests a server worker is serving now.",
+	     ss.working},
+	};
+
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+		metric(out, rows[i].name, rows[i].type, rows[i].help, rows[i].v);
 	strbuf_puts(out, "# HELP coordfs_peer_up Whether a peer is usable (1) or in back-off (0).\n"
 			 "# TYPE coordfs_peer_up gauge\n");
 	for (unsigned k = 0; c && remote_node_url(c, k); k++) {

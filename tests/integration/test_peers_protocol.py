@@ -13,7 +13,8 @@ Then the command line: a world-readable secret file warns at mount;
 --peers without --node and bad URLs fail with one line and mount nothing;
 the -o form with escaped commas works; two nodes whose secrets differ
 still read correct bytes (from SOURCE) and count peer errors; IPv6
-loopback peers spelled two ways agree on ownership.
+loopback peers spelled two ways agree on ownership. Last, 1,000 signed
+keep-alive connections on one daemon (issue #20) beside 100 strangers.
 """
 
 import hashlib
@@ -21,6 +22,8 @@ import json
 import os
 import random
 import re
+import resource
+import socket
 import sys
 import time
 import http.client
@@ -678,12 +681,118 @@ def test_url_spellings(c):
 			str([s['peers'] for s in st]))
 
 
+MANY_CONNS = 1000
+MANY_STRANGERS = 100
+MANY_MAX_THREADS = 64	# issue #20: threads bounded whatever the connections
+
+
+def read_answer(sock):
+	"""One whole answer on a keep-alive socket: (status, body); the peer
+	server's answers always carry Content-Length."""
+	buf = b''
+	while b'\r\n\r\n' not in buf:
+		chunk = sock.recv(65536)
+		if not chunk:
+			return None, b''
+		buf += chunk
+	head, _, body = buf.partition(b'\r\n\r\n')
+	length = int(re.search(rb'(?i)\r\ncontent-length: *([0-9]+)', head).group(1))
+	while len(body) < length:
+		chunk = sock.recv(65536)
+		if not chunk:
+			return None, body
+		body += chunk
+	return int(head.split(b' ')[1]), body
+
+
+def test_many_connections(c):
+	"""1,000 peers' keep-alive connections on one daemon, all connected
+	before the first request (a cluster starting), 100 strangers before
+	(silent, or trickling a request line) and 100 more meanwhile: every
+	signed request is answered byte-exact, twice on each connection, and
+	the daemon's threads (/proc/PID/task) stay within the bound while all
+	are open."""
+	need = MANY_CONNS + 2 * MANY_STRANGERS + 256
+	soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+	if soft < need:
+		resource.setrlimit(resource.RLIMIT_NOFILE, (min(need, hard), hard))
+	soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+	if not c.check(f'{need} descriptors for the test (RLIMIT_NOFILE)', soft >= need,
+		       f'soft limit {soft}, hard {hard}'):
+		return
+	files = make_files(int(time.time()) + 7)
+	names = sorted(n for n in files if n.startswith('many/'))
+
+	def populate(src):
+		for rel in names:
+			ct.write_file(os.path.join(src, rel), files[rel])
+
+	with ct.Cluster(1, populate=populate) as cl:
+		secret_file = os.path.join(cl.root, 'secret')
+		write_secret(secret_file, SECRET, 0o600)
+		cl.mount(0, [f'--secret-file={secret_file}', '--cache-size=8M'])
+		port, pid = cl.ports[0], cl.pids[0]
+		socks, strangers = [], []
+		try:
+			for i in range(MANY_STRANGERS):
+				s = socket.create_connection(('127.0.0.1', port), timeout=20)
+				if i % 2:
+					s.sendall(b'GET /v1/fi')
+				strangers.append(s)
+			for i in range(MANY_CONNS):
+				socks.append(socket.create_connection(('127.0.0.1', port), timeout=20))
+			bad, threads, dead = [], 0, set()
+			for rnd in range(2):
+				for i, s in enumerate(socks):
+					rel = names[(i + rnd) % len(names)]
+					target = '/v1/files/' + rel
+					# one client id per connection: 1,000 peers
+					sig = ct.peer_signature(SECRET, 'GET', target,
+								client_id=0x5ca1e000 + i, n=rnd + 1)
+					try:
+						s.sendall(f'GET {target} HTTP/1.1\r\nHost: x\r\n'
+							  f'Authorization: {sig}\r\n\r\n'.encode())
+					except OSError as e:
+						dead.add(i)
+						bad.append((rnd, i, str(e), 0))
+				if rnd == 1:
+					for _ in range(MANY_STRANGERS):
+						strangers.append(socket.create_connection(('127.0.0.1', port),
+											  timeout=20))
+				threads = max(threads, len(os.listdir(f'/proc/{pid}/task')))
+				for i, s in enumerate(socks):
+					rel = names[(i + rnd) % len(names)]
+					if i in dead:
+						continue
+					try:
+						st, body = read_answer(s)
+					except OSError as e:
+						st, body = str(e), b''
+					if st != 200 or body != files[rel]:
+						dead.add(i)
+						bad.append((rnd, i, st, len(body)))
+				threads = max(threads, len(os.listdir(f'/proc/{pid}/task')))
+			c.check(f'{MANY_CONNS} connections x 2 signed requests: all 200, byte-exact',
+				not bad, f'{len(bad)} bad, first {bad[:5]}')
+			c.check(f'daemon threads with {MANY_CONNS} connections open: '
+				f'{threads} <= {MANY_MAX_THREADS}', 0 < threads <= MANY_MAX_THREADS,
+				str(threads))
+			st = cl.stats(0)['peers']
+			c.check('the server counts the connections open',
+				st.get('connections_open', 0) >= MANY_CONNS, str(st))
+			c.eq('no request waited for a full queue', st.get('queue_full'), 0)
+		finally:
+			for s in socks + strangers:
+				s.close()
+
+
 def main():
 	c = ct.Checker('peers_protocol', timeout=110)
 	c.group(test_server, c)
 	c.group(test_command_line, c)
 	c.group(test_secret_mismatch, c)
 	c.group(test_url_spellings, c)
+	c.group(test_many_connections, c)
 	c.finish()
 
 

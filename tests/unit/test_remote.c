@@ -9,6 +9,7 @@
  */
 #include <arpa/inet.h>
 #include <check.h>
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <fcntl.h>
@@ -22,10 +23,20 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#if defined(__has_include)
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#endif
+#endif
+#ifndef RUNNING_ON_VALGRIND
+#define RUNNING_ON_VALGRIND 0
+#endif
 
 #include "common/strbuf.h"
 #include "common/text.h"
@@ -60,8 +71,9 @@ static unsigned char pattern_byte(uint64_t i)
 /* ---- an in-memory dataset behind stub callbacks --------------------------- */
 
 /* KIND_FAIL: the read fails (a file changed on this node); KIND_NOMEM:
- * the read finds no memory for the response. */
-enum file_kind { KIND_ARENA, KIND_COPY, KIND_DIR, KIND_FAIL, KIND_NOMEM };
+ * the read finds no memory for the response; KIND_GATED: the read waits
+ * until the test opens the gate (a slow SOURCE), then is an arena slice. */
+enum file_kind { KIND_ARENA, KIND_COPY, KIND_DIR, KIND_FAIL, KIND_NOMEM, KIND_GATED };
 
 struct file {
 	const char *path;
@@ -83,6 +95,9 @@ struct stub {
 	_Atomic unsigned copies, releases;
 	_Atomic unsigned reads; /* read callbacks */
 	unsigned version; /* part of every ETag: another snapshot when bumped */
+	pthread_cond_t gate_cv; /* KIND_GATED reads wait for gate_open */
+	bool gate_open;
+	unsigned gated; /* reads waiting at the gate now */
 	struct remote_server *srv;
 	struct remote_client *cli;
 };
@@ -105,6 +120,7 @@ static void stub_setup(void)
 {
 	memset(&stub, 0, sizeof(stub));
 	pthread_mutex_init(&stub.lock, NULL);
+	pthread_cond_init(&stub.gate_cv, NULL);
 	for (size_t i = 0; i < BIG_SIZE; i++)
 		big[i] = pattern_byte(i);
 	stub.max_slice = 1u << 20; /* big.bin needs several slices */
@@ -116,6 +132,7 @@ static void stub_setup(void)
 	add_file("dir", NULL, 0, KIND_DIR);
 	add_file("changed.bin", big, 5000, KIND_FAIL);
 	add_file("nomem.bin", big, 5000, KIND_NOMEM);
+	add_file("slow.bin", big + 11, 3000, KIND_GATED);
 }
 
 static void stub_teardown(void)
@@ -183,6 +200,15 @@ static int stub_read(void *arg, uint32_t file_id, uint64_t off, size_t len,
 	}
 	case KIND_NOMEM:
 		return -ENOMEM;
+	case KIND_GATED:
+		pthread_mutex_lock(&st->lock);
+		st->gated++;
+		while (!st->gate_open)
+			pthread_cond_wait(&st->gate_cv, &st->lock);
+		st->gated--;
+		pthread_mutex_unlock(&st->lock);
+		out->data = f->data + off;
+		break;
 	default:
 		return -EIO;
 	}
@@ -1084,35 +1110,59 @@ static bool closed_within(int fd, int ms)
 	return recv(fd, &c, 1, MSG_DONTWAIT) <= 0;
 }
 
-/* One request on an open keep-alive socket; the status, or -1. The answer
- * (a.txt: 13 bytes of body) is read whole. */
-static int keepalive_get(int fd, const char *auth)
+/* Send "GET target" with extra header lines on an open keep-alive socket:
+ * 0, or -1 when the server closed it. */
+static int send_get(int fd, const char *target, const char *headers)
 {
-	char req[256], buf[4096];
-	size_t got = 0;
+	char req[1024];
+	int n = snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: x\r\n%s\r\n", target,
+			 headers ? headers : "");
 
-	snprintf(req, sizeof(req), "GET /v1/files/a.txt HTTP/1.1\r\nHost: x\r\n%s\r\n",
-		 auth ? auth : "");
-	if (send(fd, req, strlen(req), MSG_NOSIGNAL) != (ssize_t)strlen(req))
-		return -1;
-	for (;;) {
+	ck_assert_int_lt(n, (int)sizeof(req));
+	return send(fd, req, (size_t)n, MSG_NOSIGNAL) == n ? 0 : -1;
+}
+
+/* Read one whole answer (headers, then Content-Length bytes of body) from
+ * a keep-alive socket into resp: its status, or -1 (closed, or nothing
+ * for 10 s). */
+static int recv_answer(int fd, struct strbuf *resp)
+{
+	char buf[65536];
+	size_t need = SIZE_MAX;
+
+	strbuf_reset(resp);
+	while (resp->len < need) {
 		struct pollfd pf = {.fd = fd, .events = POLLIN};
 
-		if (poll(&pf, 1, 5000) != 1)
+		if (poll(&pf, 1, 10000) != 1)
 			return -1;
-		ssize_t n = recv(fd, buf + got, sizeof(buf) - 1 - got, 0);
+		ssize_t n = recv(fd, buf, sizeof(buf), 0);
 
 		if (n <= 0)
 			return -1;
-		got += (size_t)n;
-		buf[got] = '\0';
-		const char *end = strstr(buf, "\r\n\r\n");
-		const char *cl = strcasestr(buf, "Content-Length:");
+		strbuf_append(resp, buf, (size_t)n);
+		ck_assert(!resp->failed);
+		const char *end = strstr(resp->buf, "\r\n\r\n");
+		const char *cl = end ? strcasestr(resp->buf, "\r\nContent-Length:") : NULL;
 
-		if (end && cl && got >= (size_t)(end + 4 - buf) + (size_t)atol(cl + 15))
-			break;
+		if (end && cl && cl < end)
+			need = (size_t)(end + 4 - resp->buf) + (size_t)atol(cl + 17);
+		else if (end)
+			return -1; /* every answer of this server has a length */
 	}
-	return atoi(buf + 9);
+	return atoi(resp->buf + 9);
+}
+
+/* One request for a.txt on an open keep-alive socket; the status, or -1. */
+static int keepalive_get(int fd, const char *auth)
+{
+	struct strbuf r;
+	int st;
+
+	strbuf_init(&r);
+	st = send_get(fd, "/v1/files/a.txt", auth) == 0 ? recv_answer(fd, &r) : -1;
+	strbuf_fini(&r);
+	return st;
 }
 
 /* Idle keep-alive connections are recycled once more than the idle limit
@@ -1180,6 +1230,10 @@ END_TEST
 
 /* The header deadline the three tests of it give their servers. */
 #define TEST_HEADER_DEADLINE_MS 1000
+/* The unauthenticated cap the two tests of it give theirs (the policy is
+ * the same at REMOTE_SERVER_MAX_UNAUTH; thousand_keepalive_connections
+ * runs with that one). */
+#define TEST_MAX_UNAUTH 64
 
 START_TEST(caps_headers_and_connections)
 {
@@ -1187,8 +1241,9 @@ START_TEST(caps_headers_and_connections)
 	struct remote_server *s = start_server(NULL, &port);
 
 	remote__server_set_header_deadline_ms(s, TEST_HEADER_DEADLINE_MS);
+	remote__server_set_max_unauth(s, TEST_MAX_UNAUTH);
 	struct strbuf r, hdr;
-	int fds[REMOTE_SERVER_MAX_UNAUTH + 1];
+	int fds[TEST_MAX_UNAUTH + 1];
 
 	/* Headers beyond the per-connection memory cap are refused. */
 	strbuf_init(&r);
@@ -1203,14 +1258,14 @@ START_TEST(caps_headers_and_connections)
 	/* One silent connection more than the unauthenticated cap: the
 	 * oldest is closed at once (long before the header deadline), the
 	 * newest is served. */
-	for (int i = 0; i <= REMOTE_SERVER_MAX_UNAUTH; i++) {
+	for (int i = 0; i <= TEST_MAX_UNAUTH; i++) {
 		fds[i] = connect_port(port);
 		sleep_ms(2); /* accepted in this order */
 	}
 	ck_assert_msg(closed_within(fds[0], TEST_HEADER_DEADLINE_MS / 2),
 		      "the oldest silent connection was kept over the cap");
-	ck_assert_int_eq(keepalive_get(fds[REMOTE_SERVER_MAX_UNAUTH], NULL), 200);
-	for (int i = 0; i <= REMOTE_SERVER_MAX_UNAUTH; i++)
+	ck_assert_int_eq(keepalive_get(fds[TEST_MAX_UNAUTH], NULL), 200);
+	for (int i = 0; i <= TEST_MAX_UNAUTH; i++)
 		close(fds[i]);
 
 	struct remote_server_stats ss;
@@ -1298,6 +1353,7 @@ START_TEST(authenticated_through_flood)
 	struct flooder f = {.port = port};
 
 	remote__server_set_header_deadline_ms(s, TEST_HEADER_DEADLINE_MS);
+	remote__server_set_max_unauth(s, TEST_MAX_UNAUTH);
 	pthread_t t;
 	unsigned char *buf = malloc(1u << 16);
 	int ka = connect_port(port);
@@ -1319,7 +1375,7 @@ START_TEST(authenticated_through_flood)
 		sleep_ms(50);
 	}
 	/* Past the deadline, the authenticated keep-alive connection lives. */
-	while (f.opened < REMOTE_SERVER_MAX_UNAUTH * 2)
+	while (f.opened < TEST_MAX_UNAUTH * 2)
 		sleep_ms(10);
 	int64_t t0 = mono_ms();
 
@@ -1337,12 +1393,322 @@ START_TEST(authenticated_through_flood)
 	remote_server_get_stats(s, &ss);
 	remote_client_get_stats(c, &cs);
 	ck_assert_uint_eq(cs.errors, 0);
-	ck_assert_uint_gt(ss.dropped, REMOTE_SERVER_MAX_UNAUTH);
+	ck_assert_uint_gt(ss.dropped, TEST_MAX_UNAUTH);
 	close(ka);
 	free(buf);
 	remote_client_destroy(c);
 	remote_peers_destroy(p);
 	remote_server_stop(s);
+}
+END_TEST
+
+/* ---- many connections, blocked reads ------------------------------------ */
+
+#define SCALE_CONNS 1000
+#define SCALE_UNAUTH 100
+#define SCALE_MAX_THREADS 64		/* issue #20's bound */
+#define SCALE_MAX_RSS_KIB (64 * 1024) /* issue #20's bound, 64 MiB */
+/* Long enough for 1,000 connects before the first request (valgrind). */
+#define SCALE_HEADER_DEADLINE_MS 3000
+
+/* Threads of this process now (/proc/self/task): the server's, the test's. */
+static unsigned thread_count(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	unsigned n = 0;
+
+	ck_assert_ptr_nonnull(d);
+	for (struct dirent *e; (e = readdir(d));)
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+/* Resident memory of this process, KiB (VmRSS). */
+static long rss_kib(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	long kib = -1;
+
+	ck_assert_ptr_nonnull(f);
+	while (fgets(line, sizeof(line), f) && sscanf(line, "VmRSS: %ld", &kib) != 1)
+		;
+	fclose(f);
+	ck_assert_int_gt(kib, 0);
+	return kib;
+}
+
+/* The memory bound for 1,000 connections. Under AddressSanitizer or
+ * valgrind every byte the server touches has a shadow (and every block
+ * redzones), which multiplies what it holds: the bound then grows by the
+ * same factor, said on stderr (the plain build checks the real one). */
+static long scale_rss_bound_kib(void)
+{
+	bool shadowed = RUNNING_ON_VALGRIND != 0;
+
+#if defined(__SANITIZE_ADDRESS__)
+	shadowed = true;
+#endif
+	if (!shadowed)
+		return SCALE_MAX_RSS_KIB;
+	fprintf(stderr, "# under a sanitizer or valgrind: memory bound x4 (shadow memory)\n");
+	return 4 * SCALE_MAX_RSS_KIB;
+}
+
+/* At least need descriptors (root may raise the hard limit too). */
+static void raise_nofile(rlim_t need)
+{
+	struct rlimit rl;
+
+	ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
+	if (rl.rlim_cur >= need)
+		return;
+	rl.rlim_cur = need;
+	if (rl.rlim_max < need)
+		rl.rlim_max = need;
+	ck_assert_msg(setrlimit(RLIMIT_NOFILE, &rl) == 0,
+		      "this test needs %llu descriptors (RLIMIT_NOFILE): %s",
+		      (unsigned long long)need, strerror(errno));
+}
+
+/* What connection i asks in round r: 4 KiB of big.bin (every 25th across
+ * a 1 MiB slice boundary, so that a worker reads the rest mid-body), or
+ * 2000 bytes of copy.bin (a slice released after the answer). */
+static const unsigned char *scale_range(unsigned i, unsigned r, char *target, size_t tcap,
+					 char *range, size_t rcap, size_t *len)
+{
+	uint64_t k = (uint64_t)i * 7919u + (uint64_t)r * 104729u, off;
+	const unsigned char *data;
+
+	if (i % 3 == 0) {
+		*len = 2000;
+		off = k % (200000 - *len);
+		data = big + 7 + off; /* copy.bin */
+		snprintf(target, tcap, "/v1/files/copy.bin");
+	} else {
+		*len = 4096;
+		off = i % 25 == 1 ? (1u << 20) * (1 + k % 2) - 1000 : k % (BIG_SIZE - *len);
+		data = big + off;
+		snprintf(target, tcap, "/v1/files/dir/big.bin");
+	}
+	snprintf(range, rcap, "bytes=%llu-%llu", (unsigned long long)off,
+		 (unsigned long long)(off + *len - 1));
+	return data;
+}
+
+/* Connection i's signed request of round r (client id 1000 + i). */
+static void scale_send(int fd, unsigned i, unsigned r)
+{
+	char target[64], range[64], auth[512];
+	size_t len;
+
+	scale_range(i, r, target, sizeof(target), range, sizeof(range), &len);
+	ck_assert_msg(send_get(fd, target,
+			       signed_get("s3cret", target, range, 0, 1000 + i, r + 1, auth,
+					  sizeof(auth))) == 0,
+		      "connection %u closed before round %u", i, r);
+}
+
+/* Its answer: 206 and exactly the bytes asked. */
+static void scale_check(int fd, unsigned i, unsigned r, struct strbuf *resp)
+{
+	char target[64], range[64];
+	size_t len, blen;
+	const unsigned char *want =
+	    scale_range(i, r, target, sizeof(target), range, sizeof(range), &len);
+	int st = recv_answer(fd, resp);
+
+	ck_assert_msg(st == 206, "connection %u, round %u (%s %s): status %d", i, r, target, range,
+		      st);
+	const char *body = body_of(resp, &blen);
+
+	ck_assert_uint_eq(blen, len);
+	ck_assert_msg(memcmp(body, want, len) == 0, "connection %u, round %u: other bytes", i, r);
+}
+
+/* 1,000 peers' keep-alive connections on one server (all connected before
+ * the first request, as when a cluster starts), with 100 strangers
+ * (silent, or trickling a request line) before and 100 more while all
+ * 1,000 requests are in flight: every request is answered byte-exact,
+ * no stranger pushes a peer out, and threads and memory stay bounded. */
+START_TEST(thousand_keepalive_connections)
+{
+	static int fds[SCALE_CONNS], strangers[2 * SCALE_UNAUTH];
+	unsigned port, threads;
+	struct remote_server_stats ss;
+	struct strbuf r;
+
+	raise_nofile(2 * (SCALE_CONNS + 2 * SCALE_UNAUTH) + 256);
+	struct remote_server *s = start_server("s3cret", &port);
+	long rss0 = rss_kib(), rss;
+
+	strbuf_init(&r);
+	remote__server_set_header_deadline_ms(s, SCALE_HEADER_DEADLINE_MS);
+	for (unsigned i = 0; i < SCALE_UNAUTH; i++) {
+		strangers[i] = connect_port(port);
+		if (i % 2)
+			(void)send(strangers[i], "GET /v1/fi", 10, MSG_NOSIGNAL);
+	}
+	/* A cluster starting: 1,000 peers connect before any of them sends
+	 * its request; none may push another out (the strangers, older, go
+	 * first), every request is answered. */
+	for (unsigned i = 0; i < SCALE_CONNS; i++)
+		fds[i] = connect_port(port);
+	for (unsigned i = 0; i < SCALE_CONNS; i++)
+		scale_send(fds[i], i, 0);
+	for (unsigned i = 1; i < SCALE_UNAUTH; i += 2)
+		(void)send(strangers[i], "l", 1, MSG_NOSIGNAL); /* trickle */
+	for (unsigned i = 0; i < SCALE_CONNS; i++)
+		scale_check(fds[i], i, 0, &r);
+	/* All 1,000 at once, while 100 more strangers connect. */
+	for (unsigned i = 0; i < SCALE_CONNS; i++)
+		scale_send(fds[i], i, 1);
+	for (unsigned i = SCALE_UNAUTH; i < 2 * SCALE_UNAUTH; i++)
+		strangers[i] = connect_port(port);
+	threads = thread_count();
+	for (unsigned i = 0; i < SCALE_CONNS; i++)
+		scale_check(fds[i], i, 1, &r);
+	rss = rss_kib();
+	/* served counts when MHD reports completion, just after the reply */
+	for (int i = 0; i < 500; i++) {
+		remote_server_get_stats(s, &ss);
+		if (ss.served >= 2 * SCALE_CONNS)
+			break;
+		sleep_ms(10);
+	}
+	ck_assert_msg(threads <= SCALE_MAX_THREADS, "%u threads with %u connections open", threads,
+		      SCALE_CONNS);
+	ck_assert_msg(rss - rss0 <= scale_rss_bound_kib(),
+		      "%ld KiB more memory with %u connections", rss - rss0, SCALE_CONNS);
+	ck_assert_uint_eq(ss.served, 2 * SCALE_CONNS);
+	ck_assert_uint_ge(ss.open, SCALE_CONNS);
+	ck_assert_uint_eq(ss.recycled, 0); /* far below the idle limit */
+	ck_assert_uint_eq(ss.queue_full, 0);
+	ck_assert_uint_eq(ss.busy, 0);
+	ck_assert_uint_eq(ss.rejected, 0);
+	/* every stranger goes, over the cap or at the header deadline */
+	for (unsigned i = 0; i < 2 * SCALE_UNAUTH; i++)
+		ck_assert_msg(closed_within(strangers[i], SCALE_HEADER_DEADLINE_MS + 2000),
+			      "stranger %u still connected", i);
+	remote_server_get_stats(s, &ss);
+	ck_assert_uint_ge(ss.dropped, 2 * SCALE_UNAUTH);
+	/* A third round: no peer's connection was closed under it. */
+	for (unsigned i = 0; i < SCALE_CONNS; i++)
+		scale_send(fds[i], i, 2);
+	for (unsigned i = 0; i < SCALE_CONNS; i++)
+		scale_check(fds[i], i, 2, &r);
+	fprintf(stderr, "# %u connections: %u threads, %ld KiB more resident\n", SCALE_CONNS,
+		threads, rss - rss0);
+	for (unsigned i = 0; i < SCALE_CONNS; i++)
+		close(fds[i]);
+	for (unsigned i = 0; i < 2 * SCALE_UNAUTH; i++)
+		close(strangers[i]);
+	strbuf_fini(&r);
+	remote_server_stop(s);
+}
+END_TEST
+
+static void gate_set(bool open)
+{
+	pthread_mutex_lock(&stub.lock);
+	stub.gate_open = open;
+	pthread_cond_broadcast(&stub.gate_cv);
+	pthread_mutex_unlock(&stub.lock);
+}
+
+/* Wait (5 s at most) until `working` reads wait at the gate and `queued`
+ * requests wait for a worker. */
+static void wait_blocked(struct remote_server *s, unsigned working, unsigned queued)
+{
+	struct remote_server_stats ss;
+	unsigned gated = 0;
+
+	for (int i = 0; i < 500; i++) {
+		pthread_mutex_lock(&stub.lock);
+		gated = stub.gated;
+		pthread_mutex_unlock(&stub.lock);
+		remote_server_get_stats(s, &ss);
+		if (gated == working && ss.queued == queued && ss.working == working)
+			return;
+		sleep_ms(10);
+	}
+	ck_abort_msg("%u reads blocked, %llu working, %llu queued; expected %u and %u", gated,
+		     (unsigned long long)ss.working, (unsigned long long)ss.queued, working,
+		     queued);
+}
+
+static void *stopper_main(void *arg)
+{
+	remote_server_stop(arg);
+	return NULL;
+}
+
+/* A read blocked on SOURCE holds a worker, never an event loop: with every
+ * worker blocked, a new connection is still answered at once (the queue
+ * full: 503 + Retry-After); the blocked and queued requests are served
+ * once the reads go on. Stopping answers the queued ones at once (503),
+ * waits for the running reads, and returns. */
+START_TEST(blocked_reads_hold_workers_only)
+{
+	enum { W = REMOTE_SERVER_WORKERS, Q = 2 };
+	unsigned port;
+	struct remote_server *s = start_server(NULL, &port);
+	struct remote_server_stats ss;
+	struct strbuf r;
+	int fds[W + Q + 1];
+	char v[64];
+	size_t blen;
+
+	strbuf_init(&r);
+	remote__server_set_queue_cap(s, Q);
+	/* one at a time: a request waits in the queue until a worker takes it */
+	for (int i = 0; i < W + Q; i++) {
+		fds[i] = connect_port(port);
+		ck_assert_int_eq(send_get(fds[i], "/v1/files/slow.bin", NULL), 0);
+		wait_blocked(s, i < W ? i + 1 : W, i < W ? 0 : i + 1 - W);
+	}
+	fds[W + Q] = connect_port(port);
+	int64_t t0 = mono_ms();
+
+	ck_assert_int_eq(send_get(fds[W + Q], "/v1/files/a.txt", NULL), 0);
+	ck_assert_int_eq(recv_answer(fds[W + Q], &r), 503);
+	ck_assert_int_lt(mono_ms() - t0, 2000);
+	ck_assert_str_eq(header_value(&r, "Retry-After", v, sizeof(v)), "1");
+	remote_server_get_stats(s, &ss);
+	ck_assert_uint_eq(ss.queue_full, 1);
+	ck_assert_uint_eq(ss.busy, 1);
+	gate_set(true);
+	for (int i = 0; i < W + Q; i++) {
+		ck_assert_int_eq(recv_answer(fds[i], &r), 200);
+		const char *body = body_of(&r, &blen);
+
+		ck_assert_uint_eq(blen, 3000);
+		ck_assert(memcmp(body, big + 11, 3000) == 0);
+	}
+	/* the connection that was refused stays usable */
+	ck_assert_int_eq(send_get(fds[W + Q], "/metrics", NULL), 0);
+	ck_assert_int_eq(recv_answer(fds[W + Q], &r), 200);
+	ck_assert_ptr_nonnull(strstr(r.buf, "\ncoordfs_peer_queue_full_total 1\n"));
+
+	/* Again, and stop meanwhile. */
+	gate_set(false);
+	for (int i = 0; i < W + Q; i++) {
+		ck_assert_int_eq(send_get(fds[i], "/v1/files/slow.bin", NULL), 0);
+		wait_blocked(s, i < W ? i + 1 : W, i < W ? 0 : i + 1 - W);
+	}
+	pthread_t stopper;
+
+	ck_assert_int_eq(pthread_create(&stopper, NULL, stopper_main, s), 0);
+	for (int i = W; i < W + Q; i++)
+		ck_assert_int_eq(recv_answer(fds[i], &r), 503);
+	for (int i = 0; i < W; i++)
+		ck_assert_msg(!closed_within(fds[i], 0), "a running read's connection closed");
+	gate_set(true);
+	pthread_join(stopper, NULL);
+	for (int i = 0; i <= W + Q; i++)
+		close(fds[i]);
+	strbuf_fini(&r);
 }
 END_TEST
 
@@ -1949,6 +2315,15 @@ int main(void)
 	tcase_add_loop_test(net, fake_peer_modes, 0,
 			    (int)(sizeof(fake_modes) / sizeof(fake_modes[0])));
 	suite_add_tcase(s, net);
+
+	/* The server's threading (CK_RUN_CASE=scale runs only these). */
+	TCase *scale = tcase_create("scale");
+
+	tcase_add_checked_fixture(scale, stub_setup, stub_teardown);
+	tcase_set_timeout(scale, 60);
+	tcase_add_test(scale, thousand_keepalive_connections);
+	tcase_add_test(scale, blocked_reads_hold_workers_only);
+	suite_add_tcase(s, scale);
 
 	int rc = check_run(s);
 
