@@ -16,7 +16,7 @@
  *
  * Conventions: 0 or -errno, results through out-parameters, error text
  * (one line naming the option or peer) through err/errlen where given.
- * See remote/README.md for the protocol, caps and back-off.
+ * See remote/peer/README.md for the protocol, caps and back-off.
  */
 #ifndef COORDFS_REMOTE_REMOTE_H
 #define COORDFS_REMOTE_REMOTE_H

@@ -61,7 +61,7 @@ struct remote_s3;
 
 /*
  * Resolve the configuration and credentials (environment, shared files,
- * container or instance-role endpoint; see remote/README.md). Makes no
+ * container or instance-role endpoint; see remote/s3/README.md). Makes no
  * request to the bucket itself. 0 and *out, or -EINVAL / -EACCES / -ENOMEM
  * with one line in err. pool must outlive the client.
  */

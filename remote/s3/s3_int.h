@@ -190,7 +190,7 @@ enum s3_cred_source {
 	S3_CRED_PROCESS, /* the profile's credential_process */
 };
 
-/* Walk the chain (see remote/README.md) and fetch the first credentials.
+/* Walk the chain (see remote/s3/README.md) and fetch the first credentials.
  * region_out receives the profile's region when it has one (else left
  * alone). 0 or -EACCES / -EINVAL / -ENOMEM with one line in err. */
 int remote__s3_cred_create(const struct remote_s3_config *cfg, struct remote_http *pool,

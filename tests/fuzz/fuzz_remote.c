@@ -26,9 +26,9 @@
 
 #include "common/strbuf.h"
 #include "common/text.h"
-#include "remote/auth.h"
+#include "remote/peer/auth.h"
 #include "remote/remote.h"
-#include "remote/remote_int.h"
+#include "remote/peer/remote_int.h"
 
 #define FUZZ_MAX_INPUT (REMOTE_MAX_REQUEST_URL + 1) /* bytes looked at */
 #define FUZZ_MAX_PEERS_INPUT 4096		    /* --peers inputs tried */
@@ -159,7 +159,7 @@ static void check_encode_roundtrip(const char *s)
 
 static void fuzz_path(const char *in)
 {
-	static char out[REMOTE_MAX_RELPATH + 1]; /* as remote/server.c's serve_file */
+	static char out[REMOTE_MAX_RELPATH + 1]; /* as remote/peer/server.c's serve_file */
 	static char exact[REMOTE_MAX_RELPATH + 1];
 	size_t in_len = strlen(in), pct = 0, out_len;
 	int canonical = 1;

@@ -718,11 +718,11 @@ __all__ = [
 # ---------------------------------------------------------------- peers
 # Helpers for the multi-node tests (test_peers*.py): several daemons over
 # one SOURCE on loopback, a Python copy of the rendezvous ownership of
-# remote/peers.c, raw HTTP requests, the fake misbehaving peer.
+# remote/peer/peers.c, raw HTTP requests, the fake misbehaving peer.
 
 _M64 = (1 << 64) - 1
-PEER_URL_SEED = 0x636f6f7264667331	# "coordfs1", remote/peers.c
-UNIT_PATH_SEED = 0x7061746863686b31	# "pathchk1", remote/peers.c
+PEER_URL_SEED = 0x636f6f7264667331	# "coordfs1", remote/peer/peers.c
+UNIT_PATH_SEED = 0x7061746863686b31	# "pathchk1", remote/peer/peers.c
 CACHE_ALIGN = 64			# cache/cache.c arena alignment
 
 

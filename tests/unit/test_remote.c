@@ -40,9 +40,9 @@
 
 #include "common/strbuf.h"
 #include "common/text.h"
-#include "remote/auth.h"
+#include "remote/peer/auth.h"
 #include "remote/remote.h"
-#include "remote/remote_int.h"
+#include "remote/peer/remote_int.h"
 #include "tests/unit/check_run.h"
 
 /* ---- helpers ------------------------------------------------------------ */

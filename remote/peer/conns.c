@@ -3,7 +3,7 @@
  * The peer server's connection policy: two lists under one mutex and a
  * reaper thread (conns.h says what it guarantees).
  */
-#include "remote/conns.h"
+#include "remote/peer/conns.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -6,7 +6,7 @@
  * requests of one client may arrive out of order, by up to WINDOW_BITS).
  * HMAC-SHA256 is OpenSSL's; comparisons of secrets are constant time.
  */
-#include "remote/auth.h"
+#include "remote/peer/auth.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -4,7 +4,7 @@
  * of outside input that stand between an HTTP request and the namespace.
  * They are strict on purpose: whatever they let through reaches resolve.
  */
-#include "remote/remote_int.h"
+#include "remote/peer/remote_int.h"
 
 #include <errno.h>
 #include <string.h>

@@ -22,7 +22,7 @@
  * silent connection is closed for room, is the policy of conns.c
  * (conns.h), which this file calls from libmicrohttpd's callbacks.
  */
-#include "remote/remote_int.h"
+#include "remote/peer/remote_int.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -42,9 +42,9 @@
 #include "common/hash.h"
 #include "common/log.h"
 #include "common/strbuf.h"
-#include "remote/auth.h"
-#include "remote/conns.h"
-#include "remote/workers.h"
+#include "remote/peer/auth.h"
+#include "remote/peer/conns.h"
+#include "remote/peer/workers.h"
 
 #define FILES_PREFIX "/v1/files/"
 #define AUTH_SCHEME "bearer"
@@ -546,7 +546,7 @@ static bool bearer_ok(const struct remote_server *s, const char *h)
 	return diff == 0;
 }
 
-/* A signed request (remote/auth.h) over method, target and Range, within
+/* A signed request (remote/peer/auth.h) over method, target and Range, within
  * the clock window and never seen before; "Bearer SECRET" only where
  * remote_server_accept_bearer allowed it. */
 static bool auth_ok(struct remote_server *s, struct MHD_Connection *conn, const char *method,

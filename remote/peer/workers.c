@@ -3,7 +3,7 @@
  * The peer server's worker pool (workers.h): a FIFO of intrusive jobs
  * under one mutex, a condition variable for the workers.
  */
-#include "remote/workers.h"
+#include "remote/peer/workers.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -19,7 +19,7 @@
  * with -EHOSTDOWN so the caller reads SOURCE. When it expires, one caller
  * (and only one) probes the peer again.
  */
-#include "remote/remote_int.h"
+#include "remote/peer/remote_int.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -38,7 +38,7 @@
 #include "common/log.h"
 #include "common/strbuf.h"
 #include "common/text.h"
-#include "remote/auth.h"
+#include "remote/peer/auth.h"
 #include "remote/http.h"
 
 #define DEFAULT_CONNECT_TIMEOUT_MS 500
@@ -57,7 +57,7 @@ struct remote_client {
 	const struct remote_peers *peers;
 	unsigned count;
 	struct remote_client_config cfg;
-	char *secret; /* signs each request (remote/auth.h); NULL without one */
+	char *secret; /* signs each request (remote/peer/auth.h); NULL without one */
 	size_t secret_len;
 	uint64_t auth_id;		 /* this client's random name in its signatures */
 	_Atomic uint64_t auth_counter; /* its requests, numbered */
