@@ -14,6 +14,10 @@ In each of those folders (X/ below):
 - X/README.md draws those arrows as they are (its indented
   "module -> modules" lines).
 
+And across the whole tree (common/ cache/ prep/ remote/ fs/ tools/), where a
+module is a .c with its .h of the same name: no two modules include each
+other, directly or round a longer loop.
+
 Declarations and definitions come from universal-ctags. A self-test first
 runs the same checks on a made-up tree with a cycle and a header whose
 function nothing defines, and expects both reported.
@@ -156,6 +160,45 @@ def check_folder(ctags, srcdir, folder, public, least, n):
 	return n
 
 
+TREE = ('common', 'cache', 'prep', 'remote', 'fs', 'tools')
+
+
+def tree_cycles(srcdir):
+	"""Include loops between modules (path without extension) of TREE."""
+	include = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+	edges = {}
+	for top in TREE:
+		for d, _, files in os.walk(os.path.join(srcdir, top)):
+			for f in files:
+				if not f.endswith(('.c', '.h')):
+					continue
+				path = os.path.join(d, f)
+				mod = os.path.splitext(os.path.relpath(path, srcdir))[0]
+				with open(path, encoding='utf-8', errors='replace') as fh:
+					text = fh.read()
+				for h in include.findall(text):
+					if os.path.exists(os.path.join(srcdir, h)):
+						hm = os.path.splitext(h)[0]
+						if hm != mod:
+							edges.setdefault(mod, set()).add(hm)
+	cycles, state, stack = [], {}, []
+
+	def visit(u):
+		state[u] = 1
+		stack.append(u)
+		for v in sorted(edges.get(u, ())):
+			if state.get(v) == 1:
+				cycles.append(' -> '.join(stack[stack.index(v):] + [v]))
+			elif not state.get(v):
+				visit(v)
+		stack.pop()
+		state[u] = 2
+	for u in sorted(edges):
+		if not state.get(u):
+			visit(u)
+	return len(edges), cycles
+
+
 def main():
 	ctags, srcdir = sys.argv[1], sys.argv[2]
 	n = 0
@@ -173,6 +216,13 @@ def main():
 		print(f'not ok {n} - on the made-up tree: {problems}, expected {want}')
 	for folder, (public, least) in FOLDERS.items():
 		n = check_folder(ctags, srcdir, folder, public, least, n)
+	n += 1
+	count, cycles = tree_cycles(srcdir)
+	if cycles or count < 40:
+		print(f'not ok {n} - include loops between the tree\'s {count} modules:\n# ' +
+		      '\n# '.join(cycles))
+	else:
+		print(f'ok {n} - no include loop between the tree\'s {count} modules')
 	print(f'1..{n}')
 
 
