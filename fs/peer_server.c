@@ -199,6 +199,24 @@ static bool srv_held(void *arg, uint32_t file_id, uint64_t off)
 	return fs_io_disk_holds(fs, file_id, (uint32_t)k);
 }
 
+/* Whether relpath can be answered without blocking: the namespace knows
+ * the file's attributes (no stat of SOURCE) and the cache holds every unit
+ * of it (never evicted, so it stays so). */
+static bool srv_ready(void *arg, const char *relpath)
+{
+	struct fs_ctx *fs = arg;
+	uint32_t node;
+
+	if (ns_resolve(&fs->ns, relpath, &node) < 0 || !ns_is_reg(&fs->ns, node) ||
+	    !ns_known(&fs->ns, node))
+		return false;
+	const struct ns_node *n = &fs->ns.nodes[node];
+	for (uint32_t k = 0; k < n->count; k++)
+		if (!cache_holds(fs->cache, (uint64_t)n->first + k))
+			return false;
+	return true;
+}
+
 static int srv_etag(void *arg, uint32_t file_id, char *buf, size_t len)
 {
 	return fs_snapshot_etag(arg, file_id, buf, len);
@@ -222,6 +240,7 @@ static const struct remote_server_ops server_ops = {
 	.metrics = srv_metrics,
 	.etag = srv_etag,
 	.held = srv_held,
+	.ready = srv_ready,
 };
 
 int fs_peer_start(struct fs_ctx *fs)

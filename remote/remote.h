@@ -171,6 +171,12 @@ struct remote_server_ops {
 	 * when it does, else 404: it is never read from SOURCE nor forwarded
 	 * again. Without the callback such requests always get 404. */
 	bool (*held)(void *arg, uint32_t file_id, uint64_t off);
+	/* Optional: whether a file request for this validated relative path
+	 * can be answered without anything that may block: the namespace
+	 * knows the file and every byte of it is in memory. Must not block
+	 * itself. The event loop then answers it directly, without handing it
+	 * to a worker (what a peer mostly asks of a warm cluster). */
+	bool (*ready)(void *arg, const char *relpath);
 	/* Append the statistics JSON object (coordfs(1), STATISTICS) to out. */
 	void (*stats_json)(void *arg, struct strbuf *out);
 	/* Append Prometheus text (format 0.0.4) to out. */
@@ -190,6 +196,7 @@ struct remote_server_stats {
 	uint64_t unavailable;  /* 409 answers: the file failed on this node */
 	uint64_t mismatched;   /* 412 answers: If-Match named another snapshot */
 	uint64_t not_held;     /* 404 answers to forwarded requests for units not held */
+	uint64_t inline_answers; /* file requests the event loop answered itself (ops->ready) */
 	uint64_t open;	       /* connections open now */
 	uint64_t queued;       /* requests waiting for a worker now */
 	uint64_t working;      /* requests a worker is serving now */

@@ -69,6 +69,7 @@ struct remote_server {
 	_Atomic uint64_t unavailable;
 	_Atomic uint64_t mismatched;
 	_Atomic uint64_t not_held;
+	_Atomic uint64_t inline_answers; /* answered on the event loop (ops->ready) */
 };
 
 /* The answer to a forwarded request for a unit this node does not hold
@@ -618,6 +619,17 @@ static void request_run(struct remote_job *j, bool cancelled)
 static enum MHD_Result dispatch(struct remote_server *s, struct MHD_Connection *conn,
 				struct request *req, const char *url)
 {
+	/* A file held in memory is answered here: a worker's hand-off would
+	 * cost more than the answer (a suspend, a wake-up, a resume). */
+	if (s->ops->ready && strncmp(url, FILES_PREFIX, sizeof(FILES_PREFIX) - 1) == 0) {
+		char path[REMOTE_MAX_RELPATH + 1];
+
+		if (remote__pct_decode(url + sizeof(FILES_PREFIX) - 1, path, sizeof(path)) == 0 &&
+		    remote__relpath_check(path) == 0 && s->ops->ready(s->arg, path)) {
+			atomic_fetch_add_explicit(&s->inline_answers, 1, memory_order_relaxed);
+			return route(s, conn, req, url);
+		}
+	}
 	int rc = remote_workers_reserve(s->workers, false);
 
 	if (rc != 0)
@@ -866,6 +878,7 @@ void remote_server_get_stats(const struct remote_server *s, struct remote_server
 	out->unavailable = atomic_load_explicit(&s->unavailable, memory_order_relaxed);
 	out->mismatched = atomic_load_explicit(&s->mismatched, memory_order_relaxed);
 	out->not_held = atomic_load_explicit(&s->not_held, memory_order_relaxed);
+	out->inline_answers = atomic_load_explicit(&s->inline_answers, memory_order_relaxed);
 	out->open = cs.open;
 
 	struct remote_workers_stats ws;

@@ -196,6 +196,14 @@ void stub_metrics(void *arg, struct strbuf *out)
 }
 
 /* Held: the first 3 bytes of file 0 (a.txt) only. */
+/* Ready (answered on the event loop): a.txt and dir/big.bin, whose later
+ * slices still go to a worker. */
+bool stub_ready(void *arg, const char *relpath)
+{
+	(void)arg;
+	return !strcmp(relpath, "a.txt") || !strcmp(relpath, "dir/big.bin");
+}
+
 bool stub_held(void *arg, uint32_t file_id, uint64_t off)
 {
 	(void)arg;
@@ -205,6 +213,7 @@ bool stub_held(void *arg, uint32_t file_id, uint64_t off)
 static const struct remote_server_ops stub_ops = {
     .resolve = stub_resolve,
     .held = stub_held,
+    .ready = stub_ready,
     .read = stub_read,
     .stats_json = stub_stats,
     .metrics = stub_metrics,

@@ -100,6 +100,7 @@ int stub_etag(void *arg, uint32_t file_id, char *buf, size_t len);
 void stub_stats(void *arg, struct strbuf *out);
 void stub_metrics(void *arg, struct strbuf *out);
 bool stub_held(void *arg, uint32_t file_id, uint64_t off);
+bool stub_ready(void *arg, const char *relpath);
 struct remote_server *start_server_at(const char *hostport, const char *secret,
 					     unsigned *port);
 struct remote_server *start_server(const char *secret, unsigned *port);
