@@ -70,7 +70,10 @@ json_t *remote_stats_json_summary(const struct remote_client *c, const struct re
 			(json_int_t)ss.queue_full);
 	for (; c && remote_node_url(c, count); count++)
 		up += remote_node_up(c, count);
-	if (obj && (json_object_set_new(obj, "node_count", json_integer(count)) < 0 ||
+	if (obj && (json_object_set_new(obj, "inline_answers",
+					json_integer((json_int_t)ss.inline_answers)) < 0 ||
+		    json_object_set_new(obj, "not_held", json_integer((json_int_t)ss.not_held)) < 0 ||
+		    json_object_set_new(obj, "node_count", json_integer(count)) < 0 ||
 		    json_object_set_new(obj, "nodes_up", json_integer(up)) < 0 ||
 		    json_object_set_new(obj, "nodes", peers_json_value(c, listed_max)) < 0 ||
 		    (listed_max < UINT_MAX &&
