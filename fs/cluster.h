@@ -74,7 +74,7 @@ void fs_cluster_count_handoff(struct fs_ctx *fs, bool got);
  * runner-up held the unit before): until FS_JOINER_MISS_LIMIT asks in a
  * row found nothing (a cluster that started together holds nothing to
  * hand off; a hit starts the count again). */
-#define FS_JOINER_MISS_LIMIT 64
+#define FS_JOINER_MISS_LIMIT 16
 bool fs_cluster_joiner_asks(struct fs_ctx *fs);
 
 #endif

@@ -109,6 +109,10 @@ int fs_peer_fetch(struct fs_ctx *fs, uint32_t node, uint32_t k, uint64_t uoff, s
 	return rc;
 }
 
+/* A handoff is answered from memory: a node that takes longer (stopped,
+ * swamped) is not worth a reader's wait; SOURCE is read instead. */
+#define FS_HANDOFF_TIMEOUT_MS 300
+
 int fs_peer_handoff(struct fs_ctx *fs, uint32_t node, uint32_t k, void *buf, size_t len)
 {
 	char path[PATH_MAX], etag[REMOTE_MAX_ETAG + 1];
@@ -140,7 +144,7 @@ int fs_peer_handoff(struct fs_ctx *fs, uint32_t node, uint32_t k, void *buf, siz
 	if ((rc = fs_snapshot_etag(fs, node, etag, sizeof(etag))) < 0)
 		goto out;
 	const struct remote_expect exp = { .size = fs->ns.nodes[node].size, .etag = etag,
-					   .held_only = true };
+					   .held_only = true, .timeout_ms = FS_HANDOFF_TIMEOUT_MS };
 	ssize_t n = remote_fetch_verified(g->client, (unsigned)now, path,
 					  (uint64_t)k * fs->ns.chunk_size, len, &exp, buf);
 	rc = n == (ssize_t)len ? 0 : n < 0 ? (int)n : -EPROTO;

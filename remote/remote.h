@@ -284,8 +284,12 @@ struct remote_expect {
 	/* Ask only for what the node holds (a handoff, see
 	 * remote_server_ops.held): the request is marked forwarded, and a node
 	 * that does not hold the unit answers 404 (-ENOENT) instead of reading
-	 * SOURCE. */
+	 * SOURCE. Its failures never mark the node down (reads do). */
 	bool held_only;
+	/* The whole request's limit in ms instead of the client's timeout_ms
+	 * (0: that one): a handoff answered from memory is quick or not worth
+	 * waiting for. */
+	unsigned timeout_ms;
 };
 
 /* Read bytes [off, off+len) of relpath from node's server into buf,

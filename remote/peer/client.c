@@ -565,6 +565,8 @@ ssize_t remote_fetch_verified(struct remote_client *c, unsigned node, const char
 	x.off = off;
 	x.exp = exp;
 	curl_easy_setopt(h, CURLOPT_URL, url.buf);
+	if (exp && exp->timeout_ms) /* handle_get sets the default at every checkout */
+		curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)exp->timeout_ms);
 	curl_easy_setopt(h, CURLOPT_RANGE, range);
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, &x);
@@ -604,8 +606,9 @@ ssize_t remote_fetch_verified(struct remote_client *c, unsigned node, const char
 		strbuf_fini(&url);
 		return (ssize_t)len;
 	}
-	/* A handoff's "not held" is an answer, not an error. */
-	if (!(rc == -ENOENT && exp && exp->held_only))
+	/* A handoff that finds nothing (not held, or the node not up yet) is
+	 * counted by the caller (membership.handoff_misses), not as an error. */
+	if (!(exp && exp->held_only))
 		STAT_ADD(c, errors, 1);
 	if (rc == -ESTALE)
 		STAT_ADD(c, mismatches, 1);
@@ -618,7 +621,10 @@ ssize_t remote_fetch_verified(struct remote_client *c, unsigned node, const char
 		/* The peer answered properly about this one file: no reason to
 		 * stop asking it for other files. */
 		node_answered(c, node, probe);
-	} else if (rc == -ENOMEM) {
+	} else if (rc == -ENOMEM || (exp && exp->held_only)) {
+		/* A handoff is a chance, not a need: its failure (a node still
+		 * starting, say) must not send every reader to SOURCE for a
+		 * back-off period. Reads mark nodes down. */
 		if (probe)
 			atomic_store_explicit(&c->node[node].probing, false, memory_order_release);
 	} else {
