@@ -38,6 +38,22 @@ void prep__coeffs_free(struct prep__coeffs *c)
 	c->k = NULL;
 }
 
+void prep__coeffs_mirror(struct prep__coeffs *c)
+{
+	for (unsigned a = 0, b = c->n ? c->n - 1 : 0; a < b; a++, b--) {
+		int32_t t[2];
+		memcpy(t, &c->bounds[2 * a], sizeof(t));
+		memcpy(&c->bounds[2 * a], &c->bounds[2 * b], sizeof(t));
+		memcpy(&c->bounds[2 * b], t, sizeof(t));
+		int32_t *ka = &c->k[(size_t)a * c->ksize], *kb = &c->k[(size_t)b * c->ksize];
+		for (unsigned i = 0; i < c->ksize; i++) {
+			int32_t v = ka[i];
+			ka[i] = kb[i];
+			kb[i] = v;
+		}
+	}
+}
+
 int prep__coeffs_make(double box0, double box1, unsigned clip0, unsigned clip1, unsigned vsize,
 		      unsigned o0, unsigned n, struct prep__coeffs *c)
 {
@@ -242,6 +258,14 @@ __attribute__((target("sse4.1"))) static void pass_horizontal4_sse41(const uint8
 		__m128i p = _mm_packus_epi16(p01, p23); /* 4 pixels x 4 bytes */
 		uint32_t px[4];
 		_mm_storeu_si128((__m128i *)px, p);
+		if (xx + 1 < n_out) {
+			/* 4 bytes each: the 4th is the next pixel's, written next */
+			memcpy(o0 + 3 * xx, &px[0], 4);
+			memcpy(o1 + 3 * xx, &px[1], 4);
+			memcpy(o2 + 3 * xx, &px[2], 4);
+			memcpy(o3 + 3 * xx, &px[3], 4);
+			continue;
+		}
 		memcpy(o0 + 3 * xx, &px[0], 2);
 		o0[3 * xx + 2] = (uint8_t)(px[0] >> 16);
 		memcpy(o1 + 3 * xx, &px[1], 2);

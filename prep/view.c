@@ -106,6 +106,8 @@ int prep_default_shares(uint64_t mem, bool mem_given, uint64_t dataset_bytes, ui
 	if (dataset_bytes && dataset_bytes <= UINT64_MAX / 16 / PREP_DECODED_PER_BYTE &&
 	    nfiles <= UINT64_MAX / 16)
 		need = dataset_bytes * PREP_DECODED_PER_BYTE + 8 * nfiles;
+	if (need < PREP_TIER_HUGE_MIN)
+		need = PREP_TIER_HUGE_MIN;
 	if (mem_given) {
 		*mem_out = mem;
 		*decoded_out = need <= mem / 4 * 3 ? need : half;

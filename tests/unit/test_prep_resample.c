@@ -135,14 +135,14 @@ END_TEST
 /*
  * Every kernel level the CPU has (scalar, SSE4.1, AVX2), forced in turn,
  * gives the scalar bytes on random sizes, boxes, clips, windows, strides
- * and origins; source buffers end PREP__PAD bytes after the last pixel, so
+ * and origins, and mirrored x coefficients give the flipped rows; source buffers end PREP__PAD bytes after the last pixel, so
  * an over-read shows under ASan and valgrind.
  */
 START_TEST(resampler_levels_identical)
 {
 	uint64_t rng = 0x5eed;
 	int best = prep__simd_set(-1);
-	unsigned ran[3] = {0, 0, 0};
+	unsigned ran[3] = {0, 0, 0}, mirrored = 0;
 
 	ck_assert_int_ge(best, PREP__SIMD_SCALAR);
 	if (__builtin_cpu_supports("avx2"))
@@ -194,6 +194,21 @@ START_TEST(resampler_levels_identical)
 				      vw, vh, ox, nx, oy, ny);
 			ran[level]++;
 		}
+		/* mirrored coefficients flip (or unflip) the rows, byte for byte */
+		ck_assert_int_eq(prep__simd_set(PREP__SIMD_SCALAR), PREP__SIMD_SCALAR);
+		memset(ref, 0xa5, n);
+		ck_assert_int_eq(
+		    prep__resample(src, stride, x0, y0, &cx, &cy, !flip, ref, out_stride), 0);
+		prep__coeffs_mirror(&cx);
+		for (int level = PREP__SIMD_SCALAR; level <= best; level++) {
+			ck_assert_int_eq(prep__simd_set(level), level);
+			memset(got, 0xa5, n);
+			ck_assert_int_eq(
+			    prep__resample(src, stride, x0, y0, &cx, &cy, flip, got, out_stride), 0);
+			ck_assert_msg(memcmp(ref, got, n) == 0, "%s: mirrored coefficients differ "
+				      "from a flip: case %d", prep__simd_name(level), it);
+			mirrored++;
+		}
 		free(src);
 		free(ref);
 		free(got);
@@ -203,6 +218,7 @@ START_TEST(resampler_levels_identical)
 	}
 	for (int level = PREP__SIMD_SSE41; level <= best; level++)
 		ck_assert_uint_gt(ran[level], 300);
+	ck_assert_uint_gt(mirrored, 300);
 	/* The environment lowers the pick, never raises it. */
 	setenv("COORDFS_SIMD", "scalar", 1);
 	ck_assert_int_eq(prep__simd_set(-1), PREP__SIMD_SCALAR);

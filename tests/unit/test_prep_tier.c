@@ -347,6 +347,8 @@ START_TEST(default_shares)
 		uint64_t files = 1 + (rng = hash_mix64(rng)) % 2000000;
 		uint64_t avail = (rng = hash_mix64(rng)) % (64 * G);
 		uint64_t need = bytes ? bytes * PREP_DECODED_PER_BYTE + 8 * files : UINT64_MAX;
+		if (need < PREP_TIER_HUGE_MIN)
+			need = PREP_TIER_HUGE_MIN;
 
 		/* given: a hard bound, staging keeps a quarter, or the old half */
 		ck_assert_int_eq(prep_default_shares(m, true, bytes, files, avail, &mem, &dec), 0);
@@ -364,6 +366,9 @@ START_TEST(default_shares)
 		if (dec > m / 2)
 			ck_assert_uint_le(dec, avail / 2);
 	}
+	/* a small dataset gets the share whose images live in huge pages */
+	ck_assert_int_eq(prep_default_shares(G, true, 4 * M, 40, 20 * G, &mem, &dec), 0);
+	ck_assert_uint_eq(dec, PREP_TIER_HUGE_MIN);
 	/* the benchmark's 1,000 500x375 JPEGs (95 MB): 1G given holds them
 	 * (the old half did not: 536 MiB of pixels) */
 	ck_assert_int_eq(prep_default_shares(G, true, 95 * M, 1000, 20 * G, &mem, &dec), 0);
