@@ -212,6 +212,28 @@ __attribute__((target("sse4.1"))) static void pass_horizontal_sse41(const uint8_
 	}
 }
 
+/*
+ * Output pixel xx of four rows, each the low 3 bytes of px*. When another
+ * pixel follows (more), 4 bytes each: the 4th lands on the next pixel's
+ * first byte, written right after, so one store per row instead of two.
+ */
+static inline void put4(uint8_t *restrict o0, uint8_t *restrict o1, uint8_t *restrict o2,
+			uint8_t *restrict o3, unsigned xx, bool more, uint32_t px0, uint32_t px1,
+			uint32_t px2, uint32_t px3)
+{
+	uint8_t *restrict o[4] = {o0 + 3 * xx, o1 + 3 * xx, o2 + 3 * xx, o3 + 3 * xx};
+	uint32_t px[4] = {px0, px1, px2, px3};
+
+	for (int r = 0; r < 4; r++) {
+		if (more) {
+			memcpy(o[r], &px[r], 4);
+		} else {
+			memcpy(o[r], &px[r], 2);
+			o[r][2] = (uint8_t)(px[r] >> 16);
+		}
+	}
+}
+
 /* Four rows at once: each coefficient is loaded once for four pixels. The
  * rows and outputs are taken into restrict locals: a byte store may alias
  * anything, and with out[r] read through the array the compiler reloaded
@@ -258,22 +280,7 @@ __attribute__((target("sse4.1"))) static void pass_horizontal4_sse41(const uint8
 		__m128i p = _mm_packus_epi16(p01, p23); /* 4 pixels x 4 bytes */
 		uint32_t px[4];
 		_mm_storeu_si128((__m128i *)px, p);
-		if (xx + 1 < n_out) {
-			/* 4 bytes each: the 4th is the next pixel's, written next */
-			memcpy(o0 + 3 * xx, &px[0], 4);
-			memcpy(o1 + 3 * xx, &px[1], 4);
-			memcpy(o2 + 3 * xx, &px[2], 4);
-			memcpy(o3 + 3 * xx, &px[3], 4);
-			continue;
-		}
-		memcpy(o0 + 3 * xx, &px[0], 2);
-		o0[3 * xx + 2] = (uint8_t)(px[0] >> 16);
-		memcpy(o1 + 3 * xx, &px[1], 2);
-		o1[3 * xx + 2] = (uint8_t)(px[1] >> 16);
-		memcpy(o2 + 3 * xx, &px[2], 2);
-		o2[3 * xx + 2] = (uint8_t)(px[2] >> 16);
-		memcpy(o3 + 3 * xx, &px[3], 2);
-		o3[3 * xx + 2] = (uint8_t)(px[3] >> 16);
+		put4(o0, o1, o2, o3, xx, xx + 1 < n_out, px[0], px[1], px[2], px[3]);
 	}
 }
 
@@ -360,6 +367,33 @@ __attribute__((target("avx2"))) static void vertical_row_avx2(const uint8_t *row
 	}
 }
 
+/* Two pair registers (rows 0,1 and rows 2,3), >> 22 and saturated to
+ * bytes, into output pixel xx of o[0..3]. */
+__attribute__((target("avx2"))) static inline void put4_avx2(__m256i a01, __m256i a23,
+							      uint8_t *const o[4], unsigned xx,
+							      bool more)
+{
+	/* the packs work per 128-bit half: the low half ends with rows 0, 2
+	 * in its first two 4-byte groups, the high half with rows 1, 3 */
+	__m256i p = _mm256_packs_epi32(_mm256_srai_epi32(a01, PRECISION_BITS),
+				       _mm256_srai_epi32(a23, PRECISION_BITS));
+	p = _mm256_packus_epi16(p, p);
+	__m128i lo = _mm256_castsi256_si128(p), hi = _mm256_extracti128_si256(p, 1);
+	put4(o[0], o[1], o[2], o[3], xx, more, (uint32_t)_mm_cvtsi128_si32(lo),
+	     (uint32_t)_mm_cvtsi128_si32(hi), (uint32_t)_mm_extract_epi32(lo, 1),
+	     (uint32_t)_mm_extract_epi32(hi, 1));
+}
+
+/* Two rows' pixels at off in one register, widened to 32-bit lanes. */
+__attribute__((target("avx2"))) static inline __m256i two_rows_avx2(const uint8_t *a,
+								    const uint8_t *b, size_t off)
+{
+	int32_t va, vb;
+	memcpy(&va, a + off, 4);
+	memcpy(&vb, b + off, 4);
+	return _mm256_cvtepu8_epi32(_mm_insert_epi32(_mm_cvtsi32_si128(va), vb, 1));
+}
+
 /*
  * The horizontal pass of four rows with AVX2: two rows per register. A
  * tap's pixel of rows 0 and 1 (R,G,B and the next byte) fill the two
@@ -377,12 +411,11 @@ __attribute__((target("avx2"))) static void pass_horizontal4_avx2(const uint8_t 
 								    uint8_t *const out[4])
 {
 	const __m256i half = _mm256_set1_epi32(1 << (PRECISION_BITS - 1));
-	const uint8_t *const r0 = row[0], *const r1 = row[1], *const r2 = row[2],
-			     *const r3 = row[3];
-	uint8_t *restrict const o0 = out[0], *restrict const o1 = out[1],
-			       *restrict const o2 = out[2], *restrict const o3 = out[3];
 	const int32_t *restrict const bounds = cx->bounds, *restrict const kk = cx->k;
 	const unsigned n_out = cx->n, ksize = cx->ksize;
+	const uint8_t *const r0 = row[0], *const r1 = row[1], *const r2 = row[2],
+			     *const r3 = row[3];
+	uint8_t *const o[4] = {out[0], out[1], out[2], out[3]};
 
 	for (unsigned xx = 0; xx < n_out; xx++) {
 		const int32_t *k = &kk[(size_t)xx * ksize];
@@ -392,41 +425,47 @@ __attribute__((target("avx2"))) static void pass_horizontal4_avx2(const uint8_t 
 
 		for (int32_t x = 0; x < n; x++, off += 3) {
 			__m256i kv = _mm256_set1_epi32(k[x]);
-			int32_t v0, v1, v2, v3;
-			memcpy(&v0, r0 + off, 4);
-			memcpy(&v1, r1 + off, 4);
-			memcpy(&v2, r2 + off, 4);
-			memcpy(&v3, r3 + off, 4);
-			__m128i p01 = _mm_insert_epi32(_mm_cvtsi32_si128(v0), v1, 1);
-			__m128i p23 = _mm_insert_epi32(_mm_cvtsi32_si128(v2), v3, 1);
-			a01 = _mm256_add_epi32(a01, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(p01), kv));
-			a23 = _mm256_add_epi32(a23, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(p23), kv));
+			a01 = _mm256_add_epi32(a01, _mm256_mullo_epi32(two_rows_avx2(r0, r1, off), kv));
+			a23 = _mm256_add_epi32(a23, _mm256_mullo_epi32(two_rows_avx2(r2, r3, off), kv));
 		}
-		/* >> 22 and saturate to bytes; the packs work per 128-bit half:
-		 * the low half ends with rows 0, 2 in its first two 4-byte
-		 * groups, the high half with rows 1, 3 */
-		__m256i p = _mm256_packs_epi32(_mm256_srai_epi32(a01, PRECISION_BITS),
-					       _mm256_srai_epi32(a23, PRECISION_BITS));
-		p = _mm256_packus_epi16(p, p);
-		__m128i lo = _mm256_castsi256_si128(p), hi = _mm256_extracti128_si256(p, 1);
-		uint32_t px0 = (uint32_t)_mm_cvtsi128_si32(lo), px2 = (uint32_t)_mm_extract_epi32(lo, 1);
-		uint32_t px1 = (uint32_t)_mm_cvtsi128_si32(hi), px3 = (uint32_t)_mm_extract_epi32(hi, 1);
-		if (xx + 1 < n_out) {
-			/* 4 bytes each: the 4th is the next pixel's, written next */
-			memcpy(o0 + 3 * xx, &px0, 4);
-			memcpy(o1 + 3 * xx, &px1, 4);
-			memcpy(o2 + 3 * xx, &px2, 4);
-			memcpy(o3 + 3 * xx, &px3, 4);
-			continue;
+		put4_avx2(a01, a23, o, xx, xx + 1 < n_out);
+	}
+}
+
+/*
+ * Eight rows at once (the decoded tier's resamples have every row at
+ * hand): the coefficient broadcast and the loop are paid once for eight
+ * rows, four pair registers per tap.
+ */
+__attribute__((target("avx2"))) static void pass_horizontal8_avx2(const uint8_t *const row[8],
+								    unsigned x_base,
+								    const struct prep__coeffs *cx,
+								    uint8_t *const out[8])
+{
+	const __m256i half = _mm256_set1_epi32(1 << (PRECISION_BITS - 1));
+	const int32_t *restrict const bounds = cx->bounds, *restrict const kk = cx->k;
+	const unsigned n_out = cx->n, ksize = cx->ksize;
+	const uint8_t *const r0 = row[0], *const r1 = row[1], *const r2 = row[2],
+			     *const r3 = row[3], *const r4 = row[4], *const r5 = row[5],
+			     *const r6 = row[6], *const r7 = row[7];
+	uint8_t *const lo4[4] = {out[0], out[1], out[2], out[3]};
+	uint8_t *const hi4[4] = {out[4], out[5], out[6], out[7]};
+
+	for (unsigned xx = 0; xx < n_out; xx++) {
+		const int32_t *k = &kk[(size_t)xx * ksize];
+		size_t off = (size_t)(bounds[2 * xx] - (int32_t)x_base) * 3;
+		int32_t n = bounds[2 * xx + 1];
+		__m256i a01 = half, a23 = half, a45 = half, a67 = half;
+
+		for (int32_t x = 0; x < n; x++, off += 3) {
+			__m256i kv = _mm256_set1_epi32(k[x]);
+			a01 = _mm256_add_epi32(a01, _mm256_mullo_epi32(two_rows_avx2(r0, r1, off), kv));
+			a23 = _mm256_add_epi32(a23, _mm256_mullo_epi32(two_rows_avx2(r2, r3, off), kv));
+			a45 = _mm256_add_epi32(a45, _mm256_mullo_epi32(two_rows_avx2(r4, r5, off), kv));
+			a67 = _mm256_add_epi32(a67, _mm256_mullo_epi32(two_rows_avx2(r6, r7, off), kv));
 		}
-		memcpy(o0 + 3 * xx, &px0, 2);
-		o0[3 * xx + 2] = (uint8_t)(px0 >> 16);
-		memcpy(o1 + 3 * xx, &px1, 2);
-		o1[3 * xx + 2] = (uint8_t)(px1 >> 16);
-		memcpy(o2 + 3 * xx, &px2, 2);
-		o2[3 * xx + 2] = (uint8_t)(px2 >> 16);
-		memcpy(o3 + 3 * xx, &px3, 2);
-		o3[3 * xx + 2] = (uint8_t)(px3 >> 16);
+		put4_avx2(a01, a23, lo4, xx, xx + 1 < n_out);
+		put4_avx2(a45, a67, hi4, xx, xx + 1 < n_out);
 	}
 }
 
@@ -509,6 +548,8 @@ void prep__hpass(const uint8_t *const *rows, unsigned count, unsigned x_base,
 	int level = allow_simd ? prep__simd() : PREP__SIMD_SCALAR;
 
 	if (level == PREP__SIMD_AVX2) {
+		for (; i + 8 <= count; i += 8)
+			pass_horizontal8_avx2(rows + i, x_base, cx, out + i);
 		for (; i + 4 <= count; i += 4)
 			pass_horizontal4_avx2(rows + i, x_base, cx, out + i);
 	}
@@ -606,11 +647,11 @@ int prep__resample_with(const uint8_t *src, size_t src_stride, unsigned src_x0, 
 
 	if (!tmp)
 		return -ENOMEM;
-	/* Horizontal pass over the rows the vertical pass reads, four at a time. */
-	for (size_t y = 0; y < rows; y += 4) {
-		const uint8_t *in[4];
-		uint8_t *out[4];
-		unsigned count = rows - y < 4 ? (unsigned)(rows - y) : 4;
+	/* Horizontal pass over the rows the vertical pass reads, eight at a time. */
+	for (size_t y = 0; y < rows; y += 8) {
+		const uint8_t *in[8];
+		uint8_t *out[8];
+		unsigned count = rows - y < 8 ? (unsigned)(rows - y) : 8;
 
 		for (unsigned i = 0; i < count; i++) {
 			in[i] = src + (cy->lo - src_y0 + y + i) * src_stride;

@@ -50,7 +50,7 @@ int prep__resample(const uint8_t *src, size_t src_stride, unsigned src_x0, unsig
 		   uint8_t *dst, size_t dst_stride);
 /*
  * The two passes separately, for decoders that stream rows. prep__hpass:
- * count (<= 4 for the fast path, any is fine) rows whose first pixel is at
+ * count (any; 4 or 8 take the fast paths) rows whose first pixel is at
  * absolute column x_base, each followed by PREP__PAD readable bytes, into
  * out rows of cx->n RGB pixels. prep__vpass: tmp holds rows cy->lo ..
  * cy->hi - 1 of the horizontal pass, cx->n pixels each; writes cy->n rows.

@@ -235,8 +235,8 @@ START_TEST(resampler_levels_identical)
 END_TEST
 
 /*
- * The horizontal pass alone, every level against the scalar one, on four
- * rows that each live in a buffer of their own ending PREP__PAD bytes after
+ * The horizontal pass alone, every level against the scalar one, on 1 to 8
+ * rows (the 8-row, 4-row and single-row kernels) that each live in a buffer of their own ending PREP__PAD bytes after
  * the last pixel (ASan sees a read past it), on random widths and scales
  * from 1 tap per output (upscaling a 1-pixel clip) to dozens: the AVX2
  * pass's pair blocks, odd tap counts' last block and single taps all run,
@@ -247,6 +247,7 @@ START_TEST(hpass_levels_identical)
 	uint64_t rng = 0x4a55;
 	int best = prep__simd_set(-1);
 	unsigned seen[8] = {0}; /* outputs by tap count: 1, 2, ..., 7+ */
+	unsigned counts[9] = {0}; /* calls by row count */
 
 	for (int it = 0; it < 300; it++) {
 #define RND(n) ((unsigned)((rng = hash_mix64(rng)) % (n)))
@@ -258,9 +259,10 @@ START_TEST(hpass_levels_identical)
 		ck_assert_int_eq(prep__coeffs_make(c0, c1, c0, c1, vw, ox, nx, &cx), 0);
 		unsigned x_base = cx.lo - RND(cx.lo + 1);
 		size_t len = (size_t)(W - x_base) * 3;
-		uint8_t *in[4], *ref[4], *got[4];
+		uint8_t *in[8], *ref[8], *got[8];
+		unsigned count = 1 + RND(8);
 
-		for (int r = 0; r < 4; r++) {
+		for (unsigned r = 0; r < 8; r++) {
 			in[r] = malloc(len + PREP__PAD);
 			ref[r] = malloc((size_t)cx.n * 3);
 			got[r] = malloc((size_t)cx.n * 3);
@@ -272,19 +274,20 @@ START_TEST(hpass_levels_identical)
 			int32_t n = cx.bounds[2 * xx + 1];
 			seen[n < 7 ? n : 7]++;
 		}
-		prep__hpass((const uint8_t *const *)in, 4, x_base, &cx, ref, false);
+		counts[count]++;
+		prep__hpass((const uint8_t *const *)in, count, x_base, &cx, ref, false);
 		for (int level = PREP__SIMD_SSE41; level <= best; level++) {
 			ck_assert_int_eq(prep__simd_set(level), level);
-			for (int r = 0; r < 4; r++)
+			for (unsigned r = 0; r < count; r++)
 				memset(got[r], 0x5a, (size_t)cx.n * 3);
-			prep__hpass((const uint8_t *const *)in, 4, x_base, &cx, got, true);
-			for (int r = 0; r < 4; r++)
+			prep__hpass((const uint8_t *const *)in, count, x_base, &cx, got, true);
+			for (unsigned r = 0; r < count; r++)
 				ck_assert_msg(memcmp(ref[r], got[r], (size_t)cx.n * 3) == 0,
-					      "%s hpass differs: case %d row %d, clip %u..%u of %u -> "
+					      "%s hpass differs: case %d row %u of %u, clip %u..%u of %u -> "
 					      "%u+%u of %u",
-					      prep__simd_name(level), it, r, c0, c1, W, ox, nx, vw);
+					      prep__simd_name(level), it, r, count, c0, c1, W, ox, nx, vw);
 		}
-		for (int r = 0; r < 4; r++) {
+		for (unsigned r = 0; r < 8; r++) {
 			free(in[r]);
 			free(ref[r]);
 			free(got[r]);
@@ -294,6 +297,8 @@ START_TEST(hpass_levels_identical)
 	}
 	for (int n = 1; n < 8; n++)
 		ck_assert_msg(seen[n] > 0, "no output with %d taps", n);
+	for (int n = 1; n <= 8; n++) /* 8: the 8-row pass; 4-7: the 4-row one */
+		ck_assert_msg(counts[n] > 0, "no call with %d rows", n);
 	prep__simd_set(-1);
 }
 END_TEST
