@@ -715,10 +715,11 @@ void fs_prep_size(struct fs_ctx *fs)
 
 	if (!o->prepared || !o->prep_decoded_auto)
 		return;
-	/* sizes listed for every file (a listed bucket), else the mean of up
-	 * 64 nodes evenly spread over the namespace (its files), stat'ed now (a local SOURCE
-	 * takes sizes at first lookup) times the files; none: unknown, and
-	 * the tier keeps half of --prep-mem */
+	/* the dataset's bytes: listed for every file (a bucket), else the
+	 * mean size of the files among 64 nodes spread evenly over the
+	 * namespace, stat'ed now (a local SOURCE takes sizes at first
+	 * lookup), times the files; none found: unknown, and the tier keeps
+	 * half of --prep-mem */
 	uint64_t bytes = 0;
 	if (atomic_load(&fs->ns.known_files) == fs->ns.nfiles) {
 		bytes = atomic_load(&fs->ns.total_bytes);

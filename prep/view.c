@@ -101,8 +101,10 @@ int prep_default_shares(uint64_t mem, bool mem_given, uint64_t dataset_bytes, ui
 	uint64_t half = mem / 2, need = UINT64_MAX;
 
 	/* JPEG photos decode to 6-10x their bytes (a 95 KB 500x375 q90 file
-	 * to 562 KB): 8 covers most; an estimate too high costs nothing
-	 * (the tier charges only what it holds), one too low costs decodes */
+	 * to 562 KB): 8 covers most. The tier is charged only for what it
+	 * holds, so an estimate too high takes no memory, only staging room
+	 * within a given --prep-mem; one too low costs decodes (refused
+	 * admissions) */
 	if (dataset_bytes && dataset_bytes <= UINT64_MAX / 16 / PREP_DECODED_PER_BYTE &&
 	    nfiles <= UINT64_MAX / 16)
 		need = dataset_bytes * PREP_DECODED_PER_BYTE + 8 * nfiles;
