@@ -27,6 +27,10 @@ struct fs_stats {
 	uint64_t prep_jobs_reclaimed;
 	uint64_t prep_decoded_bytes, prep_decoded_hits, prep_decoded_files, prep_decoded_refused;
 	uint64_t prep_ahead, prep_ahead_wasted, prep_ahead_bytes;
+	/* the prepared view's FUSE opens and reads (fs/prepview.c), and the
+	 * decoded tier's share: its bound, and whether the daemon sized it */
+	uint64_t prep_opens, prep_reads, prep_decoded_mem;
+	bool prep_decoded_auto;
 	uint64_t opens, reads, read_bytes;
 	uint64_t dataset_read_bytes; /* raw file reads + files read for decodes */
 };

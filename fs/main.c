@@ -451,6 +451,7 @@ int main(int argc, char *argv[])
 		ret = fs_fail("out of memory");
 		goto out;
 	}
+	fs_prep_size(fs);
 	budget_init(&fs->mem, (fs->opt.prepared ? fs->opt.prep_mem_bytes : 0) + FS_IO_MEM);
 	fs->mem_ready = true;
 

@@ -114,8 +114,8 @@ static const char fs_options_usage[] =
 	"  --prep-threads=N         decode threads (cores)\n"
 	"  --prep-ahead=N           low-priority threads decoding samples ahead (0: off)\n"
 	"  --prep-ahead-idle=CORES  idle cores they wait for (0.5; 0: do not wait)\n"
-	"  --prep-mem=SIZE          memory for prepared samples (1G)\n"
-	"  --prep-decoded-mem=SIZE  of it, for decoded images kept across epochs (half)\n"
+	"  --prep-mem=SIZE          memory for prepared samples (1G + the tier beyond half)\n"
+	"  --prep-decoded-mem=SIZE  of it, for decoded images kept across epochs (auto)\n"
 	"  --seed=N                 seed of the prepared view (random, logged)\n"
 	"  --log-file=FILE          log here instead of syslog once detached\n"
 	"  --no-kernel-cache        keep file data out of the kernel's page cache: every\n"
@@ -390,7 +390,9 @@ static int parse_sizes(struct fs_options *o)
 		return -fs_fail("bad --chunk-size '%s': want 4K to 1G", o->chunk_size);
 	if (size_parse(o->prep_mem, phys, &o->prep_mem_bytes) < 0)
 		return -fs_fail("bad --prep-mem '%s': want bytes, K/M/G/T, or N%%", o->prep_mem);
+	/* fs_prep_size sizes the tier from the dataset and the machine */
 	o->prep_decoded_bytes = o->prep_mem_bytes / 2;
+	o->prep_decoded_auto = !o->prep_decoded_mem;
 	if (o->prep_decoded_mem) {
 		if (size_parse(o->prep_decoded_mem, phys, &o->prep_decoded_bytes) < 0)
 			return -fs_fail("bad --prep-decoded-mem '%s': want bytes, K/M/G/T, or N%%",
@@ -519,8 +521,10 @@ int fs_options_parse(struct fuse_args *args, struct fs_options *o)
 		o->cache_size = strdup("25%");
 	if (!o->chunk_size)
 		o->chunk_size = strdup("4M");
-	if (!o->prep_mem)
+	if (!o->prep_mem) {
 		o->prep_mem = strdup("1G");
+		o->prep_mem_default = true;
+	}
 	if (!o->prepared_name)
 		o->prepared_name = strdup("prepared");
 	if (o->prep_threads == 0)

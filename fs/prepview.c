@@ -29,19 +29,26 @@
 #include <malloc.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/hash.h"
 #include "common/log.h"
+#include "common/size.h"
 #include "fs/attr.h"
 #include "fs/counters.h"
 #include "fs/fs.h"
 #include "fs/io.h"
 #include "fs/prepview.h"
+#include "fs/source.h"
 #include "prep/prep.h"
 
 #define PREP_INO_BASE (1ULL << 62)
+
+/* FUSE requests on the view's files (stats: prep.opens, prep.reads): the
+ * requests per sample a reader costs, countable on a loaded machine. */
+static _Atomic uint64_t view_opens, view_reads;
 
 /* Recipe <-> the 30-bit code in an inode; code 0 is NAME itself. */
 static uint64_t recipe_code(const struct prep_recipe *r)
@@ -562,6 +569,7 @@ void fs_prep_open(fuse_req_t req, struct fs_ctx *fs, fuse_ino_t ino, struct fuse
 		return;
 	}
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	atomic_fetch_add_explicit(&view_opens, 1, memory_order_relaxed);
 	int rc = prep_view_open(fs->prep, ctx->pid, ctx->uid, node, key, &r, &sample);
 	if (rc == -ENOMEM || rc == -EAGAIN) {
 		fuse_reply_err(req, -rc);
@@ -587,6 +595,7 @@ void fs_prep_read(fuse_req_t req, struct fs_ctx *fs, struct fuse_file_info *fi, 
 	struct prep_handle *h = (struct prep_handle *)(uintptr_t)fi->fh;
 	size_t len;
 
+	atomic_fetch_add_explicit(&view_reads, 1, memory_order_relaxed);
 	if (h->err) {
 		fuse_reply_err(req, h->err);
 		return;
@@ -684,6 +693,66 @@ static const struct prep_source_ops source_ops = {
 	.file_key = src_file_key,
 };
 
+/* MemAvailable of /proc/meminfo in bytes, 0 when it cannot be read. */
+static uint64_t mem_available(void)
+{
+	FILE *f = fopen("/proc/meminfo", "re");
+	char line[128];
+	unsigned long long kb = 0;
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+			break;
+	fclose(f);
+	return (uint64_t)kb * 1024;
+}
+
+void fs_prep_size(struct fs_ctx *fs)
+{
+	struct fs_options *o = &fs->opt;
+
+	if (!o->prepared || !o->prep_decoded_auto)
+		return;
+	/* the dataset's bytes: listed for every file (a bucket), else the
+	 * mean size of the files among 64 nodes spread evenly over the
+	 * namespace, stat'ed now (a local SOURCE takes sizes at first
+	 * lookup), times the files; none found: unknown, and the tier keeps
+	 * half of --prep-mem */
+	uint64_t bytes = 0;
+	if (atomic_load(&fs->ns.known_files) == fs->ns.nfiles) {
+		bytes = atomic_load(&fs->ns.total_bytes);
+	} else if (fs->src->ops->stat && fs->ns.nnodes) {
+		uint64_t sum = 0, n = 0;
+		uint32_t step = fs->ns.nnodes / 64 + 1;
+		for (uint32_t i = 0; i < fs->ns.nnodes; i += step) {
+			struct stat st;
+			if (ns_is_reg(&fs->ns, i) && fs->src->ops->stat(fs->src, &fs->ns, i, &st) == 0) {
+				sum += (uint64_t)st.st_size;
+				n++;
+			}
+		}
+		if (n)
+			bytes = sum / n * fs->ns.nfiles;
+	}
+	/* the cache never evicts: what it may fill is not the tier's */
+	uint64_t avail = mem_available();
+	avail = avail > o->cache_bytes ? avail - o->cache_bytes : 0;
+	uint64_t mem = o->prep_mem_bytes, dec = o->prep_decoded_bytes;
+	if (prep_default_shares(o->prep_mem_bytes, !o->prep_mem_default, bytes, fs->ns.nfiles,
+				avail, &mem, &dec) < 0)
+		return;
+	char m[32], d[32];
+	log_info("prepared view: memory %s, decoded tier %s (sized from %u files of %llu bytes "
+		 "and %llu MiB available%s)",
+		 size_format(mem, m, sizeof(m)), size_format(dec, d, sizeof(d)), fs->ns.nfiles,
+		 (unsigned long long)bytes, (unsigned long long)(avail >> 20),
+		 o->prep_mem_default ? "" : ", within --prep-mem");
+	o->prep_mem_bytes = mem;
+	o->prep_decoded_bytes = dec;
+}
+
 int fs_prep_start(struct fs_ctx *fs)
 {
 	if (!fs->opt.prepared)
@@ -749,4 +818,8 @@ void fs_prep_collect(struct fs_ctx *fs, struct fs_stats *s)
 	s->prep_ahead = ps.ahead;
 	s->prep_ahead_wasted = ps.ahead_wasted;
 	s->prep_ahead_bytes = ps.ahead_bytes;
+	s->prep_opens = atomic_load_explicit(&view_opens, memory_order_relaxed);
+	s->prep_reads = atomic_load_explicit(&view_reads, memory_order_relaxed);
+	s->prep_decoded_mem = fs->opt.prep_decoded_bytes;
+	s->prep_decoded_auto = fs->opt.prep_decoded_auto;
 }

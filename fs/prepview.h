@@ -17,6 +17,10 @@ struct fs_ctx;
 struct fs_stats;
 
 /* Start/stop the view's engine (after daemonizing). 0 or -errno. */
+/* With no --prep-decoded-mem: size the decoded tier (and, with no
+ * --prep-mem, the budget) from the listed dataset and the memory available
+ * (prep_default_shares). Before fs->mem is set up from prep_mem_bytes. */
+void fs_prep_size(struct fs_ctx *fs);
 int fs_prep_start(struct fs_ctx *fs);
 void fs_prep_stop(struct fs_ctx *fs);
 

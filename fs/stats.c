@@ -202,7 +202,10 @@ static json_t *stats_tree(struct fs_ctx *fs, bool local, bool summary)
 	     put(prep, "decoded_refused", num(s.prep_decoded_refused)) &&
 	     put(prep, "ahead", num(s.prep_ahead)) &&
 	     put(prep, "ahead_wasted", num(s.prep_ahead_wasted)) &&
-	     put(prep, "ahead_bytes", num(s.prep_ahead_bytes));
+	     put(prep, "ahead_bytes", num(s.prep_ahead_bytes)) &&
+	     put(prep, "opens", num(s.prep_opens)) && put(prep, "reads", num(s.prep_reads)) &&
+	     put(prep, "decoded_mem", num(s.prep_decoded_mem)) &&
+	     put(prep, "decoded_auto", json_boolean(s.prep_decoded_auto));
 	/* kernel_cache: the kernel may serve reads from its page cache, which
 	 * then never reach these counters. */
 	ok = ok && put(fuse, "opens", num(s.opens)) && put(fuse, "reads", num(s.reads)) &&

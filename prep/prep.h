@@ -180,6 +180,32 @@ struct prep_view;
 struct prep_sample;
 struct budget;
 
+/*
+ * The default shares when the user names none (coordfs(1): --prep-mem,
+ * --prep-decoded-mem). need: what the tier would take to hold the whole
+ * dataset, estimated as PREP_DECODED_PER_BYTE bytes of pixels per byte of
+ * its files plus the index (8 bytes a file); dataset_bytes 0 means
+ * unknown (sizes not listed), and the old default, half of mem, stands;
+ * a need below PREP_TIER_HUGE_MIN counts as that much.
+ *  - mem_given (the user's --prep-mem, a hard bound: *mem_out = mem):
+ *    the tier takes need when it fits in three quarters of mem (staging
+ *    keeps at least a quarter), else half of mem, as before.
+ *  - otherwise (mem is the default): the tier takes need, up to half of
+ *    avail (the memory the machine has for it: MemAvailable less the
+ *    cache), and at least half of mem; *mem_out grows to the tier plus
+ *    half of mem for staging, never below mem.
+ * *decoded_out <= *mem_out always. Returns 0, or -EINVAL for a NULL out.
+ */
+#define PREP_DECODED_PER_BYTE 8
+/* The smallest tier share whose images live in huge pages (prep/tier.c):
+ * a default share is never sized below it where memory allows, since a
+ * smaller one faults its images in 4 KiB at a time (137 faults for a
+ * 500x375 image, measured 10.8 -> 152 daemon page faults per first-epoch
+ * sample with the share sized to the dataset's 31 MB). */
+#define PREP_TIER_HUGE_MIN (64ull << 20)
+int prep_default_shares(uint64_t mem, bool mem_given, uint64_t dataset_bytes, uint64_t nfiles,
+			uint64_t avail, uint64_t *mem_out, uint64_t *decoded_out);
+
 /* A view with its thread pool started. NULL on failure (errno set). ops and
  * arg must outlive the view. */
 struct prep_view *prep_view_create(const struct prep_config *cfg, const struct prep_source_ops *ops,

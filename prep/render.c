@@ -62,7 +62,8 @@ int prep__render_geom(const void *data, size_t len, prep__plan_fn plan, void *ar
 	size_t hlen, total;
 	if ((rc = ppm_alloc(&d.g, &ppm, &hlen, &total)) < 0)
 		goto out;
-	rc = prep__vpass(d.tmp, &d.cx, &d.cy, d.g.flip, ppm + hlen, (size_t)d.g.ow * 3, true);
+	/* a flip is in d.cx (prep__sink_region) */
+	rc = prep__vpass(d.tmp, &d.cx, &d.cy, false, ppm + hlen, (size_t)d.g.ow * 3, true);
 	if (rc < 0)
 		goto out;
 	*out_ppm = ppm;
@@ -157,8 +158,8 @@ int prep__render_pixels(const struct prep__image *img, unsigned W, unsigned H, p
 	size_t hlen, total;
 	if ((rc = ppm_alloc(&d.g, &ppm, &hlen, &total)) < 0)
 		goto out;
-	rc = prep__resample(img->rgb, (size_t)img->w * 3, 0, 0, &d.cx, &d.cy, d.g.flip, ppm + hlen,
-			    (size_t)d.g.ow * 3);
+	rc = prep__resample(img->rgb, (size_t)img->w * 3, 0, 0, &d.cx, &d.cy, false, ppm + hlen,
+			    (size_t)d.g.ow * 3); /* a flip is in d.cx (prep__sink_region) */
 	if (rc < 0)
 		goto out;
 	*out_ppm = ppm;

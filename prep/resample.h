@@ -31,6 +31,13 @@ struct prep__coeffs {
 int prep__coeffs_make(double box0, double box1, unsigned clip0, unsigned clip1, unsigned vsize,
 		      unsigned o0, unsigned n, struct prep__coeffs *c);
 void prep__coeffs_free(struct prep__coeffs *c);
+/*
+ * Reverse the order of c's outputs: resampling with the result gives the
+ * rows a flip (mirror_row) of the unmirrored output would, byte for byte
+ * (each output is computed alone), without the pass over the finished
+ * rows that the flip costs (~8% of a sample rendered from the tier).
+ */
+void prep__coeffs_mirror(struct prep__coeffs *c);
 
 /*
  * Resample RGB src (its pixel (0,0) is at absolute (src_x0, src_y0); it must
@@ -43,7 +50,7 @@ int prep__resample(const uint8_t *src, size_t src_stride, unsigned src_x0, unsig
 		   uint8_t *dst, size_t dst_stride);
 /*
  * The two passes separately, for decoders that stream rows. prep__hpass:
- * count (<= 4 for the fast path, any is fine) rows whose first pixel is at
+ * count (any; 4 or 8 take the fast paths) rows whose first pixel is at
  * absolute column x_base, each followed by PREP__PAD readable bytes, into
  * out rows of cx->n RGB pixels. prep__vpass: tmp holds rows cy->lo ..
  * cy->hi - 1 of the horizontal pass, cx->n pixels each; writes cy->n rows.

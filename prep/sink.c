@@ -126,6 +126,8 @@ int prep__sink_region(struct prep__sink *d, unsigned sw, unsigned sh)
 				       &d->cy);
 	if (rc < 0)
 		return rc;
+	if (g->flip)
+		prep__coeffs_mirror(&d->cx);
 	d->rx0 = d->cx.lo;
 	d->rx1 = d->cx.hi;
 	d->ry0 = d->cy.lo;

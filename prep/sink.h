@@ -49,7 +49,10 @@ struct prep__sink {
 /* Step 1, source size known: ask for the geometry and pick the DCT scale
  * (can_scale: the format decodes at M/8). 0 / -errno. */
 int prep__sink_scale(struct prep__sink *d, unsigned W, unsigned H, bool can_scale);
-/* Step 2, scaled size sw x sh known: coefficients and the region they read. */
+/* Step 2, scaled size sw x sh known: coefficients and the region they read.
+ * When the geometry flips, cx comes mirrored (prep__coeffs_mirror): the
+ * horizontal pass writes the rows flipped, and the vertical pass must not
+ * flip them again (flip false). */
 int prep__sink_region(struct prep__sink *d, unsigned sw, unsigned sh);
 /* Allocate the row buffers once the region's row width (pixels, bytes per
  * pixel) is known. */

@@ -65,7 +65,7 @@ static void tier_unreserve(struct prep_view *v, uint64_t n)
  * for transparent huge pages and are charged in 2 MiB steps as their used
  * front grows (what such a chunk has resident); smaller shares in pages.
  */
-#define TIER_HUGE_MIN (64ull << 20)
+#define TIER_HUGE_MIN PREP_TIER_HUGE_MIN
 #define TIER_HUGE (2ull << 20)
 
 static size_t round_to(size_t n, size_t g)

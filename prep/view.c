@@ -93,6 +93,36 @@ static int take_version(struct prep_view *v, struct job *j, uint32_t f, uint32_t
 	return rc == -ENOSPC ? -ENOMEM : rc;
 }
 
+int prep_default_shares(uint64_t mem, bool mem_given, uint64_t dataset_bytes, uint64_t nfiles,
+			uint64_t avail, uint64_t *mem_out, uint64_t *decoded_out)
+{
+	if (!mem_out || !decoded_out)
+		return -EINVAL;
+	uint64_t half = mem / 2, need = UINT64_MAX;
+
+	/* JPEG photos decode to 6-10x their bytes (a 95 KB 500x375 q90 file
+	 * to 562 KB): 8 covers most. The tier is charged only for what it
+	 * holds, so an estimate too high takes no memory, only staging room
+	 * within a given --prep-mem; one too low costs decodes (refused
+	 * admissions) */
+	if (dataset_bytes && dataset_bytes <= UINT64_MAX / 16 / PREP_DECODED_PER_BYTE &&
+	    nfiles <= UINT64_MAX / 16)
+		need = dataset_bytes * PREP_DECODED_PER_BYTE + 8 * nfiles;
+	if (need < PREP_TIER_HUGE_MIN)
+		need = PREP_TIER_HUGE_MIN;
+	if (mem_given) {
+		*mem_out = mem;
+		*decoded_out = need <= mem / 4 * 3 ? need : half;
+		return 0;
+	}
+	uint64_t d = need < avail / 2 ? need : avail / 2;
+	if (need == UINT64_MAX || d < half)
+		d = need < half ? need : half;
+	*decoded_out = d;
+	*mem_out = d + half > mem ? d + half : mem;
+	return 0;
+}
+
 struct prep_view *prep_view_create(const struct prep_config *cfg, const struct prep_source_ops *ops,
 				   void *arg)
 {

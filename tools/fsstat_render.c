@@ -618,7 +618,7 @@ static void render_rates(FILE *out, const json_t *cur, const json_t *prev,
 
 int fsstat_render(FILE *out, const json_t *stats, const struct fsstat_view *view)
 {
-	char a[32], b[32], c[32], d[32], mp[MAX_SHOWN_STRING + 1];
+	char a[32], b[32], c[32], d[32], e[32], mp[MAX_SHOWN_STRING + 1];
 
 	if (!json_is_object(stats))
 		return -EINVAL;
@@ -641,11 +641,15 @@ int fsstat_render(FILE *out, const json_t *stats, const struct fsstat_view *view
 		fmt_count(get_counter(stats, "prep.shared"), b, sizeof(b)),
 		fmt_count(get_counter(stats, "prep.errors"), c, sizeof(c)),
 		fmt_size(get_counter(stats, "prep.staged_bytes"), d, sizeof(d)));
-	fprintf(out, LABEL "held %s  images %s  hits %s  refused %s\n", "decoded",
+	/* the share: "auto" when the daemon sized it (no --prep-decoded-mem) */
+	const json_t *autosized = json_object_get(json_object_get(stats, "prep"), "decoded_auto");
+	fprintf(out, LABEL "held %s  images %s  hits %s  refused %s  share %s%s\n", "decoded",
 		fmt_size(get_counter(stats, "prep.decoded_bytes"), a, sizeof(a)),
 		fmt_count(get_counter(stats, "prep.decoded_files"), b, sizeof(b)),
 		fmt_count(get_counter(stats, "prep.decoded_hits"), c, sizeof(c)),
-		fmt_count(get_counter(stats, "prep.decoded_refused"), d, sizeof(d)));
+		fmt_count(get_counter(stats, "prep.decoded_refused"), d, sizeof(d)),
+		fmt_size(get_counter(stats, "prep.decoded_mem"), e, sizeof(e)),
+		json_is_true(autosized) ? " (auto)" : "");
 	fprintf(out, LABEL "read %s  dropped unread %s  waiting %s\n", "ahead",
 		fmt_count(get_counter(stats, "prep.ahead"), a, sizeof(a)),
 		fmt_count(get_counter(stats, "prep.ahead_wasted"), b, sizeof(b)),

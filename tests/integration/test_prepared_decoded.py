@@ -18,6 +18,10 @@ DataLoader(num_workers=2), then once more file by file. Checks:
   - B's tier holds something and counts hits in fsstat;
   - C's tier never exceeds 3 MiB (decoded_bytes), refuses what does not
     fit, and still serves identical samples;
+  - B's share was sized by the daemon (prep.decoded_auto, decoded_mem at
+    least 64 MiB), C's is the one given; with --prep-mem=16M the sized
+    share is half of it (a hard bound);
+  - a sample read through PIL costs one FUSE open and two reads;
   - undecodable files fail with EIO every time and are never admitted;
   - a --prep-decoded-mem over --prep-mem, or unparsable, is refused.
 """
@@ -150,8 +154,12 @@ def test_tier_identical(c, template, ref):
 		st = m.stats()['prep']
 		c.gt('B: images held in the tier', st['decoded_files'], 0)
 		c.gt('B: samples served from the tier', st['decoded_hits'], 0)
-		c.le('B: the tier within half of --prep-mem',
-		     st['decoded_bytes'], 512 << 20)
+		c.check('B: the share sized by the daemon (prep.decoded_auto)',
+			st['decoded_auto'] is True, str(st))
+		c.ge('B: the sized share is at least the huge-page minimum',
+		     st['decoded_mem'], 64 << 20)
+		c.le('B: the tier within its share',
+		     st['decoded_bytes'], st['decoded_mem'])
 		c.eq('B: nothing refused by the default tier',
 		     st['decoded_refused'], 0)
 		kinds = os.path.join(template, 'kinds')
@@ -173,6 +181,25 @@ def test_tier_identical(c, template, ref):
 			'decoded  held' in r.stdout
 			and f'hits {st["decoded_hits"]}  ' in r.stdout, r.stdout[-800:])
 		test_bad_never_admitted(c, m)
+		test_requests_per_sample(c, m)
+
+
+def test_requests_per_sample(c, m):
+	"""A sample read as ImageFolder's loader does (Python's buffered file,
+	PIL) costs one FUSE open and two reads: its bytes in one (st_blksize
+	covers the sample), then end of file."""
+	from PIL import Image
+	root = os.path.join(m.mnt, 'prepared', 'rrc224', 'kinds', 'formats')
+	files = sorted(os.listdir(root))[:6]
+	before = m.stats()['prep']
+	for name in files:
+		with open(os.path.join(root, name), 'rb') as f:
+			Image.open(f).convert('RGB')
+	after = m.stats()['prep']
+	c.eq('one FUSE open per sample (prep.opens)',
+	     after['opens'] - before['opens'], len(files))
+	c.eq('two FUSE reads per sample (prep.reads): the bytes, then EOF',
+	     after['reads'] - before['reads'], 2 * len(files))
 
 
 def test_bad_never_admitted(c, m):
@@ -205,6 +232,19 @@ def test_share(c, template, ref):
 		c.gt('C: decodes refused once it was full',
 		     st['decoded_refused'], 0)
 		c.gt('C: what it holds is served', st['decoded_hits'], 0)
+		c.eq('C: the share given, not sized (prep.decoded_mem, decoded_auto)',
+		     (st['decoded_mem'], st['decoded_auto']), (C_SHARE, False))
+
+
+def test_sized_within_prep_mem(c, template):
+	"""--prep-mem given is a hard bound on the sized share: 16 MiB cannot
+	hold the 64 MiB minimum within its three quarters, so the tier gets
+	half, as before."""
+	with ct.Mount(['--prepared', '--prep-mem=16M'],
+		      populate=ct.copy_tree_into(template)) as m:
+		st = m.stats()['prep']
+		c.eq('--prep-mem=16M: the sized share is half of it',
+		     (st['decoded_mem'], st['decoded_auto']), (8 << 20, True))
 
 
 def test_option_errors(c, template):
@@ -238,6 +278,7 @@ def main():
 		if ref is not None:
 			c.group(test_tier_identical, c, template, ref)
 			c.group(test_share, c, template, ref)
+		c.group(test_sized_within_prep_mem, c, template)
 		c.group(test_option_errors, c, template)
 	c.finish()
 

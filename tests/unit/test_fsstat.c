@@ -35,7 +35,8 @@ const char fsstat_known_stats[] =
 	"             \"nodes\": [ { \"url\": \"http://10.0.0.1:7070\", \"up\": true },\n"
 	"                        { \"url\": \"http://10.0.0.2:7070\", \"up\": false } ] },\n"
 	"  \"prep\": { \"decodes\": 100, \"shared\": 20, \"errors\": 0, \"staged_bytes\": 33554432,\n"
-	"    \"decoded_bytes\": 1048576, \"decoded_hits\": 7, \"decoded_files\": 3, \"decoded_refused\": 2 },\n"
+	"    \"decoded_bytes\": 1048576, \"decoded_hits\": 7, \"decoded_files\": 3, \"decoded_refused\": 2,\n"
+	"    \"decoded_mem\": 67108864, \"decoded_auto\": true },\n"
 	"  \"fuse\": { \"opens\": 40, \"reads\": 1000, \"read_bytes\": 1610612736 },\n"
 	"  \"extra\": { \"deep\": [1, [2, {\"x\": null}]] } }\n";
 
@@ -262,7 +263,7 @@ START_TEST(table_shows_known_numbers)
 	assert_contains(out, "node 0  up    http://10.0.0.1:7070");
 	assert_contains(out, "node 1  DOWN  http://10.0.0.2:7070");
 	assert_contains(out, "decodes 100  shared 20  errors 0  staged 32.0 MiB");
-	assert_contains(out, "decoded  held 1.0 MiB  images 3  hits 7  refused 2");
+	assert_contains(out, "decoded  held 1.0 MiB  images 3  hits 7  refused 2  share 64.0 MiB (auto)");
 	assert_contains(out, "opens 40  reads 1000  read 1.5 GiB");
 	assert_lacks(out, "rates");
 	assert_lacks(out, "future_field");
@@ -287,7 +288,7 @@ START_TEST(table_shows_missing_fields_as_dash)
 	assert_contains(out, "node 0  -     -");
 	assert_contains(out, "node 1  -     -");
 	assert_contains(out, "decodes -  shared -  errors -  staged -");
-	assert_contains(out, "decoded  held -  images -  hits -  refused -");
+	assert_contains(out, "decoded  held -  images -  hits -  refused -  share -\n");
 	assert_contains(out, "opens -  reads -  read -");
 	free(out);
 

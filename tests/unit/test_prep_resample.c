@@ -135,14 +135,14 @@ END_TEST
 /*
  * Every kernel level the CPU has (scalar, SSE4.1, AVX2), forced in turn,
  * gives the scalar bytes on random sizes, boxes, clips, windows, strides
- * and origins; source buffers end PREP__PAD bytes after the last pixel, so
+ * and origins, and mirrored x coefficients give the flipped rows; source buffers end PREP__PAD bytes after the last pixel, so
  * an over-read shows under ASan and valgrind.
  */
 START_TEST(resampler_levels_identical)
 {
 	uint64_t rng = 0x5eed;
 	int best = prep__simd_set(-1);
-	unsigned ran[3] = {0, 0, 0};
+	unsigned ran[3] = {0, 0, 0}, mirrored = 0;
 
 	ck_assert_int_ge(best, PREP__SIMD_SCALAR);
 	if (__builtin_cpu_supports("avx2"))
@@ -194,6 +194,21 @@ START_TEST(resampler_levels_identical)
 				      vw, vh, ox, nx, oy, ny);
 			ran[level]++;
 		}
+		/* mirrored coefficients flip (or unflip) the rows, byte for byte */
+		ck_assert_int_eq(prep__simd_set(PREP__SIMD_SCALAR), PREP__SIMD_SCALAR);
+		memset(ref, 0xa5, n);
+		ck_assert_int_eq(
+		    prep__resample(src, stride, x0, y0, &cx, &cy, !flip, ref, out_stride), 0);
+		prep__coeffs_mirror(&cx);
+		for (int level = PREP__SIMD_SCALAR; level <= best; level++) {
+			ck_assert_int_eq(prep__simd_set(level), level);
+			memset(got, 0xa5, n);
+			ck_assert_int_eq(
+			    prep__resample(src, stride, x0, y0, &cx, &cy, flip, got, out_stride), 0);
+			ck_assert_msg(memcmp(ref, got, n) == 0, "%s: mirrored coefficients differ "
+				      "from a flip: case %d", prep__simd_name(level), it);
+			mirrored++;
+		}
 		free(src);
 		free(ref);
 		free(got);
@@ -203,6 +218,7 @@ START_TEST(resampler_levels_identical)
 	}
 	for (int level = PREP__SIMD_SSE41; level <= best; level++)
 		ck_assert_uint_gt(ran[level], 300);
+	ck_assert_uint_gt(mirrored, 300);
 	/* The environment lowers the pick, never raises it. */
 	setenv("COORDFS_SIMD", "scalar", 1);
 	ck_assert_int_eq(prep__simd_set(-1), PREP__SIMD_SCALAR);
@@ -218,10 +234,80 @@ START_TEST(resampler_levels_identical)
 }
 END_TEST
 
+/*
+ * The horizontal pass alone, every level against the scalar one, on 1 to 8
+ * rows (the 8-row, 4-row and single-row kernels) that each live in a buffer of their own ending PREP__PAD bytes after
+ * the last pixel (ASan sees a read past it), on random widths and scales
+ * from 1 tap per output (upscaling a 1-pixel clip) to dozens: the AVX2
+ * pass's pair blocks, odd tap counts' last block and single taps all run,
+ * and each count of taps seen is asserted.
+ */
+START_TEST(hpass_levels_identical)
+{
+	uint64_t rng = 0x4a55;
+	int best = prep__simd_set(-1);
+	unsigned seen[8] = {0}; /* outputs by tap count: 1, 2, ..., 7+ */
+	unsigned counts[9] = {0}; /* calls by row count */
+
+	for (int it = 0; it < 300; it++) {
+#define RND(n) ((unsigned)((rng = hash_mix64(rng)) % (n)))
+		unsigned W = 1 + RND(it % 3 ? 90 : 600);
+		unsigned c0 = RND(W), c1 = c0 + 1 + RND(W - c0);
+		unsigned vw = 1 + RND(it % 2 ? 300 : 30), ox = RND(vw), nx = 1 + RND(vw - ox);
+		struct prep__coeffs cx;
+
+		ck_assert_int_eq(prep__coeffs_make(c0, c1, c0, c1, vw, ox, nx, &cx), 0);
+		unsigned x_base = cx.lo - RND(cx.lo + 1);
+		size_t len = (size_t)(W - x_base) * 3;
+		uint8_t *in[8], *ref[8], *got[8];
+		unsigned count = 1 + RND(8);
+
+		for (unsigned r = 0; r < 8; r++) {
+			in[r] = malloc(len + PREP__PAD);
+			ref[r] = malloc((size_t)cx.n * 3);
+			got[r] = malloc((size_t)cx.n * 3);
+			ck_assert(in[r] && ref[r] && got[r]);
+			for (size_t i = 0; i < len + PREP__PAD; i++)
+				in[r][i] = it % 4 == 0 ? (uint8_t)(RND(2) * 255) : (uint8_t)RND(256);
+		}
+		for (unsigned xx = 0; xx < cx.n; xx++) {
+			int32_t n = cx.bounds[2 * xx + 1];
+			seen[n < 7 ? n : 7]++;
+		}
+		counts[count]++;
+		prep__hpass((const uint8_t *const *)in, count, x_base, &cx, ref, false);
+		for (int level = PREP__SIMD_SSE41; level <= best; level++) {
+			ck_assert_int_eq(prep__simd_set(level), level);
+			for (unsigned r = 0; r < count; r++)
+				memset(got[r], 0x5a, (size_t)cx.n * 3);
+			prep__hpass((const uint8_t *const *)in, count, x_base, &cx, got, true);
+			for (unsigned r = 0; r < count; r++)
+				ck_assert_msg(memcmp(ref[r], got[r], (size_t)cx.n * 3) == 0,
+					      "%s hpass differs: case %d row %u of %u, clip %u..%u of %u -> "
+					      "%u+%u of %u",
+					      prep__simd_name(level), it, r, count, c0, c1, W, ox, nx, vw);
+		}
+		for (unsigned r = 0; r < 8; r++) {
+			free(in[r]);
+			free(ref[r]);
+			free(got[r]);
+		}
+		prep__coeffs_free(&cx);
+#undef RND
+	}
+	for (int n = 1; n < 8; n++)
+		ck_assert_msg(seen[n] > 0, "no output with %d taps", n);
+	for (int n = 1; n <= 8; n++) /* 8: the 8-row pass; 4-7: the 4-row one */
+		ck_assert_msg(counts[n] > 0, "no call with %d rows", n);
+	prep__simd_set(-1);
+}
+END_TEST
+
 void prep_resample_tests(TCase *tc)
 {
 	tcase_add_test(tc, resampler_is_antialiased);
 	tcase_add_test(tc, resampler_simd_matches_scalar);
 	tcase_add_test(tc, scratch_reused_and_bounded);
 	tcase_add_test(tc, resampler_levels_identical);
+	tcase_add_test(tc, hpass_levels_identical);
 }

@@ -14,6 +14,7 @@
 #include <png.h>
 
 #include "common/budget.h"
+#include "common/hash.h"
 #include "prep/prep_int.h"
 #include "tests/unit/test_prep_images.h"
 
@@ -327,8 +328,62 @@ START_TEST(view_tier_huge_slots)
 }
 END_TEST
 
+/*
+ * The default shares: a given --prep-mem bounds everything, the tier takes
+ * the dataset's estimate when it fits in three quarters of it; without
+ * one, the tier grows to the dataset within half of the available memory
+ * and the budget with it, never below the old defaults.
+ */
+START_TEST(default_shares)
+{
+	const uint64_t G = 1ull << 30, M = 1ull << 20;
+	uint64_t rng = 0xd5;
+	uint64_t mem, dec;
+
+	ck_assert_int_eq(prep_default_shares(G, true, 1, 1, G, NULL, &dec), -EINVAL);
+	for (int it = 0; it < 2000; it++) {
+		uint64_t m = 1 + (rng = hash_mix64(rng)) % (8 * G);
+		uint64_t bytes = it % 7 == 0 ? 0 : (rng = hash_mix64(rng)) % (4 * G);
+		uint64_t files = 1 + (rng = hash_mix64(rng)) % 2000000;
+		uint64_t avail = (rng = hash_mix64(rng)) % (64 * G);
+		uint64_t need = bytes ? bytes * PREP_DECODED_PER_BYTE + 8 * files : UINT64_MAX;
+		if (need < PREP_TIER_HUGE_MIN)
+			need = PREP_TIER_HUGE_MIN;
+
+		/* given: a hard bound, staging keeps a quarter, or the old half */
+		ck_assert_int_eq(prep_default_shares(m, true, bytes, files, avail, &mem, &dec), 0);
+		ck_assert_uint_eq(mem, m);
+		ck_assert_uint_le(dec, m);
+		ck_assert_uint_eq(dec, need <= m / 4 * 3 ? need : m / 2);
+		/* default: the tier holds the dataset when half of avail has room */
+		ck_assert_int_eq(prep_default_shares(m, false, bytes, files, avail, &mem, &dec), 0);
+		ck_assert_uint_le(dec, mem);
+		ck_assert_uint_ge(mem, m);
+		ck_assert_uint_ge(mem - dec, m / 2);
+		ck_assert_uint_le(dec, need);
+		if (bytes && need <= avail / 2)
+			ck_assert_uint_eq(dec, need);
+		if (dec > m / 2)
+			ck_assert_uint_le(dec, avail / 2);
+	}
+	/* a small dataset gets the share whose images live in huge pages */
+	ck_assert_int_eq(prep_default_shares(G, true, 4 * M, 40, 20 * G, &mem, &dec), 0);
+	ck_assert_uint_eq(dec, PREP_TIER_HUGE_MIN);
+	/* the benchmark's 1,000 500x375 JPEGs (95 MB): 1G given holds them
+	 * (the old half did not: 536 MiB of pixels) */
+	ck_assert_int_eq(prep_default_shares(G, true, 95 * M, 1000, 20 * G, &mem, &dec), 0);
+	ck_assert_uint_ge(dec, 536 * M);
+	ck_assert_uint_le(dec, G / 4 * 3);
+	/* 10 GiB of files, 200 GiB available, no --prep-mem: the tier takes all */
+	ck_assert_int_eq(prep_default_shares(G, false, 10 * G, 1000, 200 * G, &mem, &dec), 0);
+	ck_assert_uint_eq(dec, 10 * G * PREP_DECODED_PER_BYTE + 8000);
+	ck_assert_uint_eq(mem, dec + G / 2);
+}
+END_TEST
+
 void prep_tier_tests(TCase *tc)
 {
+	tcase_add_test(tc, default_shares);
 	tcase_add_test(tc, tier_pixels_match_file);
 	tcase_add_test(tc, view_decoded_tier);
 	tcase_add_test(tc, view_decoded_share);
