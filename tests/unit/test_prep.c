@@ -7,7 +7,8 @@
  * (single-flight, budget, release after every active job read), job
  * identity, and replay of the fuzz corpus (tests/fuzz/corpus_prep).
  *
- * One executable (meson test "prep"), one file per part of prep/:
+ * One executable, three meson tests by Check tag (prep: pixels;
+ * prep_view: view; prep_tiers: tiers), one file per part of prep/:
  * test_prep_render.c, test_prep_codec.c, test_prep_resample.c,
  * test_prep_view.c, test_prep_tier.c, test_prep_jobs.c; what they share is
  * in test_prep_images.c.
@@ -20,15 +21,28 @@
 int main(void)
 {
 	Suite *s = suite_create("prep");
-	TCase *tc = tcase_create("core");
+	/* Three cases, so that meson runs them as tests side by side (the
+	 * valgrind pass waited on this one executable): pixels (render,
+	 * codecs, resampler), view (staging) and tiers (the decoded tier,
+	 * jobs). */
+	TCase *pixels = tcase_create("pixels");
+	TCase *view = tcase_create("view");
+	TCase *tiers = tcase_create("tiers");
 
-	tcase_set_timeout(tc, 120);
-	prep_render_tests(tc);
-	prep_codec_tests(tc);
-	prep_resample_tests(tc);
-	prep_view_tests(tc);
-	prep_tier_tests(tc);
-	prep_jobs_tests(tc);
-	suite_add_tcase(s, tc);
+	tcase_set_timeout(pixels, 120);
+	tcase_set_timeout(view, 120);
+	tcase_set_timeout(tiers, 120);
+	tcase_set_tags(pixels, "pixels");
+	tcase_set_tags(view, "view");
+	tcase_set_tags(tiers, "tiers");
+	prep_render_tests(pixels);
+	prep_codec_tests(pixels);
+	prep_resample_tests(pixels);
+	prep_view_tests(view);
+	prep_tier_tests(tiers);
+	prep_jobs_tests(tiers);
+	suite_add_tcase(s, pixels);
+	suite_add_tcase(s, view);
+	suite_add_tcase(s, tiers);
 	return check_run(s);
 }
