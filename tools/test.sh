@@ -35,8 +35,9 @@ run_build() { # name, meson options...
 		meson configure "$dir" "$@" >/dev/null || return 1
 	fi
 	ninja -C "$dir" || return 1
-	# Two at a time: unit tests share the cores; the integration tests are
-	# is_parallel: false in meson, so each of them still runs alone.
+	# Two at a time: unit tests share the cores; of the integration tests only
+	# those that mostly wait run side by side (tests/integration/meson.build,
+	# integration_side_by_side), the others alone (is_parallel: false).
 	meson test -C "$dir" --print-errorlogs --num-processes "$TEST_PROCS" ${TEST_ARGS:-} ${SUITE_ARGS:-}
 }
 
