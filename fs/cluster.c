@@ -202,12 +202,12 @@ static int apply(struct fs_cluster *c, struct remote_peers *peers, unsigned node
 	return 0;
 }
 
-static void sleep_ms(unsigned ms)
+/* Wait ms, or less when unmount asks the thread to stop: false then. */
+static bool settle(struct fs_cluster *c, unsigned ms)
 {
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+	struct pollfd p = { c->stop_pipe[0], POLLIN, 0 };
 
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
+	return poll(&p, 1, (int)ms) == 0 && !atomic_load(&c->stopping);
 }
 
 /* One re-read of the source: the node list, and this node in it. */
@@ -224,7 +224,11 @@ static int read_source(struct fs_cluster *c, char **list, unsigned *node, char *
 		char *again = NULL;
 		unsigned node2;
 
-		sleep_ms(SETTLE_MS);
+		if (!settle(c, SETTLE_MS)) {
+			free(*list);
+			*list = NULL;
+			return -ECANCELED;
+		}
 		rc = fs_membership_resolve(&c->args, &again, &node2, err, errlen);
 		if (rc < 0) {
 			free(*list);
@@ -252,6 +256,8 @@ static void refresh(struct fs_cluster *c, bool *failing)
 	struct remote_peers *peers = NULL;
 	int rc = read_source(c, &list, &node, err, sizeof(err));
 
+	if (rc == -ECANCELED)
+		return; /* unmounting */
 	if (rc == 0)
 		rc = remote_peers_parse(list, &peers, err, sizeof(err));
 	free(list);

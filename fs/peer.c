@@ -119,7 +119,10 @@ int fs_peer_handoff(struct fs_ctx *fs, uint32_t node, uint32_t k, void *buf, siz
 	struct fs_gen *g = fs_gen_get(fs), *p = fs_gen_prev(fs, g);
 	int rc = -ENOENT, plen;
 
+	/* Nobody to ask (one node, a previous generation gone, the runner-up
+	 * rule given up): no path to build, no key to hash on this fill. */
 	if (!g || !g->client || g->node == FS_NOT_A_MEMBER || k >= fs->ns.nodes[node].count ||
+	    (!p && !fs_cluster_joiner_asks(fs)) ||
 	    (plen = unit_relpath(fs, node, path, sizeof(path))) < 0)
 		goto out;
 	uint64_t key = remote_unit_key(path, (size_t)plen, k);

@@ -419,10 +419,10 @@ static bool if_match_ok(const char *v, const char *etag)
 	return false;
 }
 
-static enum MHD_Result serve_file(struct remote_server *s, struct MHD_Connection *conn,
-				  struct request *req, const char *encoded)
+/* A GET of a validated relative path (remote__relpath_check). */
+static enum MHD_Result serve_path(struct remote_server *s, struct MHD_Connection *conn,
+				  struct request *req, const char *path)
 {
-	char path[REMOTE_MAX_RELPATH + 1];
 	char hdr[96];
 	char etag[REMOTE_MAX_ETAG + 1] = "";
 	uint32_t file_id = 0;
@@ -431,16 +431,8 @@ static enum MHD_Result serve_file(struct remote_server *s, struct MHD_Connection
 	struct MHD_Response *r;
 	enum MHD_Result ret;
 	unsigned status = MHD_HTTP_OK;
-	int rc;
+	int rc = s->ops->resolve(s->arg, path, &file_id, &size);
 
-	rc = remote__pct_decode(encoded, path, sizeof(path));
-	if (rc == 0)
-		rc = remote__relpath_check(path);
-	if (rc == -ENAMETOOLONG)
-		return queue_text(s, conn, MHD_HTTP_URI_TOO_LONG, "path too long\n");
-	if (rc != 0)
-		return queue_text(s, conn, MHD_HTTP_BAD_REQUEST, "bad path\n");
-	rc = s->ops->resolve(s->arg, path, &file_id, &size);
 	if (rc == -ENOENT || rc == -EISDIR || rc == -ENOTDIR)
 		return queue_text(s, conn, MHD_HTTP_NOT_FOUND, "not found\n");
 	if (rc != 0)
@@ -574,6 +566,29 @@ static bool auth_ok(struct remote_server *s, struct MHD_Connection *conn, const 
 	return rc == 0;
 }
 
+/* The path of a request target after FILES_PREFIX, decoded and validated
+ * into path (REMOTE_MAX_RELPATH + 1 bytes): 0, or the status to answer. */
+static unsigned decode_path(const char *encoded, char *path)
+{
+	int rc = remote__pct_decode(encoded, path, REMOTE_MAX_RELPATH + 1);
+
+	if (rc == 0)
+		rc = remote__relpath_check(path);
+	return rc == 0 ? 0 : rc == -ENAMETOOLONG ? MHD_HTTP_URI_TOO_LONG : MHD_HTTP_BAD_REQUEST;
+}
+
+static enum MHD_Result serve_file(struct remote_server *s, struct MHD_Connection *conn,
+				  struct request *req, const char *encoded)
+{
+	char path[REMOTE_MAX_RELPATH + 1];
+	unsigned status = decode_path(encoded, path);
+
+	if (status)
+		return queue_text(s, conn, status,
+				  status == MHD_HTTP_URI_TOO_LONG ? "path too long\n" : "bad path\n");
+	return serve_path(s, conn, req, path);
+}
+
 /* ---- routes, on a worker (they call the filesystem's callbacks) ------------ */
 
 /* Answer an authenticated GET; the connection is suspended meanwhile, and
@@ -624,10 +639,10 @@ static enum MHD_Result dispatch(struct remote_server *s, struct MHD_Connection *
 	if (s->ops->ready && strncmp(url, FILES_PREFIX, sizeof(FILES_PREFIX) - 1) == 0) {
 		char path[REMOTE_MAX_RELPATH + 1];
 
-		if (remote__pct_decode(url + sizeof(FILES_PREFIX) - 1, path, sizeof(path)) == 0 &&
-		    remote__relpath_check(path) == 0 && s->ops->ready(s->arg, path)) {
+		if (decode_path(url + sizeof(FILES_PREFIX) - 1, path) == 0 &&
+		    s->ops->ready(s->arg, path)) {
 			atomic_fetch_add_explicit(&s->inline_answers, 1, memory_order_relaxed);
-			return route(s, conn, req, url);
+			return serve_path(s, conn, req, path);
 		}
 	}
 	int rc = remote_workers_reserve(s->workers, false);
