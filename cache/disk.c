@@ -14,11 +14,14 @@
  * data) are cut off at the next open. Bytes that reach the disk torn
  * anyway (a bad sector, a flipped bit) fail the unit's checksum at read.
  *
- * Page cache: reads and written batches are dropped from it with
- * POSIX_FADV_DONTNEED, so the tier costs no memory beyond the index
- * table (48 bytes a slot). O_DIRECT was not chosen: it needs aligned
- * buffers and aligned units (padding every small file to 4 KiB), and the
- * memory cache's arena, which the writer borrows, is only 64-byte aligned.
+ * Page cache: the tier costs no memory beyond the index table (48 bytes
+ * a slot). Written batches are dropped from the page cache with
+ * POSIX_FADV_DONTNEED (the writer's source, the memory arena, is not
+ * aligned for O_DIRECT). Reads that may (cache_disk_read_direct) read the
+ * whole CACHE_DISK_ALIGN blocks around a unit with O_DIRECT into the
+ * caller's aligned buffer: units stay unpadded, and no page is cached,
+ * copied or dropped. Otherwise, and on a file system that refuses
+ * O_DIRECT, a read is buffered and its pages dropped after it.
  */
 #include "cache/disk.h"
 
@@ -86,6 +89,8 @@ struct job {
 struct cache_disk {
 	char *dir;
 	int dirfd, lockfd, dfd, ifd;
+	int rfd; /* data, O_DIRECT, read-only; -1 when the file system refuses it */
+	_Atomic bool no_direct; /* a direct read failed with EINVAL: buffered from now on */
 	uint64_t limit;
 	pthread_mutex_t lock; /* a leaf: table, queue, accounting; never held across I/O */
 	pthread_cond_t work, idle, ready; /* ready: the records are loaded */
@@ -431,7 +436,7 @@ static int load_records(struct cache_disk *d)
 
 static void fail_open(struct cache_disk *d)
 {
-	int fds[] = {d->dfd, d->ifd, d->lockfd, d->dirfd};
+	int fds[] = {d->rfd, d->dfd, d->ifd, d->lockfd, d->dirfd};
 
 	for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
 		if (fds[i] >= 0)
@@ -458,7 +463,7 @@ int cache_disk_open(const char *dir, uint64_t limit, struct cache_disk **out, ch
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
-	d->dirfd = d->lockfd = d->dfd = d->ifd = -1;
+	d->dirfd = d->lockfd = d->dfd = d->ifd = d->rfd = -1;
 	d->limit = limit;
 	pthread_mutex_init(&d->lock, NULL);
 	pthread_cond_init(&d->work, NULL);
@@ -494,6 +499,8 @@ int cache_disk_open(const char *dir, uint64_t limit, struct cache_disk **out, ch
 	/* Units are read whole, in no order: read-ahead would only fill the
 	 * page cache with other units. */
 	(void)posix_fadvise(d->dfd, 0, 0, POSIX_FADV_RANDOM);
+	/* A file system without O_DIRECT (EINVAL) gets buffered reads. */
+	d->rfd = openat(d->dirfd, "data", O_RDONLY | O_DIRECT | O_CLOEXEC | O_NOFOLLOW);
 	*out = d;
 	return 0;
 fail:
@@ -686,8 +693,10 @@ static void lock_loaded(struct cache_disk *d)
 		pthread_cond_wait(&d->ready, &d->lock);
 }
 
-int cache_disk_read(struct cache_disk *d, struct cache_disk_key key, uint64_t snap, void *dst,
-		    size_t len)
+/* The entry of a held unit of snapshot snap and length len, copied into
+ * *held: 0, -ENOENT or -ESTALE (dropped). */
+static int lookup_held(struct cache_disk *d, struct cache_disk_key key, uint64_t snap, size_t len,
+		       struct ent *held)
 {
 	if (get(&d->disabled))
 		return -ENOENT;
@@ -705,23 +714,28 @@ int cache_disk_read(struct cache_disk *d, struct cache_disk_key key, uint64_t sn
 		count(&d->dropped_stale, 1);
 		return -ESTALE;
 	}
-	struct ent held = *e;
+	*held = *e;
 	pthread_mutex_unlock(&d->lock);
+	return 0;
+}
 
-	int rc = pread_all(d->dfd, dst, len, held.off);
-	drop_pages(d, held.off, held.off + len);
+/* The end of a read of held's unit (rc: the read's result): 0 when data
+ * holds it, verified; else the unit is dropped or the tier turned off. */
+static int finish_read(struct cache_disk *d, struct cache_disk_key key, const struct ent *held,
+		       const void *data, int rc)
+{
 	if (rc < 0 && rc != -ENODATA) {
 		disable(d, "cannot read", rc);
 		return -EIO;
 	}
-	if (rc == 0 && XXH3_64bits(dst, len) == held.sum) {
+	if (rc == 0 && XXH3_64bits(data, held->len) == held->sum) {
 		count(&d->hits, 1);
-		count(&d->hit_bytes, len);
+		count(&d->hit_bytes, held->len);
 		return 0;
 	}
 	pthread_mutex_lock(&d->lock);
-	e = tab_find(d, key);
-	bool dropped = e->state == E_HELD && e->off == held.off;
+	struct ent *e = tab_find(d, key);
+	bool dropped = e->state == E_HELD && e->off == held->off;
 	if (dropped) {
 		e->state = E_DEAD;
 		atomic_fetch_sub_explicit(&d->items, 1, memory_order_relaxed);
@@ -730,9 +744,80 @@ int cache_disk_read(struct cache_disk *d, struct cache_disk_key key, uint64_t sn
 	if (dropped) {
 		count(&d->dropped_corrupt, 1);
 		log_warn("disk cache %s: a unit at offset %llu fails its checksum; dropped", d->dir,
-			 (unsigned long long)held.off);
+			 (unsigned long long)held->off);
 	}
 	return -EBADMSG;
+}
+
+/* Buffered: the unit into dst, its pages dropped after. */
+static int read_buffered(struct cache_disk *d, const struct ent *held, void *dst)
+{
+	int rc = pread_all(d->dfd, dst, held->len, held->off);
+
+	drop_pages(d, held->off, held->off + held->len);
+	return rc;
+}
+
+int cache_disk_read(struct cache_disk *d, struct cache_disk_key key, uint64_t snap, void *dst,
+		    size_t len)
+{
+	struct ent held;
+	int rc = lookup_held(d, key, snap, len, &held);
+
+	if (rc < 0)
+		return rc;
+	return finish_read(d, key, &held, dst, read_buffered(d, &held, dst));
+}
+
+/* Direct: the aligned blocks [lo, hi) around the unit into buf; a read
+ * short of the unit's end is -ENODATA (the file is shorter than the
+ * index says), one past it is the file's end and fine. */
+static int read_direct(struct cache_disk *d, const struct ent *held, uint8_t *buf)
+{
+	uint64_t lo = held->off & ~(uint64_t)(CACHE_DISK_ALIGN - 1);
+	uint64_t hi = (held->off + held->len + CACHE_DISK_ALIGN - 1) &
+		      ~(uint64_t)(CACHE_DISK_ALIGN - 1);
+	uint64_t need = held->off + held->len - lo;
+
+	for (uint64_t done = 0; done < need;) {
+		ssize_t n = pread(d->rfd, buf + done, (size_t)(hi - lo - done), (off_t)(lo + done));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return -ENODATA;
+		done += (uint64_t)n;
+		/* A short read not at the end keeps the next one aligned only
+		 * if it ended on a block: else it was the file's end. */
+		if (done < need && done % CACHE_DISK_ALIGN)
+			return -ENODATA;
+	}
+	return 0;
+}
+
+int cache_disk_read_direct(struct cache_disk *d, struct cache_disk_key key, uint64_t snap,
+			   void *buf, size_t len, size_t *at)
+{
+	struct ent held;
+	int rc = lookup_held(d, key, snap, len, &held);
+
+	*at = 0;
+	if (rc < 0)
+		return rc;
+	if (d->rfd >= 0 && !atomic_load_explicit(&d->no_direct, memory_order_relaxed)) {
+		rc = read_direct(d, &held, buf);
+		if (rc != -EINVAL) {
+			*at = (size_t)(held.off & (CACHE_DISK_ALIGN - 1));
+			return finish_read(d, key, &held, (uint8_t *)buf + *at, rc);
+		}
+		/* The file system takes the open but not the read (a larger
+		 * logical block, say): buffered from now on. */
+		if (!atomic_exchange_explicit(&d->no_direct, true, memory_order_relaxed))
+			log_msg(LOG_NOTICE, "disk cache %s: direct reads refused; reading through the "
+				"page cache", d->dir);
+	}
+	return finish_read(d, key, &held, buf, read_buffered(d, &held, buf));
 }
 
 /* Whether key may be queued now (lock held): 0, or what admit returns. */

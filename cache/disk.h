@@ -82,6 +82,23 @@ void cache_disk_close(struct cache_disk *d);
 int cache_disk_read(struct cache_disk *d, struct cache_disk_key key, uint64_t snap, void *dst,
 		    size_t len);
 
+/* Direct reads (cache_disk_read_direct) read whole blocks of this size. */
+#define CACHE_DISK_ALIGN ((size_t)4096)
+/* The room a direct read of a len-byte unit needs in its buffer. */
+static inline size_t cache_disk_room(size_t len)
+{
+	return len + 2 * CACHE_DISK_ALIGN;
+}
+
+/*
+ * As cache_disk_read, with no page cache: buf, CACHE_DISK_ALIGN-aligned and
+ * cache_disk_room(len) long, receives the blocks around the unit, which
+ * starts at buf + *at (0 when the file system takes no direct I/O and the
+ * read was buffered). Same returns.
+ */
+int cache_disk_read_direct(struct cache_disk *d, struct cache_disk_key key, uint64_t snap,
+			   void *buf, size_t len, size_t *at);
+
 /* Whether unit key of snapshot snap is written in the tier (not merely
  * queued), so that a read of it needs no SOURCE unless it turns out
  * corrupt. false without a tier or when it is off. */

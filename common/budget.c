@@ -108,6 +108,19 @@ void *budget_malloc(struct budget *b, uint64_t n, unsigned wait_ms)
 	return p;
 }
 
+void *budget_malloc_aligned(struct budget *b, uint64_t n, size_t align, unsigned wait_ms)
+{
+	void *p = NULL;
+
+	if (budget_reserve(b, n, wait_ms) < 0)
+		return NULL;
+	if (posix_memalign(&p, align, n ? n : 1) != 0) {
+		budget_release(b, n);
+		return NULL;
+	}
+	return p;
+}
+
 void budget_free(struct budget *b, void *p, uint64_t n)
 {
 	if (!p)

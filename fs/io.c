@@ -70,7 +70,8 @@ struct fill_ctx {
 void fs_peer_buf_init(struct fs_peer_buf *pb)
 {
 	pthread_mutex_init(&pb->lock, NULL);
-	pb->data = NULL;
+	pb->data = pb->base = NULL;
+	pb->room = 0;
 	pb->unit = 0;
 	pb->len = 0;
 	pb->mem = NULL;
@@ -80,7 +81,7 @@ void fs_peer_buf_fini(struct fs_peer_buf *pb)
 {
 	pthread_mutex_destroy(&pb->lock);
 	if (pb->data) {
-		budget_free(pb->mem, pb->data, pb->len);
+		budget_free(pb->mem, pb->base, pb->room);
 		budget_trim(pb->mem);
 	}
 	pb->data = NULL;
@@ -106,8 +107,8 @@ static bool pb_take(struct fs_peer_buf *pb, uint32_t node, uint32_t k, uint64_t 
 	}
 	memcpy(buf, pb->data + uoff, len);
 	if (uoff + len == pb->len) {
-		done = pb->data;
-		done_len = pb->len;
+		done = pb->base;
+		done_len = pb->room;
 		pb->data = NULL;
 	}
 	pthread_mutex_unlock(&pb->lock);
@@ -118,20 +119,23 @@ static bool pb_take(struct fs_peer_buf *pb, uint32_t node, uint32_t k, uint64_t 
 	return true;
 }
 
-/* Unit k, whole (unit_len bytes charged to mem), of which a read took up
- * to `end`: kept for the handle's next read, or given back when the read
- * reached the unit's end or there is no handle. */
-static void pb_keep(struct fs_peer_buf *pb, struct budget *mem, uint8_t *whole, uint32_t node,
-		    uint32_t k, size_t unit_len, uint64_t end)
+/* Unit k, whole at `whole` (unit_len bytes) in an allocation of room
+ * bytes at base charged to mem, of which a read took up to `end`: kept for
+ * the handle's next read, or given back when the read reached the unit's
+ * end or there is no handle. */
+static void pb_keep(struct fs_peer_buf *pb, struct budget *mem, uint8_t *base, size_t room,
+		    uint8_t *whole, uint32_t node, uint32_t k, size_t unit_len, uint64_t end)
 {
 	if (!pb || end == unit_len) {
-		budget_free(mem, whole, unit_len);
+		budget_free(mem, base, room);
 		return;
 	}
 	pthread_mutex_lock(&pb->lock);
-	uint8_t *done = pb->data;
-	size_t done_len = pb->len;
+	uint8_t *done = pb->data ? pb->base : NULL;
+	size_t done_len = pb->room;
 	pb->data = whole;
+	pb->base = base;
+	pb->room = room;
 	pb->node = node;
 	pb->unit = k;
 	pb->len = unit_len;
@@ -168,7 +172,7 @@ static int peer_read(struct fill_ctx *fc, uint32_t k, uint64_t uoff, size_t len,
 		return rc;
 	}
 	memcpy(buf, whole + uoff, len);
-	pb_keep(pb, mem, whole, fc->node, k, unit_len, uoff + len);
+	pb_keep(pb, mem, whole, unit_len, whole, fc->node, k, unit_len, uoff + len);
 	return 0;
 }
 
@@ -189,12 +193,12 @@ static int fill_ctx_open(struct fill_ctx *fc)
 static void pb_drop(struct fs_peer_buf *pb)
 {
 	pthread_mutex_lock(&pb->lock);
-	uint8_t *data = pb->data;
-	size_t len = pb->len;
+	uint8_t *base = pb->data ? pb->base : NULL;
+	size_t room = pb->room;
 	pb->data = NULL;
 	pthread_mutex_unlock(&pb->lock);
-	if (data)
-		budget_free(pb->mem, data, len);
+	if (base)
+		budget_free(pb->mem, base, room);
 }
 
 /* [uoff, uoff+len) of unit k of node from a recent disk unit (dr may be
@@ -318,28 +322,32 @@ static int disk_read(struct fill_ctx *fc, uint32_t k, uint64_t uoff, size_t len,
 	if (fc->pb ? pb_take(fc->pb, fc->node, k, uoff, len, buf)
 		   : recent_take(dr, fc->node, k, uoff, len, buf))
 		return 0;
-	uint8_t *whole = budget_malloc(mem, unit_len, 0);
-	if (!whole && !fc->pb && dr) {
+	/* Direct I/O: aligned, with room for the blocks around the unit. */
+	size_t room = cache_disk_room(unit_len), at = 0;
+	uint8_t *base = budget_malloc_aligned(mem, room, CACHE_DISK_ALIGN, 0);
+	if (!base && !fc->pb && dr) {
 		/* The recent units hold the budget: they go first. */
 		for (unsigned i = 0; i < FS_DISK_RECENT; i++)
 			pb_drop(&dr->slot[i]);
-		whole = budget_malloc(mem, unit_len, 0);
+		base = budget_malloc_aligned(mem, room, CACHE_DISK_ALIGN, 0);
 	}
-	if (!whole)
+	if (!base)
 		return -ENOMEM;
-	int rc = cache_disk_read(fs->disk, key, snap, whole, unit_len);
-	if (rc < 0 && mine && cache_disk_check(fs->disk, key, snap, unit_len) == 0)
-		rc = spill_unit(fc, k, key, snap, whole, unit_len);
+	int rc = cache_disk_read_direct(fs->disk, key, snap, base, unit_len, &at);
+	if (rc < 0 && mine && cache_disk_check(fs->disk, key, snap, unit_len) == 0) {
+		at = 0;
+		rc = spill_unit(fc, k, key, snap, base, unit_len);
+	}
 	if (rc < 0) {
-		budget_free(mem, whole, unit_len);
+		budget_free(mem, base, room);
 		return rc;
 	}
-	memcpy(buf, whole + uoff, len);
+	memcpy(buf, base + at + uoff, len);
 	struct fs_peer_buf *keep = fc->pb;
 	if (!keep && dr)
 		keep = &dr->slot[atomic_fetch_add_explicit(&dr->next, 1, memory_order_relaxed) %
 				 FS_DISK_RECENT];
-	pb_keep(keep, mem, whole, fc->node, k, unit_len, uoff + len);
+	pb_keep(keep, mem, base, room, base + at, fc->node, k, unit_len, uoff + len);
 	return 0;
 }
 

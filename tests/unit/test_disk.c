@@ -3,7 +3,9 @@
  * Unit tests for the disk tier (cache/disk.c): units survive a reopen, a
  * torn index tail is cut and never served, a flipped data byte is caught
  * by the checksum, the limit counts everything written, a unit of another
- * snapshot is dropped as stale, one daemon per directory, modes 0700/0600.
+ * snapshot is dropped as stale, one daemon per directory, modes 0700/0600,
+ * direct reads (whole blocks around unaligned units, none left in the
+ * page cache).
  */
 #include <check.h>
 #include <errno.h>
@@ -11,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -230,6 +233,89 @@ START_TEST(data_checksum_mismatch_is_dropped)
 }
 END_TEST
 
+/* Unit k by a direct read: its bytes checked; *at as the read gave it. */
+static int read_unit_direct(struct cache_disk *d, uint32_t k, size_t *at)
+{
+	unsigned char want[UNIT];
+	void *buf;
+	ck_assert_int_eq(posix_memalign(&buf, CACHE_DISK_ALIGN, cache_disk_room(UNIT)), 0);
+	int rc = cache_disk_read_direct(d, cache_disk_key("/src", "f", 4096, k), 1, buf, UNIT, at);
+	if (rc == 0) {
+		fill(want, k);
+		ck_assert_msg(memcmp((unsigned char *)buf + *at, want, UNIT) == 0,
+			      "unit %u has wrong bytes", k);
+	}
+	free(buf);
+	return rc;
+}
+
+/* Pages of the tier's data file in the page cache. */
+static size_t data_pages_cached(void)
+{
+	char p[128];
+	snprintf(p, sizeof(p), "%s/data", dir);
+	int fd = open(p, O_RDONLY);
+	ck_assert_int_ge(fd, 0);
+	size_t len = (size_t)file_size("data"), pages = (len + 4095) / 4096, n = 0;
+	/* PROT_NONE: mincore needs a mapping, not access, and a readable
+	 * mapping is read by valgrind (an ELF check), caching pages itself. */
+	void *m = mmap(NULL, len, PROT_NONE, MAP_SHARED, fd, 0);
+	ck_assert_ptr_ne(m, MAP_FAILED);
+	unsigned char *vec = malloc(pages);
+	ck_assert_int_eq(mincore(m, len, vec), 0);
+	for (size_t i = 0; i < pages; i++)
+		n += vec[i] & 1;
+	free(vec);
+	munmap(m, len);
+	close(fd);
+	return n;
+}
+
+START_TEST(direct_reads_take_whole_blocks_and_cache_nothing)
+{
+	struct cache_disk_stats st;
+	char p[128];
+	/* 7 units of 3000 bytes: most straddle a block, the last ends mid-block
+	 * at the end of the file. */
+	make_dir();
+	struct cache_disk *d = open_tier(1 << 20);
+	admit_units(d, 7);
+	cache_disk_close(d);
+	snprintf(p, sizeof(p), "%s/data", dir);
+	int fd = open(p, O_RDONLY | O_DIRECT);
+	bool direct = fd >= 0;
+	if (fd >= 0)
+		close(fd);
+	else
+		ck_assert_int_eq(errno, EINVAL); /* only a file system without it */
+
+	d = open_tier(1 << 20);
+	for (uint32_t k = 0; k < 7; k++) {
+		size_t at = 99;
+		ck_assert_int_eq(read_unit_direct(d, k, &at), 0);
+		/* where the unit starts in its first block; 0 when buffered */
+		ck_assert_uint_eq(at, direct ? (k * UNIT) % CACHE_DISK_ALIGN : 0);
+	}
+	ck_assert_uint_eq(data_pages_cached(), 0);
+	/* A flipped byte is caught on this path too. */
+	fd = open(p, O_RDWR);
+	unsigned char b;
+	ck_assert_int_eq(pread(fd, &b, 1, 4 * UNIT + 7), 1);
+	b ^= 0x01;
+	ck_assert_int_eq(pwrite(fd, &b, 1, 4 * UNIT + 7), 1);
+	ck_assert_int_eq(fdatasync(fd), 0);
+	close(fd);
+	size_t at;
+	ck_assert_int_eq(read_unit_direct(d, 4, &at), -EBADMSG);
+	ck_assert_int_eq(read_unit_direct(d, 4, &at), -ENOENT);
+	ck_assert_int_eq(read_unit_direct(d, 5, &at), 0);
+	cache_disk_get_stats(d, &st);
+	ck_assert_uint_eq(st.dropped_corrupt, 1);
+	ck_assert_uint_eq(st.hits, 8);
+	cache_disk_close(d);
+}
+END_TEST
+
 START_TEST(limit_counts_data_index_and_header)
 {
 	struct cache_disk_stats st;
@@ -370,6 +456,7 @@ int main(void)
 	tcase_add_test(tc, record_checksum_mismatch_cuts_from_there);
 	tcase_add_test(tc, zeroed_header_starts_over_foreign_index_refused);
 	tcase_add_test(tc, data_checksum_mismatch_is_dropped);
+	tcase_add_test(tc, direct_reads_take_whole_blocks_and_cache_nothing);
 	tcase_add_test(tc, limit_counts_data_index_and_header);
 	tcase_add_test(tc, queue_grows_for_borrowed_units);
 	tcase_add_test(tc, other_snapshot_is_dropped_as_stale);
