@@ -65,6 +65,9 @@ struct fill_ctx {
 	bool limit_waiters; /* a reader's thread: at most FS_SOURCE_WAITERS wait */
 	struct fs_peer_buf *pb;
 	struct fs_readahead *ra; /* the handle's window, or NULL */
+	void *buf0;	 /* the read's buffer */
+	size_t room;	 /* bytes at buf0 (more than the read's length when the caller gives room) */
+	size_t read_len; /* the read's length, within the file */
 };
 
 void fs_peer_buf_init(struct fs_peer_buf *pb)
@@ -304,11 +307,14 @@ static int spill_unit(struct fill_ctx *fc, uint32_t k, struct cache_disk_key key
  * buffer charged to the budget, kept for the handle's next read. When the
  * tier lacks it and would take it (mine: this node owns the unit), the
  * whole unit is read from SOURCE instead and queued for the tier (a copy:
- * the writer frees it): memory's refusals spill to disk. 0, or -errno:
- * the caller then reads the range elsewhere.
+ * the writer frees it): memory's refusals spill to disk. A read of the
+ * whole unit into a buffer that has room for the blocks around it (and
+ * its alignment) reads there instead, with no buffer and no copy: *direct
+ * points at the unit in buf. 0, or -errno: the caller then reads the range
+ * elsewhere.
  */
 static int disk_read(struct fill_ctx *fc, uint32_t k, uint64_t uoff, size_t len, void *buf,
-		     bool mine)
+		     bool mine, const void **direct)
 {
 	struct fs_ctx *fs = fc->fs;
 	struct budget *mem = &fs->mem;
@@ -324,7 +330,11 @@ static int disk_read(struct fill_ctx *fc, uint32_t k, uint64_t uoff, size_t len,
 		return 0;
 	/* Direct I/O: aligned, with room for the blocks around the unit. */
 	size_t room = cache_disk_room(unit_len), at = 0;
-	uint8_t *base = budget_malloc_aligned(mem, room, CACHE_DISK_ALIGN, 0);
+	/* In place only when this unit is the whole read: *direct is then
+	 * the reply, never copied into buf over itself. */
+	bool in_place = buf == fc->buf0 && uoff == 0 && len == unit_len && fc->read_len == len &&
+			fc->room >= room && (uintptr_t)buf % CACHE_DISK_ALIGN == 0;
+	uint8_t *base = in_place ? buf : budget_malloc_aligned(mem, room, CACHE_DISK_ALIGN, 0);
 	if (!base && !fc->pb && dr) {
 		/* The recent units hold the budget: they go first. */
 		for (unsigned i = 0; i < FS_DISK_RECENT; i++)
@@ -337,6 +347,11 @@ static int disk_read(struct fill_ctx *fc, uint32_t k, uint64_t uoff, size_t len,
 	if (rc < 0 && mine && cache_disk_check(fs->disk, key, snap, unit_len) == 0) {
 		at = 0;
 		rc = spill_unit(fc, k, key, snap, base, unit_len);
+	}
+	if (in_place) {
+		if (rc == 0)
+			*direct = base + at;
+		return rc;
 	}
 	if (rc < 0) {
 		budget_free(mem, base, room);
@@ -387,7 +402,7 @@ static int read_unit_from(struct fill_ctx *fc, uint32_t k, uint64_t uoff, size_t
 	if (rc != -ENOSPC)
 		return rc;
 	*direct = NULL;
-	if (fs->disk && disk_read(fc, k, uoff, len, buf, mine) == 0)
+	if (fs->disk && disk_read(fc, k, uoff, len, buf, mine, direct) == 0)
 		return 0;
 	if (!mine && fc->allow_peer && peer_read(fc, k, uoff, len, buf) == 0)
 		return 0;
@@ -493,11 +508,11 @@ int fs_prefill_unit(struct fs_ctx *fs, uint32_t node, uint32_t k)
 }
 
 static ssize_t read_file(struct fs_ctx *fs, uint32_t node, int fd, struct fs_peer_buf *pb,
-			 struct fs_readahead *ra, uint64_t off, size_t len, void *buf,
+			 struct fs_readahead *ra, uint64_t off, size_t len, void *buf, size_t room,
 			 const void **direct, bool allow_peer)
 {
 	const struct ns_node *n = &fs->ns.nodes[node];
-	struct fill_ctx fc = { fs, node, fd, false, false, allow_peer, allow_peer, pb, ra };
+	struct fill_ctx fc = { fs, node, fd, false, false, allow_peer, allow_peer, pb, ra, buf, room, 0 };
 	size_t done = 0;
 	ssize_t ret;
 	int rc = fs_node_attrs(fs, node);
@@ -511,6 +526,7 @@ static ssize_t read_file(struct fs_ctx *fs, uint32_t node, int fd, struct fs_pee
 		return 0;
 	if (len > n->size - off)
 		len = (size_t)(n->size - off);
+	fc.read_len = len;
 	while (done < len) {
 		uint64_t pos = off + done;
 		/* Never a unit past the file's own: unit first + k of another
@@ -550,22 +566,22 @@ out:
 }
 
 ssize_t fs_read_file_ref(struct fs_ctx *fs, uint32_t node, int fd, struct fs_peer_buf *pb,
-			 uint64_t off, size_t len, void *buf, const void **direct)
+			 uint64_t off, size_t len, void *buf, size_t room, const void **direct)
 {
-	return read_file(fs, node, fd, pb, NULL, off, len, buf, direct, true);
+	return read_file(fs, node, fd, pb, NULL, off, len, buf, room, direct, true);
 }
 
 ssize_t fs_read_file_handle(struct fs_ctx *fs, uint32_t node, int fd, struct fs_peer_buf *pb,
 			    struct fs_readahead *ra, uint64_t off, size_t len, void *buf,
-			    const void **direct)
+			    size_t room, const void **direct)
 {
-	return read_file(fs, node, fd, pb, ra, off, len, buf, direct, true);
+	return read_file(fs, node, fd, pb, ra, off, len, buf, room, direct, true);
 }
 
 ssize_t fs_read_file_local(struct fs_ctx *fs, uint32_t node, uint64_t off, size_t len, void *buf,
 			   const void **direct)
 {
-	return read_file(fs, node, -1, NULL, NULL, off, len, buf, direct, false);
+	return read_file(fs, node, -1, NULL, NULL, off, len, buf, len, direct, false);
 }
 
 int fs_node_attrs(struct fs_ctx *fs, uint32_t node)
@@ -601,7 +617,7 @@ int fs_node_attrs(struct fs_ctx *fs, uint32_t node)
 ssize_t fs_read_file(struct fs_ctx *fs, uint32_t node, int fd, uint64_t off, size_t len, void *buf)
 {
 	const void *direct;
-	ssize_t n = fs_read_file_ref(fs, node, fd, NULL, off, len, buf, &direct);
+	ssize_t n = fs_read_file_ref(fs, node, fd, NULL, off, len, buf, len, &direct);
 
 	if (n > 0 && direct)
 		memcpy(buf, direct, (size_t)n);

@@ -73,16 +73,20 @@ void fs_io_fini(struct fs_ctx *fs);
  * Like fs_read_file, but when the range lies in one held unit, returns a
  * pointer into the cache instead of copying (*direct set, buf untouched).
  * pb (may be NULL) keeps whole units fetched from peers for this handle.
+ * room: the bytes at buf (at least len). A buffer aligned to
+ * CACHE_DISK_ALIGN with cache_disk_room(len) bytes (cache/disk.h) lets a
+ * read of a whole unit from the disk tier land in it with no copy
+ * (*direct then points into buf).
  */
 ssize_t fs_read_file_ref(struct fs_ctx *fs, uint32_t node, int fd, struct fs_peer_buf *pb,
-			 uint64_t off, size_t len, void *buf, const void **direct);
+			 uint64_t off, size_t len, void *buf, size_t room, const void **direct);
 
 /* The same for an open handle, with its readahead window (readahead.h) for
  * reads that bypass the cache. */
 struct fs_readahead;
 ssize_t fs_read_file_handle(struct fs_ctx *fs, uint32_t node, int fd, struct fs_peer_buf *pb,
 			    struct fs_readahead *ra, uint64_t off, size_t len, void *buf,
-			    const void **direct);
+			    size_t room, const void **direct);
 
 /* The same for a peer's request: never forwarded to another node. */
 ssize_t fs_read_file_local(struct fs_ctx *fs, uint32_t node, uint64_t off, size_t len, void *buf,

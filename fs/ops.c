@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "cache/cache.h"
+#include "cache/disk.h"
 #include "common/log.h"
 #include "common/strbuf.h"
 #include "fs/attr.h"
@@ -353,7 +354,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		return;
 	}
 	struct fs_handle *h = (struct fs_handle *)(uintptr_t)fi->fh;
-	uint32_t node;
+	uint32_t node = 0;
 	const void *direct;
 
 	/* Without an open (no-open mode) there is no handle: use the inode. */
@@ -361,16 +362,21 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, EBADF);
 		return;
 	}
-	char *buf = malloc(size ? size : 1);
-	if (!buf) {
+	/* With a disk tier, room for a unit's blocks: a read of a whole unit
+	 * lands here straight from disk. */
+	size_t room = fs->disk ? cache_disk_room(size) : (size ? size : 1);
+	char *buf = NULL;
+	if (fs->disk ? posix_memalign((void **)&buf, CACHE_DISK_ALIGN, room) != 0
+		     : !(buf = malloc(room))) {
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
 	/* The handle keeps the last whole unit read from a peer or the disk tier. */
 	struct fs_peer_buf *pb = h && (fs->cluster || fs->disk) ? &h->peer : NULL;
-	ssize_t n = h ? fs_read_file_handle(fs, h->node, h->fd, pb,
-					    &h->ra, (uint64_t)off, size, buf, &direct)
-		      : fs_read_file_ref(fs, node, -1, NULL, (uint64_t)off, size, buf, &direct);
+	ssize_t n = h ? fs_read_file_handle(fs, h->node, h->fd, pb, &h->ra, (uint64_t)off, size,
+					    buf, room, &direct)
+		      : fs_read_file_ref(fs, node, -1, NULL, (uint64_t)off, size, buf, room,
+					 &direct);
 	if (n < 0) {
 		fuse_reply_err(req, (int)-n);
 	} else {

@@ -126,7 +126,7 @@ static void read_checked(struct rig *r, uint32_t node, struct fs_readahead *ra, 
 	const void *direct;
 
 	ck_assert_ptr_nonnull(buf);
-	ssize_t n = fs_read_file_handle(&r->fs, node, -1, NULL, ra, off, len, buf, &direct);
+	ssize_t n = fs_read_file_handle(&r->fs, node, -1, NULL, ra, off, len, buf, len, &direct);
 	ck_assert_int_eq(n, (ssize_t)len);
 	check_bytes(direct ? direct : buf, node, off, len);
 	free(buf);
@@ -225,7 +225,7 @@ START_TEST(source_error_is_eio)
 		rig_init(&r, cache ? 64 * MIB : 0, true, 64 * MIB);
 		r.src.fail = -EIO;
 		ck_assert_int_eq(fs_read_file_handle(&r.fs, r.small, -1, NULL, NULL, 0, sizeof(buf),
-						     buf, &direct),
+						     buf, sizeof(buf), &direct),
 				 -EIO);
 		ck_assert_uint_eq(r.fs.ctr.source_errors, 1);
 		ck_assert(!cache_holds(r.fs.cache, r.fs.ns.nodes[r.small].first));
@@ -249,7 +249,7 @@ START_TEST(unit_past_count_is_eio)
 	big->first = r.fs.ns.nodes[r.small].first;
 	big->count = 0;
 	ck_assert_int_eq(fs_read_file_handle(&r.fs, r.large, -1, NULL, NULL, 0, sizeof(buf), buf,
-					     &direct),
+					     sizeof(buf), &direct),
 			 -EIO);
 	ck_assert_int_eq(fs_prefill_unit(&r.fs, r.large, 0), -EINVAL);
 	rig_fini(&r);
