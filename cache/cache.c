@@ -183,6 +183,27 @@ static bool hole_take(struct cache *c, uint64_t need, uint64_t *off)
 	return found;
 }
 
+#define POPULATE_STEP ((uint64_t)2 << 20)
+/* The reservation [from, to) at the top: when it reaches a new
+ * POPULATE_STEP of the arena, fault that step in with one call rather than
+ * page by page at first touch (a fault each 4 KiB costs ~10 us on a VM).
+ * At most one step past the top: the arena holds what it is given, so
+ * these pages are filled soon; none past the capacity. */
+static void populate_ahead(struct cache *c, uint64_t from, uint64_t to)
+{
+	if (to <= from)
+		return;
+	uint64_t step = (to - 1) / POPULATE_STEP;
+	if (from != 0 && (from - 1) / POPULATE_STEP == step)
+		return;
+	uint64_t lo = step * POPULATE_STEP, len = POPULATE_STEP;
+	if (lo >= c->capacity)
+		return;
+	if (len > c->capacity - lo)
+		len = c->capacity - lo;
+	(void)madvise(c->arena + lo, len, MADV_POPULATE_WRITE);
+}
+
 /* Reserve len bytes of arena: at the top while it fits, else in a hole left
  * by a failed fill. false when neither has room. */
 static bool arena_alloc(struct cache *c, size_t len, uint64_t *off)
@@ -197,6 +218,7 @@ static bool arena_alloc(struct cache *c, size_t len, uint64_t *off)
 	} while (!atomic_compare_exchange_weak_explicit(
 	    &c->top, &cur, cur + need, memory_order_relaxed, memory_order_relaxed));
 	*off = cur;
+	populate_ahead(c, cur, cur + need);
 	return true;
 }
 

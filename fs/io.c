@@ -260,6 +260,25 @@ bool fs_io_disk_holds(struct fs_ctx *fs, uint32_t node, uint32_t k)
 	return disk_unit(fs, node, k, &key, &snap) && cache_disk_holds(fs->disk, key, snap);
 }
 
+/* Unit key (len bytes) from the disk tier into dst, the memory arena:
+ * read direct into a buffer charged to the budget and copied (the arena is
+ * not aligned for O_DIRECT), or buffered when the budget is short. 0 or
+ * what cache_disk_read returns. */
+static int tier_fill(struct fs_ctx *fs, struct cache_disk_key key, uint64_t snap, void *dst,
+		     size_t len)
+{
+	size_t room = cache_disk_room(len), at;
+	uint8_t *base = budget_malloc_aligned(&fs->mem, room, CACHE_DISK_ALIGN, 0);
+
+	if (!base)
+		return cache_disk_read(fs->disk, key, snap, dst, len);
+	int rc = cache_disk_read_direct(fs->disk, key, snap, base, len, &at);
+	if (rc == 0)
+		memcpy(dst, base + at, len);
+	budget_free(&fs->mem, base, room);
+	return rc;
+}
+
 /* Fill a unit of the memory cache: from the disk tier when it holds it
  * (a remount warms memory from disk, not from SOURCE), else from its
  * previous owner when membership changed and that node holds it (a
@@ -275,7 +294,7 @@ static int fill_unit(void *arg, uint64_t unit, void *dst, size_t len)
 	uint64_t snap;
 	bool tier = disk_unit(fc->fs, fc->node, k, &key, &snap);
 
-	if (tier && cache_disk_read(fc->fs->disk, key, snap, dst, len) == 0)
+	if (tier && tier_fill(fc->fs, key, snap, dst, len) == 0)
 		return 0;
 	int rc = fs_peer_handoff(fc->fs, fc->node, k, dst, len);
 	if (rc < 0 && (rc = fill_ctx_open(fc)) == 0)
