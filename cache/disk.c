@@ -946,4 +946,5 @@ void cache_disk_get_stats(struct cache_disk *d, struct cache_disk_stats *out)
 	out->dropped_stale = get(&d->dropped_stale);
 	out->dropped_corrupt = get(&d->dropped_corrupt);
 	out->disabled = get(&d->disabled);
+	out->direct = d->rfd >= 0 && !atomic_load_explicit(&d->no_direct, memory_order_relaxed);
 }

@@ -41,6 +41,7 @@ struct cache_disk_stats {
 	uint64_t hits, hit_bytes, admitted, refused;
 	uint64_t dropped_stale, dropped_corrupt, disabled;
 	uint64_t queued; /* units waiting for the writer */
+	uint64_t direct; /* 1 while reads bypass the page cache (O_DIRECT) */
 };
 
 /* The largest unit the tier holds: a read of a held unit reads all of it

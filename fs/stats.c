@@ -101,6 +101,8 @@ static const struct {
 	DISK_FIELD(dropped_corrupt, "counter", "Disk tier units failing their checksum, dropped."),
 	DISK_FIELD(disabled, "gauge", "1 once an I/O error turned the disk tier off."),
 	DISK_FIELD(queued, "gauge", "Units waiting to be written to the disk tier."),
+	DISK_FIELD(direct, "gauge",
+		   "1 while disk tier reads bypass the page cache (O_DIRECT); 0: buffered, pages dropped."),
 #undef DISK_FIELD
 };
 

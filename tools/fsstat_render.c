@@ -236,9 +236,11 @@ static void render_disk(FILE *out, const json_t *s)
 		fmt_count(get_counter(s, "cache.disk.refused"), c, sizeof(c)),
 		fmt_count(get_counter(s, "cache.disk.hits"), d, sizeof(d)),
 		fmt_size(get_counter(s, "cache.disk.hit_bytes"), e, sizeof(e)));
-	fprintf(out, LABEL "dropped stale %s  corrupt %s\n", "",
+	struct counter direct = get_counter(s, "cache.disk.direct");
+	fprintf(out, LABEL "dropped stale %s  corrupt %s%s\n", "",
 		fmt_count(get_counter(s, "cache.disk.dropped_stale"), a, sizeof(a)),
-		fmt_count(get_counter(s, "cache.disk.dropped_corrupt"), b, sizeof(b)));
+		fmt_count(get_counter(s, "cache.disk.dropped_corrupt"), b, sizeof(b)),
+		!direct.ok ? "" : direct.v > 0 ? "  reads direct" : "  reads buffered");
 }
 
 static void render_origin(FILE *out, const json_t *s)

@@ -215,8 +215,18 @@ def test_three_peers_restart_together(c):
 			status == 200 and len(hits) == 1 and int(hits[0].split()[1]) > 0, hits)
 		for name in ('disk_capacity_bytes', 'disk_used_bytes', 'disk_items',
 			     'disk_hit_bytes_total', 'disk_admitted_total', 'disk_refused_total',
-			     'disk_dropped_stale_total', 'disk_dropped_corrupt_total', 'disk_disabled'):
+			     'disk_dropped_stale_total', 'disk_dropped_corrupt_total', 'disk_disabled',
+			     'disk_direct'):
 			c.check(f'/metrics has coordfs_{name}', f'\ncoordfs_{name} ' in text)
+		# Reads bypass the page cache where the tier's file system takes
+		# O_DIRECT (found out here by opening its data file so).
+		try:
+			os.close(os.open(os.path.join(cl.root, 'tier0', 'data'), os.O_RDONLY | os.O_DIRECT))
+			direct = 1
+		except OSError:
+			direct = 0
+		c.eq('the tier reads direct where its file system can',
+		     ct.disk_stats(cl.mnts[0])['direct'], direct)
 
 
 def test_limit(c):

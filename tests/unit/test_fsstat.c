@@ -575,20 +575,22 @@ START_TEST(disk_tier_line_and_optimum)
 	    " \"cache\": {\"capacity_bytes\": 300, \"disk\": {\"capacity_bytes\": 800,"
 	    " \"used_bytes\": 200, \"items\": 5, \"hits\": 7, \"hit_bytes\": 2048,"
 	    " \"admitted\": 6, \"refused\": 2, \"dropped_stale\": 1, \"dropped_corrupt\": 3,"
-	    " \"disabled\": 0}}, \"peers\": {\"nodes\": []}}",
+	    " \"disabled\": 0, \"direct\": 1}}, \"peers\": {\"nodes\": []}}",
 	    NULL);
 
 	assert_contains(line_starting(out, "disk ", line, sizeof(line)), "25.0%  200 B / 800 B");
 	assert_lacks(line, "OFF");
 	assert_contains(out, "items 5  admitted 6  refused 2  hits 7 (2.0 KiB)");
-	assert_contains(out, "dropped stale 1  corrupt 3");
+	assert_contains(out, "dropped stale 1  corrupt 3  reads direct");
 	assert_contains(out, "cache - (-)  disk 2.0 KiB (100.0%)  source 0 B (0.0%)");
 	/* inclusive tiers: 1000 - max(300, 800) */
 	assert_contains(out, "optimum per pass 200 B");
 	free(out);
 
-	out = render_text("{\"cache\": {\"disk\": {\"capacity_bytes\": 800, \"disabled\": 1}}}", NULL);
+	out = render_text("{\"cache\": {\"disk\": {\"capacity_bytes\": 800, \"disabled\": 1,"
+			  " \"direct\": 0}}}", NULL);
 	assert_contains(line_starting(out, "disk ", line, sizeof(line)), "OFF (I/O error)");
+	assert_contains(out, "reads buffered");
 	free(out);
 	/* No tier (capacity 0, or an older daemon): no disk line, memory's optimum. */
 	out = render_text("{\"files\": 4, \"dataset_bytes\": 1000, \"peers\": {\"nodes\": []},"
