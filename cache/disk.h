@@ -73,7 +73,9 @@ int cache_disk_start(struct cache_disk *d);
 void cache_disk_close(struct cache_disk *d);
 
 /*
- * Read held unit key of snapshot snap, len bytes, into dst, and verify it.
+ * Read held unit key of snapshot snap, len bytes, into dst, and verify it
+ * (through the page cache, its pages dropped after: for a dst that is not
+ * aligned; cache_disk_read_direct below reads with no page cache).
  *   0        dst holds the unit;
  *   -ENOENT  not held (or still queued for writing, or the tier is off);
  *   -ESTALE  held for another snapshot or length: dropped (dropped_stale);
