@@ -268,8 +268,13 @@ static int tier_fill(struct fs_ctx *fs, struct cache_disk_key key, uint64_t snap
 		     size_t len)
 {
 	size_t room = cache_disk_room(len), at;
-	uint8_t *base = budget_malloc_aligned(&fs->mem, room, CACHE_DISK_ALIGN, 0);
 
+	/* No buffer for a unit the tier does not hold for this snapshot (a
+	 * first epoch's fills): cache_disk_read answers those without I/O,
+	 * dropping (and counting) a unit of another snapshot. */
+	if (len > CACHE_DISK_UNIT_MAX || !cache_disk_holds(fs->disk, key, snap))
+		return cache_disk_read(fs->disk, key, snap, dst, len);
+	uint8_t *base = budget_malloc_aligned(&fs->mem, room, CACHE_DISK_ALIGN, 0);
 	if (!base)
 		return cache_disk_read(fs->disk, key, snap, dst, len);
 	int rc = cache_disk_read_direct(fs->disk, key, snap, base, len, &at);
