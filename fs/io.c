@@ -65,9 +65,10 @@ struct fill_ctx {
 	bool limit_waiters; /* a reader's thread: at most FS_SOURCE_WAITERS wait */
 	struct fs_peer_buf *pb;
 	struct fs_readahead *ra; /* the handle's window, or NULL */
-	void *buf0;	 /* the read's buffer */
-	size_t room;	 /* bytes at buf0 (more than the read's length when the caller gives room) */
-	size_t read_len; /* the read's length, within the file */
+	/* The read's length when its buffer can take a whole unit of that
+	 * length straight from the disk tier (aligned, with room for the
+	 * blocks around it); else 0. */
+	size_t in_place;
 };
 
 void fs_peer_buf_init(struct fs_peer_buf *pb)
@@ -354,10 +355,9 @@ static int disk_read(struct fill_ctx *fc, uint32_t k, uint64_t uoff, size_t len,
 		return 0;
 	/* Direct I/O: aligned, with room for the blocks around the unit. */
 	size_t room = cache_disk_room(unit_len), at = 0;
-	/* In place only when this unit is the whole read: *direct is then
-	 * the reply, never copied into buf over itself. */
-	bool in_place = buf == fc->buf0 && uoff == 0 && len == unit_len && fc->read_len == len &&
-			fc->room >= room && (uintptr_t)buf % CACHE_DISK_ALIGN == 0;
+	/* In place only when this unit is the whole read (so buf is the read's
+	 * buffer): *direct is then the reply, never copied into buf over itself. */
+	bool in_place = uoff == 0 && len == unit_len && fc->in_place == len;
 	uint8_t *base = in_place ? buf : budget_malloc_aligned(mem, room, CACHE_DISK_ALIGN, 0);
 	if (!base && !fc->pb && dr) {
 		/* The recent units hold the budget: they go first. */
@@ -536,7 +536,7 @@ static ssize_t read_file(struct fs_ctx *fs, uint32_t node, int fd, struct fs_pee
 			 const void **direct, bool allow_peer)
 {
 	const struct ns_node *n = &fs->ns.nodes[node];
-	struct fill_ctx fc = { fs, node, fd, false, false, allow_peer, allow_peer, pb, ra, buf, room, 0 };
+	struct fill_ctx fc = { fs, node, fd, false, false, allow_peer, allow_peer, pb, ra, 0 };
 	size_t done = 0;
 	ssize_t ret;
 	int rc = fs_node_attrs(fs, node);
@@ -550,7 +550,8 @@ static ssize_t read_file(struct fs_ctx *fs, uint32_t node, int fd, struct fs_pee
 		return 0;
 	if (len > n->size - off)
 		len = (size_t)(n->size - off);
-	fc.read_len = len;
+	if (room >= cache_disk_room(len) && (uintptr_t)buf % CACHE_DISK_ALIGN == 0)
+		fc.in_place = len;
 	while (done < len) {
 		uint64_t pos = off + done;
 		/* Never a unit past the file's own: unit first + k of another
