@@ -434,6 +434,13 @@ def passthrough_mount(source, mnt, cgroups=(), log_path=None):
     return FuseMount(argv, mnt, cgroups, log_path)
 
 
+def cpu_seconds(pid):
+    """utime + stime of process pid, its exited threads included."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def sched_seconds(pid):
     """(CPU seconds, seconds spent runnable but waiting for a CPU) summed
     over every thread of pid, from /proc/PID/task/*/schedstat."""
