@@ -304,7 +304,40 @@ int prep_job_of_pid(pid_t pid, char *out, size_t outlen)
 
 bool prep__job_active(const struct prep_view *v, const struct job *j, double now)
 {
-	return now - j->last_active <= v->cfg.job_idle_s;
+	return !j->gone && now - j->last_active <= v->cfg.job_idle_s;
+}
+
+/* A job named after its process ("pid:PID:START", job_name) has ended when
+ * no process PID started at START exists: no request can carry its name
+ * again. Checked for jobs quiet for GONE_QUIET_S, each at most every
+ * GONE_QUIET_S, so that a trial that finished stops holding other jobs'
+ * samples within seconds rather than after job_idle_s. A COORDFS_JOB that
+ * happens to look like such a name is at worst taken as gone while it is
+ * quiet, and active again at its next request (prep__job_get). */
+#define GONE_QUIET_S 1.0
+
+void prep__jobs_check_gone(struct prep_view *v, double now)
+{
+	for (unsigned i = 0; i < v->njobs; i++) {
+		struct job *j = v->jobs[i];
+		int pid, n = 0;
+		unsigned long long want, start;
+		pid_t ppid;
+
+		if (j->gone || now - j->last_active < GONE_QUIET_S ||
+		    now - j->gone_checked < GONE_QUIET_S)
+			continue;
+		j->gone_checked = now;
+		if (sscanf(j->name, "pid:%d:%llu%n", &pid, &want, &n) != 2 || n <= 0 ||
+		    j->name[n] != '\0' || pid <= 0)
+			continue;
+		int rc = read_stat(pid, &ppid, &start);
+		if (rc == -ESRCH || (rc == 0 && start != want)) {
+			j->gone = true;
+			log_info("prep: job %s of uid %u has ended: no samples are kept for it",
+				 j->name, (unsigned)j->uid);
+		}
+	}
 }
 
 /* A slot may be given to another job only when its job holds no open file
@@ -323,6 +356,7 @@ struct job *prep__job_get(struct prep_view *v, uid_t uid, const char *name, doub
 		struct job *j = v->jobs[i];
 		if (j->uid == uid && strcmp(j->name, name) == 0) {
 			j->last_active = now;
+			j->gone = false;
 			return j;
 		}
 		bool reusable = job_reusable(v, j, now);
@@ -365,6 +399,9 @@ struct job *prep__job_get(struct prep_view *v, uid_t uid, const char *name, doub
 	victim->open = 0;
 	victim->opens = 0;
 	victim->seen = 0;
+	victim->maxv = 0;
+	victim->gone = false;
+	victim->gone_checked = now;
 	victim->has_recipe = false;
 	victim->ahead_at = victim->ahead_seen = victim->ahead_done = 0;
 	return victim;
@@ -391,6 +428,8 @@ int prep__job_take_version(struct prep_view *v, struct job *j, uint32_t f, uint3
 	*version = j->next[f];
 	if (j->next[f] < UINT16_MAX)
 		j->next[f]++;
+	if (*version > j->maxv)
+		j->maxv = *version;
 	j->opens++;
 	if (*version == 0)
 		j->seen++;
@@ -410,7 +449,12 @@ bool prep__still_needed(struct prep_view *v, const struct job *self, uint32_t f,
 		const struct job *j = v->jobs[i];
 		if (j == self || !prep__job_active(v, j, now))
 			continue;
-		if ((j->next ? j->next[f] : 0) <= k)
+		/* j will read k if it has not passed it, and soon if k is at most
+		 * one epoch past the one j is in: a job an epoch or more behind
+		 * (or one that read a file or two and stopped) would have every
+		 * other job's samples kept for it, in memory charged to
+		 * --prep-mem, until it comes to them, if ever. */
+		if ((j->next ? j->next[f] : 0) <= k && k <= j->maxv + 1)
 			return true;
 	}
 	return false;
@@ -432,6 +476,7 @@ bool prep__job_reclaim(struct prep_view *v, double now)
 		 "for memory", oldest->name, (unsigned)oldest->uid);
 	free(oldest->next);
 	oldest->next = NULL;
+	oldest->maxv = 0;
 	prep__mem_release(v, prep__job_counters_bytes(v));
 	oldest->name[0] = '\0'; /* a free slot: matches no job, counts for no uid */
 	oldest->uid = (uid_t)-1;

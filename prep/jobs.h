@@ -32,8 +32,12 @@ int prep__job_take_version(struct prep_view *v, struct job *j, uint32_t f, uint3
 void prep__job_untake_version(struct job *j, uint32_t f, uint32_t version);
 /* Bytes of one job's version counters. */
 uint64_t prep__job_counters_bytes(const struct prep_view *v);
+/* Mark the jobs named after a process that has exited as gone (inactive
+ * for good, unless a request names them again). Under the view lock; reads
+ * /proc for jobs quiet for a second, each at most once a second. */
+void prep__jobs_check_gone(struct prep_view *v, double now);
 /* Does an active job other than self (NULL: any) still have to read
- * version k of f? */
+ * version k of f, within an epoch of the one it is in? */
 bool prep__still_needed(struct prep_view *v, const struct job *self, uint32_t f, uint32_t k,
 			double now);
 /* Free the version counters of the job that is inactive, holds no open

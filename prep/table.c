@@ -420,6 +420,7 @@ void prep__sweep_idle(struct prep_view *v)
 	double now = now_s();
 	struct sample *s = v->fifo_head, *next;
 
+	prep__jobs_check_gone(v, now);
 	for (; s; s = next) {
 		next = s->fnext;
 		if (atomic_load_explicit(&s->refs, memory_order_acquire) == 1 &&

@@ -62,6 +62,9 @@ struct job {
 	double last_active;
 	unsigned open;	/* opens not yet put: the slot is not reused meanwhile */
 	uint16_t *next; /* next version per file, calloc'd on first use */
+	uint32_t maxv;	/* the highest version it has taken: the epoch it is in */
+	bool gone;	/* its process has exited (prep__jobs_check_gone): inactive */
+	double gone_checked; /* when its process was last looked for */
 	/* decode-ahead: versions taken and files opened at least once (their
 	 * ratio is the epoch the job is in), the random recipe it opened
 	 * last, where the ahead threads look next, and the epoch in which they

@@ -11,10 +11,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/budget.h"
+#include "prep/jobs.h"
 #include "prep/prep_int.h"
+#include "prep/table.h"
+#include "prep/view_state.h"
 #include "tests/unit/test_prep_images.h"
 
 /* ---- the staging engine ---- */
@@ -182,6 +186,106 @@ START_TEST(view_versions_and_release)
 		ck_assert_uint_eq(ver, k);
 	}
 	ck_assert_int_eq(prep_view_next_version(v, 0, "C", 4, &ver), -EINVAL);
+	prep_view_destroy(v);
+	src_free(&s);
+}
+END_TEST
+
+/* A version is kept for another job only within an epoch of the one that
+ * job is in: B, which read version 0 of one file and stopped, gets versions
+ * 0 and 1 of file 0 kept for it, not the versions A reads later. */
+START_TEST(view_keeps_within_an_epoch)
+{
+	struct src s;
+	struct prep_config cfg = {.seed = 3, .mem_budget = 64 << 20, .threads = 1, .nfiles = 4};
+	struct prep_recipe r;
+	struct prep_sample *x;
+	struct prep_stats st;
+	uint32_t ver;
+	size_t one = 0;
+
+	src_fill(&s, 2);
+	prep_recipe_parse("rrc48", &r);
+	struct prep_view *v = prep_view_create(&cfg, &src_ops, &s);
+	ck_assert_ptr_nonnull(v);
+	ck_assert_int_eq(prep_view_next_version(v, 0, "B", 1, &ver), 0); /* B: epoch 0 */
+	for (uint32_t k = 0; k < 4; k++) {
+		ck_assert_int_eq(prep_view_open_job(v, 0, "A", 0, 42, &r, &x), 0);
+		prep_sample_data(x, &one);
+		prep_sample_put(v, x);
+	}
+	prep_view_stats(v, &st);
+	ck_assert_uint_eq(st.decodes, 4);
+	ck_assert_uint_eq(st.staged_bytes, 2 * one); /* versions 0 and 1 */
+	for (uint32_t k = 0; k < 3; k++) {
+		ck_assert_int_eq(prep_view_open_job(v, 0, "B", 0, 42, &r, &x), 0);
+		prep_sample_put(v, x);
+	}
+	prep_view_stats(v, &st);
+	ck_assert_uint_eq(st.shared, 2);  /* versions 0 and 1 from A's decodes */
+	ck_assert_uint_eq(st.decodes, 5); /* version 2 made again */
+	ck_assert_uint_eq(st.staged_bytes, 0);
+	prep_view_destroy(v);
+	src_free(&s);
+}
+END_TEST
+
+/* A job named after a process that exited keeps nothing: once the sweep
+ * finds the process gone, the samples kept for it go. */
+START_TEST(view_ended_process_keeps_nothing)
+{
+	struct src s;
+	struct prep_config cfg = {.seed = 3, .mem_budget = 64 << 20, .threads = 1, .nfiles = 4};
+	struct prep_recipe r;
+	struct prep_sample *x;
+	struct prep_stats st;
+	uint32_t ver;
+	char name[64], stat[512];
+	int go[2];
+
+	src_fill(&s, 2);
+	prep_recipe_parse("rrc48", &r);
+	struct prep_view *v = prep_view_create(&cfg, &src_ops, &s);
+	ck_assert_ptr_nonnull(v);
+	ck_assert_int_eq(pipe(go), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		char c;
+		close(go[1]);
+		_exit(read(go[0], &c, 1) < 0);
+	}
+	close(go[0]);
+	/* its name as prep_job_of_pid gives it: the job of a reading process */
+	ck_assert_int_eq(prep_job_of_pid(pid, name, sizeof(name)), 0);
+	snprintf(stat, sizeof(stat), "pid:%d:", (int)pid);
+	ck_assert_msg(strncmp(name, stat, strlen(stat)) == 0, "job name %s", name);
+	ck_assert_int_eq(prep_view_next_version(v, 0, name, 1, &ver), 0);
+	ck_assert_int_eq(prep_view_next_version(v, 0, "live", 1, &ver), 0);
+	ck_assert_int_eq(prep_view_open_job(v, 0, "A", 0, 42, &r, &x), 0);
+	prep_sample_put(v, x);
+	prep_view_stats(v, &st);
+	ck_assert_uint_gt(st.staged_bytes, 0);
+	usleep(1100 * 1000); /* both quiet for a second: looked for */
+	pthread_mutex_lock(&v->lock);
+	prep__sweep_idle(v);
+	pthread_mutex_unlock(&v->lock);
+	prep_view_stats(v, &st);
+	ck_assert_uint_gt(st.staged_bytes, 0); /* its process still runs; "live" is a name */
+	close(go[1]);
+	ck_assert_int_eq(waitpid(pid, NULL, 0), pid);
+	ck_assert_int_eq(prep_view_next_version(v, 0, "live", 2, &ver), 0);
+	usleep(1100 * 1000);
+	pthread_mutex_lock(&v->lock);
+	prep__sweep_idle(v);
+	pthread_mutex_unlock(&v->lock);
+	prep_view_stats(v, &st);
+	ck_assert_uint_gt(st.staged_bytes, 0); /* "live" is still active */
+	ck_assert_int_eq(prep_view_open_job(v, 0, "live", 0, 42, &r, &x), 0);
+	prep_sample_put(v, x);
+	prep_view_stats(v, &st);
+	ck_assert_uint_eq(st.shared, 1);
+	ck_assert_uint_eq(st.staged_bytes, 0); /* nobody left to keep it for */
 	prep_view_destroy(v);
 	src_free(&s);
 }
@@ -592,6 +696,8 @@ void prep_view_tests(TCase *tc)
 	tcase_add_test(tc, view_single_flight);
 	tcase_add_test(tc, view_decode_bound);
 	tcase_add_test(tc, view_versions_and_release);
+	tcase_add_test(tc, view_keeps_within_an_epoch);
+	tcase_add_test(tc, view_ended_process_keeps_nothing);
 	tcase_add_test(tc, view_budget_and_redecode);
 	tcase_add_test(tc, view_jobs_per_uid);
 	tcase_add_test(tc, view_job_table_full);
