@@ -315,15 +315,22 @@ bool prep__job_active(const struct prep_view *v, const struct job *j, double now
  * happens to look like such a name is at worst taken as gone while it is
  * quiet, and active again at its next request (prep__job_get). */
 #define GONE_QUIET_S 1.0
+/* /proc reads per call (under the view lock): a full table of quiet jobs
+ * is gone through over several sweeps, where it starts turning. */
+#define GONE_CHECKS_MAX 64
 
 void prep__jobs_check_gone(struct prep_view *v, double now)
 {
-	for (unsigned i = 0; i < v->njobs; i++) {
+	unsigned checks = 0;
+
+	for (unsigned step = 0; step < v->njobs && checks < GONE_CHECKS_MAX; step++) {
+		unsigned i = (v->gone_next + step) % v->njobs;
 		struct job *j = v->jobs[i];
 		int pid, n = 0;
 		unsigned long long want, start;
 		pid_t ppid;
 
+		v->gone_next = i + 1;
 		if (j->gone || now - j->last_active < GONE_QUIET_S ||
 		    now - j->gone_checked < GONE_QUIET_S)
 			continue;
@@ -331,6 +338,7 @@ void prep__jobs_check_gone(struct prep_view *v, double now)
 		if (sscanf(j->name, "pid:%d:%llu%n", &pid, &want, &n) != 2 || n <= 0 ||
 		    j->name[n] != '\0' || pid <= 0)
 			continue;
+		checks++;
 		int rc = read_stat(pid, &ppid, &start);
 		if (rc == -ESRCH || (rc == 0 && start != want)) {
 			j->gone = true;

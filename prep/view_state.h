@@ -113,6 +113,7 @@ struct prep_view {
 	struct sample *q_head, *q_tail;
 	struct job **jobs; /* njobs used, room for jobs_cap; each job stays put */
 	unsigned njobs, jobs_cap;
+	unsigned gone_next; /* where prep__jobs_check_gone looks next */
 	uint64_t staged_total, det_bytes, det_cap;
 	_Atomic uint32_t *dims; /* resize stat cache: w << 16 | h, 0 = unknown */
 
