@@ -33,7 +33,7 @@ struct fs_disk_recent;
 
 struct fs_counters {
 	_Atomic uint64_t source_reads, source_bytes, source_errors;
-	_Atomic uint64_t opens, reads, read_bytes;
+	_Atomic uint64_t opens, reads, read_bytes, ioctls;
 	/* dataset bytes consumed: raw file reads, and the files decodes read */
 	_Atomic uint64_t dataset_read_bytes;
 	_Atomic uint64_t peer_fallbacks;

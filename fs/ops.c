@@ -399,6 +399,28 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	fuse_reply_err(req, 0);
 }
 
+/*
+ * No file here answers an ioctl. The kernel still sends every one (it does
+ * not remember an ENOSYS for ioctls), and Python's open() makes one on every
+ * file it opens (TCGETS, for isatty) before Python 3.14: a round trip per
+ * open, counted (fuse.ioctls) so that it shows in a sample's breakdown.
+ */
+static void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
+		     struct fuse_file_info *fi, unsigned flags, const void *in_buf,
+		     size_t in_bufsz, size_t out_bufsz)
+{
+	(void)ino;
+	(void)cmd;
+	(void)arg;
+	(void)fi;
+	(void)flags;
+	(void)in_buf;
+	(void)in_bufsz;
+	(void)out_bufsz;
+	fs_count(&ctx_of(req)->ctr.ioctls, 1);
+	fuse_reply_err(req, ENOTTY);
+}
+
 static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 {
 	struct fs_ctx *fs = ctx_of(req);
@@ -548,6 +570,7 @@ const struct fuse_lowlevel_ops fs_ops = {
 	.read = op_read,
 	.release = op_release,
 	.statfs = op_statfs,
+	.ioctl = op_ioctl,
 	.getxattr = op_getxattr,
 	.listxattr = op_listxattr,
 	.access = op_access,
@@ -635,6 +658,7 @@ const struct fuse_lowlevel_ops fs_prep_session_ops = {
 	.read = prep_op_read,
 	.release = prep_op_release,
 	.statfs = op_statfs,
+	.ioctl = op_ioctl,
 	.getxattr = prep_op_getxattr,
 	.listxattr = prep_op_listxattr,
 	.access = op_access,

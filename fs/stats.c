@@ -66,6 +66,7 @@ static void fs_stats_collect(struct fs_ctx *fs, struct fs_stats *s)
 	s->source_errors = ld(&fs->ctr.source_errors);
 	fs_source_collect(fs, s);
 	s->opens = ld(&fs->ctr.opens);
+	s->ioctls = ld(&fs->ctr.ioctls);
 	s->reads = ld(&fs->ctr.reads);
 	s->read_bytes = ld(&fs->ctr.read_bytes);
 	s->dataset_read_bytes = ld(&fs->ctr.dataset_read_bytes);
@@ -211,7 +212,7 @@ static json_t *stats_tree(struct fs_ctx *fs, bool local, bool summary)
 	/* kernel_cache: the kernel may serve reads from its page cache, which
 	 * then never reach these counters. */
 	ok = ok && put(fuse, "opens", num(s.opens)) && put(fuse, "reads", num(s.reads)) &&
-	     put(fuse, "read_bytes", num(s.read_bytes)) &&
+	     put(fuse, "read_bytes", num(s.read_bytes)) && put(fuse, "ioctls", num(s.ioctls)) &&
 	     put(fuse, "kernel_cache", json_boolean(!fs->opt.no_kernel_cache));
 	/* What the scan at mount indexed, and what it left out (logged then). */
 	/* attrs_known: files whose attributes (size) were taken, at their
@@ -370,6 +371,8 @@ void fs_stats_metrics(struct fs_ctx *fs, struct strbuf *sb)
 	       "Samples decoded ahead and dropped unread.", (double)s.prep_ahead_wasted);
 	metric(sb, "fuse_opens_total", "counter", "Files opened.", (double)s.opens);
 	metric(sb, "fuse_reads_total", "counter", "Read requests.", (double)s.reads);
+	metric(sb, "fuse_ioctls_total", "counter", "Ioctl requests (none is answered).",
+	       (double)s.ioctls);
 	metric(sb, "fuse_read_bytes_total", "counter", "Bytes returned to readers.",
 	       (double)s.read_bytes);
 }

@@ -15,17 +15,20 @@
   - with --prepared, raw files read twice give SOURCE's bytes with no open
     reaching the daemon after the first (the view has a FUSE session of its
     own: MOUNTPOINT/prepared is a symlink to its private mount), and every
-    rrc64 sample differs between two opens;
+    rrc64 sample differs between two opens; an ioctl on either kind of file
+    gives ENOTTY and is counted (fuse.ioctls);
   - that private mount goes with the main one, whichever way the main one
     ends (fusermount3 -u, umount, SIGTERM), its directory removed; one left
     by a daemon killed with SIGKILL is removed by the next daemon.
 """
 
 import errno
+import fcntl
 import os
 import random
 import subprocess
 import sys
+import termios
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -209,6 +212,25 @@ def test_prepared_with_kernel_cache(c):
 		     'two opens', same, [])
 		c.ge('prepared: every sample open reached the daemon',
 		     m.stats()['fuse']['opens'] - s['fuse']['opens'], 2 * len(rels))
+		# No file answers an ioctl (isatty: ENOTTY), and each one that
+		# reaches the daemon is counted, raw file or sample alike.
+		before = m.stats()['fuse'].get('ioctls')
+		c.check('stats: fuse.ioctls is a number', isinstance(before, int), repr(before))
+		for what, path in (('raw file', os.path.join(m.mnt, rels[0])),
+				   ('sample', os.path.join(m.mnt, 'prepared', 'rrc64', rels[0]))):
+			fd = os.open(path, os.O_RDONLY)
+			try:
+				c.check(f'{what}: isatty is false', os.isatty(fd) is False)
+				try:
+					fcntl.ioctl(fd, termios.TCGETS, bytes(64))
+					got = 0
+				except OSError as e:
+					got = e.errno
+				c.eq(f'{what}: TCGETS gives ENOTTY', got, errno.ENOTTY)
+			finally:
+				os.close(fd)
+		after = m.stats()['fuse']['ioctls'] if isinstance(before, int) else 0
+		c.eq('stats: fuse.ioctls counts the four', after - (before or 0), 4)
 
 
 def test_prepared_unmount(c):
