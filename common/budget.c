@@ -98,27 +98,22 @@ void budget_release(struct budget *b, uint64_t n)
 	}
 }
 
-void *budget_malloc(struct budget *b, uint64_t n, unsigned wait_ms)
-{
-	if (budget_reserve(b, n, wait_ms) < 0)
-		return NULL;
-	void *p = malloc(n ? n : 1);
-	if (!p)
-		budget_release(b, n);
-	return p;
-}
-
 void *budget_malloc_aligned(struct budget *b, uint64_t n, size_t align, unsigned wait_ms)
 {
 	void *p = NULL;
 
 	if (budget_reserve(b, n, wait_ms) < 0)
 		return NULL;
-	if (posix_memalign(&p, align, n ? n : 1) != 0) {
+	if (align ? posix_memalign(&p, align, n ? n : 1) != 0 : !(p = malloc(n ? n : 1))) {
 		budget_release(b, n);
 		return NULL;
 	}
 	return p;
+}
+
+void *budget_malloc(struct budget *b, uint64_t n, unsigned wait_ms)
+{
+	return budget_malloc_aligned(b, n, 0, wait_ms);
 }
 
 void budget_free(struct budget *b, void *p, uint64_t n)

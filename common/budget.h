@@ -53,7 +53,7 @@ void budget_release(struct budget *b, uint64_t n);
  * malloc fails. Free with budget_free(b, p, n) and the same n. */
 void *budget_malloc(struct budget *b, uint64_t n, unsigned wait_ms);
 /* As budget_malloc, the memory aligned to align (a power of two, at least
- * sizeof(void *)); freed with budget_free. */
+ * sizeof(void *); 0: malloc's alignment); freed with budget_free. */
 void *budget_malloc_aligned(struct budget *b, uint64_t n, size_t align, unsigned wait_ms);
 void budget_free(struct budget *b, void *p, uint64_t n);
 

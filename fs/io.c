@@ -84,11 +84,11 @@ void fs_peer_buf_init(struct fs_peer_buf *pb)
 void fs_peer_buf_fini(struct fs_peer_buf *pb)
 {
 	pthread_mutex_destroy(&pb->lock);
-	if (pb->data) {
+	if (pb->base) {
 		budget_free(pb->mem, pb->base, pb->room);
 		budget_trim(pb->mem);
 	}
-	pb->data = NULL;
+	pb->data = pb->base = NULL;
 }
 
 /* Whole units up to this size are fetched at once for a handle. */
@@ -113,7 +113,7 @@ static bool pb_take(struct fs_peer_buf *pb, uint32_t node, uint32_t k, uint64_t 
 	if (uoff + len == pb->len) {
 		done = pb->base;
 		done_len = pb->room;
-		pb->data = NULL;
+		pb->data = pb->base = NULL;
 	}
 	pthread_mutex_unlock(&pb->lock);
 	if (done) {
@@ -135,7 +135,7 @@ static void pb_keep(struct fs_peer_buf *pb, struct budget *mem, uint8_t *base, s
 		return;
 	}
 	pthread_mutex_lock(&pb->lock);
-	uint8_t *done = pb->data ? pb->base : NULL;
+	uint8_t *done = pb->base;
 	size_t done_len = pb->room;
 	pb->data = whole;
 	pb->base = base;
@@ -197,9 +197,9 @@ static int fill_ctx_open(struct fill_ctx *fc)
 static void pb_drop(struct fs_peer_buf *pb)
 {
 	pthread_mutex_lock(&pb->lock);
-	uint8_t *base = pb->data ? pb->base : NULL;
+	uint8_t *base = pb->base;
 	size_t room = pb->room;
-	pb->data = NULL;
+	pb->data = pb->base = NULL;
 	pthread_mutex_unlock(&pb->lock);
 	if (base)
 		budget_free(pb->mem, base, room);

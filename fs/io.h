@@ -40,7 +40,7 @@ ssize_t fs_read_file(struct fs_ctx *fs, uint32_t node, int fd, uint64_t off, siz
 struct fs_peer_buf {
 	pthread_mutex_t lock;
 	uint8_t *data; /* the unit; NULL: empty */
-	uint8_t *base; /* the allocation holding it, room bytes charged to *mem */
+	uint8_t *base; /* the allocation holding it (NULL with data), room bytes charged to *mem */
 	size_t room;
 	uint32_t node; /* the file (a handle's is always its own) */
 	uint32_t unit;

@@ -409,14 +409,6 @@ static void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg
 		     struct fuse_file_info *fi, unsigned flags, const void *in_buf,
 		     size_t in_bufsz, size_t out_bufsz)
 {
-	(void)ino;
-	(void)cmd;
-	(void)arg;
-	(void)fi;
-	(void)flags;
-	(void)in_buf;
-	(void)in_bufsz;
-	(void)out_bufsz;
 	fs_count(&ctx_of(req)->ctr.ioctls, 1);
 	fuse_reply_err(req, ENOTTY);
 }
