@@ -165,6 +165,14 @@ static const char *bad_key(const char *key, size_t len)
 	return NULL;
 }
 
+/* A key ending in '/' ("train/cat/"): the directory marker that the S3
+ * console's "Create folder", s3fs and others store, empty or not. It names a
+ * directory, even one with no other keys under it, and no file. */
+static bool is_marker(const struct ns_listing *l, const struct listing_rec *r)
+{
+	return r->key_len > 1 && l->arena[r->key_off + r->key_len - 1] == '/';
+}
+
 /* Log a skipped key once, control characters and backslashes escaped. */
 static void log_skipped(const char *key, size_t len, const char *why)
 {
@@ -412,6 +420,7 @@ int ns_build(struct ns *ns, struct ns_listing *l, uint64_t chunk_size, const str
 	for (size_t i = 0; i < l->n; i++) {
 		const struct listing_rec *r = &l->recs[i];
 		const char *why = r->bad_why ? r->bad_why
+				  : is_marker(l, r) ? bad_key(l->arena + r->key_off, r->key_len - 1)
 				  : r->size > ns_max_file_size(chunk_size)
 				      ? "listed size beyond what a file can be"
 				      : bad_key(l->arena + r->key_off, r->key_len);
@@ -467,6 +476,8 @@ int ns_build(struct ns *ns, struct ns_listing *l, uint64_t chunk_size, const str
 		}
 		if (d < depth)
 			depth = d;
+		if (p == end) /* a directory marker: the walk made its directory */
+			continue;
 		if ((rc = tree_add(&t, stack[d - 1], p, (size_t)(end - p), (uint32_t)i, &idx)) < 0)
 			goto out;
 	}

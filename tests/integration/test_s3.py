@@ -9,7 +9,8 @@ log counts the GETs of each object. Checks:
   as the local copy that was uploaded (tools/gendata.py JPEGs), and every
   file reads back byte for byte; 1100 more keys in nested prefixes list
   exactly (several listing pages); keys that cannot be paths are left out
-  and counted in source.skipped_keys; modes are 0444/0555, owned by the
+  and counted in source.skipped_keys, directory markers ("dir/") are
+  directories, not skipped; modes are 0444/0555, owned by the
   mounting user; the prepared view over S3 serves valid PPMs.
 - An object overwritten after the mount (same size, new bytes) gives EIO,
   and the daemon serves the other files on.
@@ -101,6 +102,9 @@ def test_dataset(c, rgw):
 		rgw.put('data', 'ds/bad//x.bin', b'1')
 		rgw.put('data', 'ds/fd', b'file')
 		rgw.put('data', 'ds/fd/inner.bin', b'inner')
+		# Directory markers ("Create folder", s3fs): directories, not skipped.
+		rgw.put('data', 'ds/train/', b'')
+		rgw.put('data', 'ds/marked/empty/', b'')
 		with s3f.S3Proxy(rgw.endpoint) as px, ct.TempDirs() as d:
 			if not mount_s3(c, d, 's3://data/ds', px, ['--cache-size=64M', '--prepared']):
 				return
@@ -131,6 +135,8 @@ def test_dataset(c, rgw):
 			c.eq('directory mode 0555',
 			     stat.S_IMODE(os.stat(os.path.join(d.mnt, 'many')).st_mode), 0o555)
 			c.check('bad key not shown', not os.path.exists(os.path.join(d.mnt, 'bad')))
+			c.eq('a marker with nothing under it is an empty directory',
+			     os.listdir(os.path.join(d.mnt, 'marked', 'empty')), [])
 			s = ct.stats(d.mnt)
 			c.eq('source.kind', s['source']['kind'], 's3')
 			c.eq('source.skipped_keys', s['source']['skipped_keys'], 2)

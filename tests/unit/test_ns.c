@@ -494,7 +494,7 @@ START_TEST(listing_skips_bad_keys)
 	uint64_t skipped = 0;
 	uint32_t n;
 	static const char *const bad[] = {
-		"/lead", "a//b", "trail/", "./x", "x/.", "x/../y", "..", ".",
+		"/lead", "a//b", "trail//", "./x", "x/.", "x/../y", "..", ".",
 	};
 
 	memset(long_name, 'n', 256);
@@ -541,6 +541,43 @@ START_TEST(listing_skips_bad_keys)
 	ck_assert_int_eq(ns_resolve(&ns, "big-etag", &n), -ENOENT);
 	ck_assert_int_eq(ns_resolve(&ns, "trail", &n), -ENOENT);
 	ck_assert_int_eq(ns_resolve(&ns, "lead", &n), -ENOENT);
+	ns_fini(&ns);
+}
+END_TEST
+
+/* Keys ending in '/' are directory markers: each makes its directory, empty
+ * ones included, none is a file or a skipped key; a file named like a
+ * marker's directory gives way to it, as to any directory. */
+START_TEST(listing_directory_markers)
+{
+	struct ns_listing *l;
+	struct ns ns;
+	char err[256] = "";
+	uint64_t skipped = 99;
+	uint32_t n;
+
+	ck_assert_int_eq(ns_listing_create(&l), 0);
+	add(l, "cat/", 0, NULL, 0);
+	add(l, "cat/1.jpg", 10, NULL, 0);
+	add(l, "empty/", 0, NULL, 0);		/* nothing under it */
+	add(l, "deep/er/", 0, NULL, 0);		/* makes both */
+	add(l, "sized/", 3, NULL, 0);		/* a marker with bytes: still no file */
+	add(l, "shadow", 4, NULL, 0);		/* a file and a marker of the same name */
+	add(l, "shadow/", 0, NULL, 0);
+	add(l, "bad//", 0, NULL, 0);		/* an empty component: skipped */
+	ck_assert_int_eq(ns_build(&ns, l, 4096, &default_owner, &skipped, err, sizeof(err)), 0);
+	ns_listing_destroy(l);
+
+	ck_assert_uint_eq(skipped, 2); /* "shadow" (also a directory) and "bad//" */
+	ck_assert_uint_eq(ns.nfiles, 1);
+	ck_assert_int_eq(ns_resolve(&ns, "cat/1.jpg", &n), 0);
+	ck_assert_uint_eq(ns.nodes[n].size, 10);
+	static const char *const dirs[] = {"cat", "empty", "deep", "deep/er", "sized", "shadow"};
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+		ck_assert_int_eq(ns_resolve(&ns, dirs[i], &n), 0);
+		ck_assert_msg(ns_is_dir(&ns, n), "%s is a directory", dirs[i]);
+	}
+	ck_assert_int_eq(ns_resolve(&ns, "bad", &n), -ENOENT);
 	ck_assert_int_eq(ns_resolve(&ns, "a", &n), -ENOENT);
 	ns_fini(&ns);
 }
@@ -698,6 +735,7 @@ int main(void)
 	tcase_add_test(tc, paths_over_path_max_are_skipped);
 	tcase_add_test(tc, listing_builds_tree);
 	tcase_add_test(tc, listing_skips_bad_keys);
+	tcase_add_test(tc, listing_directory_markers);
 	tcase_add_test(tc, listing_empty);
 	tcase_add_test(tc, listing_skips_impossible_sizes);
 	tcase_add_test(tc, freeze_refuses_2_32_units);
