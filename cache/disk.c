@@ -25,6 +25,7 @@
  */
 #include "cache/disk.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -270,19 +271,51 @@ static void disable(struct cache_disk *d, const char *what, int err)
 
 /* --- open: the lock and the index --- */
 
-static int take_lock(struct cache_disk *d, char *err, size_t errlen)
+/*
+ * Open (creating it 0600) one of the tier's files. Only DIR's owner can
+ * put anything in it, but a DIR once open to others, or one pointed at a
+ * directory that holds other files, may hold a link to another file, a
+ * FIFO or a device, and the daemon (often root) truncates and writes what
+ * it opens: so no symbolic link is followed, no open waits (a FIFO), and
+ * the file must be a regular file of this user with no other name (a hard
+ * link). One readable by others (planted so) is made 0600.
+ */
+static int open_file(struct cache_disk *d, const char *name, int *fd, char *err, size_t errlen)
 {
-	d->lockfd = openat(d->dirfd, "lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (d->lockfd < 0) {
+	struct stat st;
+
+	*fd = openat(d->dirfd, name,
+		     O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, 0600);
+	if (*fd < 0 || fstat(*fd, &st) < 0) {
 		int rc = -errno;
-		snprintf(err, errlen, "cannot open disk cache lock '%s/lock': %s", d->dir,
+		snprintf(err, errlen, "cannot open disk cache file '%s/%s': %s", d->dir, name,
 			 strerror(errno));
 		return rc;
 	}
+	if (!S_ISREG(st.st_mode) || st.st_uid != geteuid() || st.st_nlink != 1) {
+		snprintf(err, errlen,
+			 "disk cache file '%s/%s' must be a regular file of uid %u with no other link",
+			 d->dir, name, (unsigned)geteuid());
+		return -EPERM;
+	}
+	if ((st.st_mode & 0077) && fchmod(*fd, 0600) < 0) {
+		int rc = -errno;
+		snprintf(err, errlen, "cannot make '%s/%s' 0600: %s", d->dir, name, strerror(errno));
+		return rc;
+	}
+	return 0;
+}
+
+static int take_lock(struct cache_disk *d, char *err, size_t errlen)
+{
+	int rc = open_file(d, "lock", &d->lockfd, err, errlen);
+
+	if (rc < 0)
+		return rc;
 	if (flock(d->lockfd, LOCK_EX | LOCK_NB) == 0)
 		return 0;
 	if (errno != EWOULDBLOCK) {
-		int rc = -errno;
+		rc = -errno;
 		snprintf(err, errlen, "cannot lock disk cache '%s': %s", d->dir, strerror(errno));
 		return rc;
 	}
@@ -295,32 +328,53 @@ static int take_lock(struct cache_disk *d, char *err, size_t errlen)
 	return -EBUSY;
 }
 
-static int open_file(struct cache_disk *d, const char *name, int *fd, char *err, size_t errlen)
+/* Whether DIR holds nothing but the tier's files. */
+static bool only_tier_files(struct cache_disk *d)
 {
-	*fd = openat(d->dirfd, name, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (*fd >= 0)
-		return 0;
-	int rc = -errno;
-	snprintf(err, errlen, "cannot open disk cache file '%s/%s': %s", d->dir, name,
-		 strerror(errno));
-	return rc;
+	int fd = openat(d->dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *dp = fd >= 0 ? fdopendir(fd) : NULL;
+	struct dirent *de;
+	bool only = dp != NULL;
+
+	if (!dp) {
+		if (fd >= 0)
+			close(fd);
+		return false;
+	}
+	while (only && (de = readdir(dp)) != NULL)
+		only = !strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") ||
+		       !strcmp(de->d_name, "lock") || !strcmp(de->d_name, "data") ||
+		       !strcmp(de->d_name, "index");
+	closedir(dp);
+	return only;
 }
 
 /* Check the index's header (or write one into a new tier) and note the
  * files' sizes for load_records. 0 or -errno (err set). */
 static int load_header(struct cache_disk *d, char *err, size_t errlen)
 {
-	struct stat ist, dst;
+	struct stat ist, dst, lst;
 	unsigned char hdr[HDR_SIZE];
 	int rc;
 
-	if (fstat(d->ifd, &ist) < 0 || fstat(d->dfd, &dst) < 0) {
+	if (fstat(d->ifd, &ist) < 0 || fstat(d->dfd, &dst) < 0 || fstat(d->lockfd, &lst) < 0) {
 		rc = -errno;
 		snprintf(err, errlen, "cannot stat disk cache '%s': %s", d->dir, strerror(errno));
 		return rc;
 	}
 	static const unsigned char zeros[HDR_SIZE];
 	bool fresh = (uint64_t)ist.st_size < HDR_SIZE;
+
+	/* Starting over truncates the files. Without a header they may be
+	 * someone else's (DIR pointed at a directory that has a `data`): a
+	 * tier that lost its index holds nothing but its own files, so a
+	 * directory with others is refused, its files left alone. */
+	if (fresh && (ist.st_size > 0 || dst.st_size > 0 || lst.st_size > 0) &&
+	    !only_tier_files(d)) {
+		snprintf(err, errlen, "disk cache '%s' holds other files and no index: not a coordfs "
+			 "disk cache, its files left alone", d->dir);
+		return -EEXIST;
+	}
 
 	if (!fresh && (rc = pread_all(d->ifd, hdr, HDR_SIZE, 0)) < 0) {
 		snprintf(err, errlen, "cannot read '%s/index': %s", d->dir, strerror(-rc));
@@ -331,8 +385,11 @@ static int load_header(struct cache_disk *d, char *err, size_t errlen)
 	if (fresh || memcmp(hdr, zeros, HDR_SIZE) == 0) {
 		memset(hdr, 0, sizeof(hdr));
 		memcpy(hdr, hdr_magic, sizeof(hdr_magic));
+		/* The directory synced too: the index's name is durable
+		 * before anything names this tier's data. */
 		if (ftruncate(d->dfd, 0) < 0 || ftruncate(d->ifd, 0) < 0 ||
-		    (rc = pwrite_all(d->ifd, hdr, HDR_SIZE, 0)) < 0 || fdatasync(d->ifd) < 0) {
+		    (rc = pwrite_all(d->ifd, hdr, HDR_SIZE, 0)) < 0 || fdatasync(d->ifd) < 0 ||
+		    fsync(d->dirfd) < 0) {
 			rc = -errno;
 			snprintf(err, errlen, "cannot initialise disk cache '%s': %s", d->dir,
 				 strerror(errno));
@@ -478,7 +535,9 @@ int cache_disk_open(const char *dir, uint64_t limit, struct cache_disk **out, ch
 		snprintf(err, errlen, "cannot create disk cache '%s': %s", dir, strerror(errno));
 		goto fail;
 	}
-	d->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	/* No link followed: fs/options.c resolved DIR (trusting only links
+	 * of this user or root), so a link here was put in since. */
+	d->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 	if (d->dirfd < 0 || fstat(d->dirfd, &st) < 0) {
 		rc = -errno;
 		snprintf(err, errlen, "cannot open disk cache '%s': %s", dir, strerror(errno));

@@ -443,6 +443,65 @@ START_TEST(modes_are_0700_and_0600)
 }
 END_TEST
 
+/* A file of DIR that is a hard link, a FIFO or another user's is refused
+ * (the daemon would truncate and write through it, or hang), one readable
+ * by others is made 0600, and a directory that holds other files, a
+ * `data` and no index is no tier: its files are never truncated. */
+START_TEST(planted_files_are_refused_never_written)
+{
+	struct cache_disk *d;
+	struct stat st;
+	char p[128], victim[128], err[256] = "";
+
+	make_dir();
+	ck_assert_int_eq(mkdir(dir, 0700), 0);
+	snprintf(victim, sizeof(victim), "%s/../victim", dir);
+	int fd = open(victim, O_WRONLY | O_CREAT, 0644);
+	ck_assert_int_eq(write(fd, "precious", 8), 8);
+	close(fd);
+	snprintf(p, sizeof(p), "%s/data", dir);
+	ck_assert_int_eq(link(victim, p), 0);
+	ck_assert_int_eq(cache_disk_open(dir, 1 << 20, &d, err, sizeof(err)), -EPERM);
+	ck_assert_msg(strstr(err, "no other link"), "%s", err);
+	ck_assert_int_eq(stat(victim, &st), 0);
+	ck_assert_int_eq(st.st_size, 8);
+	ck_assert_int_eq(unlink(p), 0);
+
+	snprintf(p, sizeof(p), "%s/index", dir);
+	ck_assert_int_eq(mkfifo(p, 0600), 0);
+	ck_assert_int_eq(cache_disk_open(dir, 1 << 20, &d, err, sizeof(err)), -EPERM);
+	ck_assert_int_eq(unlink(p), 0);
+
+	/* Readable by others: made 0600. */
+	snprintf(p, sizeof(p), "%s/data", dir);
+	fd = open(p, O_WRONLY | O_CREAT, 0644);
+	ck_assert_int_eq(fchmod(fd, 0644), 0);
+	close(fd);
+	d = open_tier(1 << 20);
+	cache_disk_close(d);
+	ck_assert_int_eq(stat(p, &st), 0);
+	ck_assert_uint_eq(st.st_mode & 07777, 0600);
+
+	/* Someone's directory: a `data` among other files, no index. */
+	snprintf(p, sizeof(p), "%s/index", dir);
+	ck_assert_int_eq(unlink(p), 0);
+	snprintf(p, sizeof(p), "%s/data", dir);
+	fd = open(p, O_WRONLY | O_TRUNC);
+	ck_assert_int_eq(write(fd, "precious", 8), 8);
+	close(fd);
+	snprintf(p, sizeof(p), "%s/notes.txt", dir);
+	close(open(p, O_WRONLY | O_CREAT, 0600));
+	ck_assert_int_eq(cache_disk_open(dir, 1 << 20, &d, err, sizeof(err)), -EEXIST);
+	ck_assert_msg(strstr(err, "not a coordfs disk cache"), "%s", err);
+	ck_assert_int_eq(file_size("data"), 8);
+	/* A tier that lost its index (nothing else in DIR) starts over. */
+	ck_assert_int_eq(unlink(p), 0);
+	d = open_tier(1 << 20);
+	cache_disk_close(d);
+	ck_assert_int_eq(file_size("data"), 0);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("disk");
@@ -462,6 +521,7 @@ int main(void)
 	tcase_add_test(tc, other_snapshot_is_dropped_as_stale);
 	tcase_add_test(tc, second_open_is_refused_with_the_pid);
 	tcase_add_test(tc, modes_are_0700_and_0600);
+	tcase_add_test(tc, planted_files_are_refused_never_written);
 	suite_add_tcase(s, tc);
 	return check_run(s);
 }
