@@ -333,11 +333,75 @@ static int parse_owner(struct fs_options *o)
 	return 0;
 }
 
+/* The smallest --disk-cache-size: less holds fewer than a few small
+ * units (the default chunk is 4M), and 0 or a few bytes hold nothing. */
+#define DISK_CACHE_MIN ((uint64_t)1 << 20)
+
+/* Whether a prefix of path (up to each '/', and the whole) is a symbolic
+ * link owned by a user other than this one and root, copied into bad: the
+ * daemon, often root, would make and write its tier wherever another user
+ * points it (fs.protected_symlinks covers sticky directories only, and
+ * may be off). */
+static bool foreign_link(const char *path, char *bad, size_t badlen)
+{
+	char buf[PATH_MAX];
+	struct stat st;
+	size_t n = strlen(path);
+
+	if (n >= sizeof(buf))
+		return false; /* realpath refuses it next */
+	memcpy(buf, path, n + 1);
+	for (size_t i = 1; i <= n; i++) {
+		if (buf[i] != '/' && buf[i] != '\0')
+			continue;
+		char c = buf[i];
+		buf[i] = '\0';
+		if (lstat(buf, &st) == 0 && S_ISLNK(st.st_mode) && st.st_uid != geteuid() &&
+		    st.st_uid != 0) {
+			snprintf(bad, badlen, "%s", buf);
+			return true;
+		}
+		buf[i] = c;
+	}
+	return false;
+}
+
+/* Whether absolute, resolved path is root or below it. */
+static bool path_within(const char *path, const char *root)
+{
+	size_t n = strlen(root);
+
+	if (n == 1)
+		return true; /* "/" */
+	return strncmp(path, root, n) == 0 && (path[n] == '/' || path[n] == '\0');
+}
+
+/* Why DIR (resolved) cannot go where it is, or NULL: inside the mount
+ * point the daemon's own mount hides it (and the next mount finds the
+ * mount point not empty); inside a directory SOURCE its files become part
+ * of the dataset, changing under the readers. */
+static const char *disk_cache_misplaced(const struct fs_options *o, const char *abs)
+{
+	char *mnt = realpath(o->mountpoint, NULL);
+	char *src = fs_source_is_s3(o->source) ? NULL : realpath(o->source, NULL);
+	const char *why = NULL;
+
+	if (mnt && path_within(abs, mnt))
+		why = "is the mount point or inside it";
+	else if (src && path_within(abs, src))
+		why = "is SOURCE or inside it";
+	free(mnt);
+	free(src);
+	return why;
+}
+
 /* --disk-cache: DIR made (0700) and absolute (the daemon changes to "/"),
- * its limit parsed against DIR's file system. 0, or -1 after one line. */
+ * its limit parsed against DIR's file system. 0, or -1 after one line
+ * (and DIR removed again if made here). */
 static int check_disk_cache(struct fs_options *o)
 {
 	struct statvfs vfs;
+	char link[PATH_MAX];
 
 	if (!o->disk_cache) {
 		if (o->disk_cache_size)
@@ -346,7 +410,11 @@ static int check_disk_cache(struct fs_options *o)
 	}
 	if (!*o->disk_cache)
 		return -fs_fail("bad --disk-cache '': want a directory");
-	if (mkdir(o->disk_cache, 0700) < 0 && errno != EEXIST)
+	if (foreign_link(o->disk_cache, link, sizeof(link)))
+		return -fs_fail("--disk-cache '%s': '%s' is a symbolic link of another user",
+				o->disk_cache, link);
+	bool made = mkdir(o->disk_cache, 0700) == 0;
+	if (!made && errno != EEXIST)
 		return -fs_fail("cannot create --disk-cache '%s': %s", o->disk_cache,
 				strerror(errno));
 	char *abs = realpath(o->disk_cache, NULL);
@@ -355,14 +423,22 @@ static int check_disk_cache(struct fs_options *o)
 		free(abs);
 		return -fs_fail("cannot use --disk-cache '%s': %s", o->disk_cache, strerror(err));
 	}
+	const char *size = o->disk_cache_size ? o->disk_cache_size : "50%";
+	const char *why = disk_cache_misplaced(o, abs);
+	int rc = 0;
+	if (why)
+		rc = -fs_fail("--disk-cache '%s' %s", o->disk_cache, why);
+	else if (size_parse(size, (uint64_t)vfs.f_blocks * vfs.f_frsize, &o->disk_cache_bytes) < 0)
+		rc = -fs_fail("bad --disk-cache-size '%s': want bytes, K/M/G/T, or N%% "
+			      "(0 < N <= 100)",
+			      size);
+	else if (o->disk_cache_bytes < DISK_CACHE_MIN)
+		rc = -fs_fail("bad --disk-cache-size '%s': want at least 1M", size);
+	if (rc < 0 && made)
+		(void)rmdir(abs);
 	free(o->disk_cache);
 	o->disk_cache = abs;
-	const char *size = o->disk_cache_size ? o->disk_cache_size : "50%";
-	if (size_parse(size, (uint64_t)vfs.f_blocks * vfs.f_frsize, &o->disk_cache_bytes) < 0)
-		return -fs_fail("bad --disk-cache-size '%s': want bytes, K/M/G/T, or N%% "
-				"(0 < N <= 100)",
-				size);
-	return 0;
+	return rc;
 }
 
 static int parse_sizes(struct fs_options *o)

@@ -283,6 +283,14 @@ def test_option_errors(c):
 			(['--disk-cache-size=1G'], '--disk-cache-size needs --disk-cache'),
 			([f'--disk-cache={tier}', '--disk-cache-size=lots'], "bad --disk-cache-size 'lots'"),
 			([f'--disk-cache={tier}', '--disk-cache-size=150%'], "bad --disk-cache-size '150%'"),
+			# A tier that can hold nothing is a mistake, not a tier.
+			([f'--disk-cache={tier}', '--disk-cache-size=0'], 'want at least 1M'),
+			([f'--disk-cache={tier}', '--disk-cache-size=1'], 'want at least 1M'),
+			# Under the mount it would hide under the daemon's own mount;
+			# in SOURCE its files would join the dataset.
+			([f'--disk-cache={td.mnt}/tier'], 'is the mount point or inside it'),
+			([f'--disk-cache={td.mnt}'], 'is the mount point or inside it'),
+			([f'--disk-cache={td.src}/tier'], 'is SOURCE or inside it'),
 		]
 		for args, want in cases:
 			rc, _, err = ct.run_coordfs(args + [td.src, td.mnt])
@@ -296,6 +304,25 @@ def test_option_errors(c):
 					     td.src, td.mnt])
 		c.check('a DIR others can read is refused', rc == 1 and 'mode 0700' in err, err)
 		c.check('and nothing is mounted', not ct.is_mounted(td.mnt))
+		c.eq('a refused DIR is not left in MOUNTPOINT or SOURCE',
+		     sorted(os.listdir(td.mnt)) + [n for n in os.listdir(td.src) if n == 'tier'], [])
+		c.check('a refused size leaves no DIR behind', not os.path.exists(tier))
+
+		# Another user's symbolic link as DIR, to a 0700 directory of this
+		# user holding a file named data: never followed.
+		victim = os.path.join(td.root, 'victim')
+		os.mkdir(victim, 0o700)
+		ct.write_file(os.path.join(victim, 'data'), b'precious')
+		link = os.path.join(td.root, 'planted')
+		os.symlink(victim, link)
+		os.lchown(link, 65534, 65534)
+		rc, _, err = ct.run_coordfs([f'--disk-cache={link}', td.src, td.mnt])
+		c.check('a symbolic link of another user as DIR is refused',
+			rc == 1 and 'symbolic link of another user' in err
+			and len(err.strip().splitlines()) == 1, err)
+		c.check('and nothing is mounted through it', not ct.is_mounted(td.mnt))
+		c.eq('and nothing is written where it points', sorted(os.listdir(victim)), ['data'])
+		c.eq('its data is intact', ct.read_bytes(os.path.join(victim, 'data')), b'precious')
 
 
 def test_sigkill_during_admission(c):
