@@ -92,6 +92,7 @@ struct cache_disk {
 	int dirfd, lockfd, dfd, ifd;
 	int rfd; /* data, O_DIRECT, read-only; -1 when the file system refuses it */
 	_Atomic bool no_direct; /* a direct read failed with EINVAL: buffered from now on */
+	_Atomic bool corrupt_logged; /* a dropped_corrupt was logged (once a mount) */
 	uint64_t limit;
 	pthread_mutex_t lock; /* a leaf: table, queue, accounting; never held across I/O */
 	pthread_cond_t work, idle, ready; /* ready: the records are loaded */
@@ -802,8 +803,13 @@ static int finish_read(struct cache_disk *d, struct cache_disk_key key, const st
 	pthread_mutex_unlock(&d->lock);
 	if (dropped) {
 		count(&d->dropped_corrupt, 1);
-		log_warn("disk cache %s: a unit at offset %llu fails its checksum; dropped", d->dir,
-			 (unsigned long long)held->off);
+		/* One line a mount: a damaged or cut data file fails every
+		 * unit it held, which would be a line per unit. */
+		if (!atomic_exchange_explicit(&d->corrupt_logged, true, memory_order_relaxed))
+			log_warn("disk cache %s: a unit at offset %llu %s; dropped, read elsewhere "
+				 "(more are counted in dropped_corrupt, not logged)",
+				 d->dir, (unsigned long long)held->off,
+				 rc == -ENODATA ? "lies past the end of data" : "fails its checksum");
 	}
 	return -EBADMSG;
 }

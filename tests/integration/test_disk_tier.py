@@ -275,6 +275,38 @@ def test_chunk_read_once_from_disk(c):
 		ct.force_unmount(td.mnt)
 
 
+def test_data_cut_while_mounted(c):
+	"""data cut to nothing under a mounted daemon: every byte still right
+	(from SOURCE), every unit counted in dropped_corrupt, one log line for
+	all of them, and the units admitted again."""
+	with ct.TempDirs() as td:
+		files = populate(td.src, 12, 11)
+		tier = os.path.join(td.root, 'tier')
+		log = os.path.join(td.root, 'log')
+		opts = tier_opts(tier, cache='0') + [f'--log-file={log}']
+		rc, _, err = ct.run_coordfs(opts + [td.src, td.mnt])
+		if not c.check('mounted with memory 0', rc == 0, err):
+			return
+		try:
+			ct.epoch(c, 'filling the tier', td.mnt, files)
+			ct.disk_settle(c, 'filling the tier', td.mnt)
+			items = ct.disk_stats(td.mnt)['items']
+			c.gt('the tier holds units', items, 4)
+			os.truncate(os.path.join(tier, 'data'), 0)
+			ct.epoch(c, 'after the cut', td.mnt, files)
+			d = ct.disk_stats(td.mnt)
+			c.eq('every unit is dropped as corrupt', d['dropped_corrupt'], items)
+			c.eq('the tier stays on', d['disabled'], 0)
+			with open(log, encoding='utf-8', errors='replace') as f:
+				lines = [ln for ln in f if 'disk cache' in ln and 'dropped' in ln]
+			c.eq('one log line for all of them', len(lines), 1)
+			ct.disk_settle(c, 'after the cut', td.mnt)
+			c.eq('then served from the tier again',
+			     ct.epoch(c, 'after the cut, epoch 2', td.mnt, files), 0)
+		finally:
+			ct.force_unmount(td.mnt)
+
+
 def test_option_errors(c):
 	"""Bad disk-tier options: one line, exit 1, nothing mounted."""
 	with ct.TempDirs() as td:
@@ -494,6 +526,7 @@ def main():
 	c.group(test_limit, c)
 	c.group(test_chunk_read_once_from_disk, c)
 	c.group(test_option_errors, c)
+	c.group(test_data_cut_while_mounted, c)
 	c.group(test_sigkill_during_admission, c)
 	c.group(test_tier_fs_fills_up, c)
 	c.group(test_tier_device_errors, c)
