@@ -63,6 +63,9 @@ static const char hdr_magic[16] = "coordfs-disk-v1";
 #define BATCH_MAX 64u
 #define BATCH_BYTES ((size_t)8 << 20)
 #define LOAD_CHUNK 16384u /* records read at once at open (1 MiB) */
+/* Records the table is sized for before loading (about 290 MB of table),
+ * past the 1.3M of a large dataset; more grow it as they load. */
+#define PRESIZE_MAX (1ULL << 22)
 
 enum { E_EMPTY, E_HELD, E_QUEUED, E_DEAD };
 
@@ -430,8 +433,16 @@ static int load_records(struct cache_disk *d)
 	bool torn = false;
 	if (nrec > MAX_RECORDS)
 		nrec = MAX_RECORDS;
-	/* Sized for every record at once: no rehash while loading. */
-	while (d->tab_cap * 7 < (nrec + 1) * 10)
+	/* Sized for every record at once: no rehash while loading. But what
+	 * the index's size claims is no more than a bound: a sparse or
+	 * damaged index may claim 2^28 records (18 GB of table, refused as
+	 * out of memory at every mount) and hold none. Each valid record has
+	 * a byte of data at least, and past PRESIZE_MAX the table grows as
+	 * records turn out valid. */
+	uint64_t presize = nrec < dsize ? nrec : dsize;
+	if (presize > PRESIZE_MAX)
+		presize = PRESIZE_MAX;
+	while (d->tab_cap * 7 < (presize + 1) * 10)
 		if ((rc = tab_grow(d)) < 0) {
 			free(buf);
 			log_err("disk cache %s: out of memory to load its index", d->dir);

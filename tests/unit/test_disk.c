@@ -189,6 +189,27 @@ START_TEST(zeroed_header_starts_over_foreign_index_refused)
 }
 END_TEST
 
+/* An index made sparse and huge (a damaged file system, a stray
+ * truncate) claims 2^28 records: the table is not sized for them, the
+ * zeros after the valid records are cut, and the tier stays on. */
+START_TEST(sparse_huge_index_is_cut_not_fatal)
+{
+	struct cache_disk_stats st;
+	char p[128];
+
+	tier_of_three();
+	snprintf(p, sizeof(p), "%s/index", dir);
+	ck_assert_int_eq(truncate(p, (off_t)200 << 30), 0);
+	struct cache_disk *d = open_tier(1 << 20);
+	ck_assert_int_eq(read_unit(d, 2, 1), 0);
+	cache_disk_get_stats(d, &st);
+	ck_assert_uint_eq(st.disabled, 0);
+	ck_assert_uint_eq(st.items, 3);
+	ck_assert_int_eq(file_size("index"), 64 + 3 * 64);
+	cache_disk_close(d);
+}
+END_TEST
+
 START_TEST(record_checksum_mismatch_cuts_from_there)
 {
 	tier_of_three();
@@ -513,6 +534,7 @@ int main(void)
 	tcase_add_test(tc, open_reads_no_records);
 	tcase_add_test(tc, torn_tail_record_is_ignored_and_cut);
 	tcase_add_test(tc, record_checksum_mismatch_cuts_from_there);
+	tcase_add_test(tc, sparse_huge_index_is_cut_not_fatal);
 	tcase_add_test(tc, zeroed_header_starts_over_foreign_index_refused);
 	tcase_add_test(tc, data_checksum_mismatch_is_dropped);
 	tcase_add_test(tc, direct_reads_take_whole_blocks_and_cache_nothing);
