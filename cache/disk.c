@@ -302,9 +302,12 @@ static int open_file(struct cache_disk *d, const char *name, int *fd, char *err,
 			 d->dir, name, (unsigned)geteuid());
 		return -EPERM;
 	}
-	if ((st.st_mode & 0077) && fchmod(*fd, 0600) < 0) {
+	/* Blocking from here: O_NONBLOCK only kept the open from waiting. */
+	if (fcntl(*fd, F_SETFL, fcntl(*fd, F_GETFL) & ~O_NONBLOCK) < 0 ||
+	    ((st.st_mode & 0077) && fchmod(*fd, 0600) < 0)) {
 		int rc = -errno;
-		snprintf(err, errlen, "cannot make '%s/%s' 0600: %s", d->dir, name, strerror(errno));
+		snprintf(err, errlen, "cannot set up disk cache file '%s/%s': %s", d->dir, name,
+			 strerror(errno));
 		return rc;
 	}
 	return 0;
