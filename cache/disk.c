@@ -313,6 +313,17 @@ static int open_file(struct cache_disk *d, const char *name, int *fd, char *err,
 	return 0;
 }
 
+/* Name this process in the lock file, for a second daemon's message. */
+static int write_pid(struct cache_disk *d)
+{
+	char pid[24];
+	int n = snprintf(pid, sizeof(pid), "%d\n", (int)getpid());
+
+	if (ftruncate(d->lockfd, 0) < 0)
+		return -errno;
+	return pwrite_all(d->lockfd, pid, (size_t)n, 0);
+}
+
 static int take_lock(struct cache_disk *d, char *err, size_t errlen)
 {
 	int rc = open_file(d, "lock", &d->lockfd, err, errlen);
@@ -569,6 +580,14 @@ int cache_disk_open(const char *dir, uint64_t limit, struct cache_disk **out, ch
 	    (rc = open_file(d, "index", &d->ifd, err, errlen)) < 0 ||
 	    (rc = load_header(d, err, errlen)) < 0)
 		goto fail;
+	/* Ours from now: until cache_disk_start names the daemon (after the
+	 * mount, a listing later), the file held the previous holder's pid,
+	 * which a second daemon named as the one in its way. */
+	if ((rc = write_pid(d)) < 0) {
+		snprintf(err, errlen, "cannot write disk cache lock '%s/lock': %s", d->dir,
+			 strerror(-rc));
+		goto fail;
+	}
 	d->used = HDR_SIZE;
 	/* Units are read whole, in no order: read-ahead would only fill the
 	 * page cache with other units. */
@@ -706,16 +725,14 @@ static void *writer_main(void *arg)
 
 int cache_disk_start(struct cache_disk *d)
 {
-	char pid[24];
-	int n = snprintf(pid, sizeof(pid), "%d\n", (int)getpid());
+	int rc = write_pid(d);
 
-	/* The lock file names its holder for a second daemon's message. */
-	if (ftruncate(d->lockfd, 0) < 0 || pwrite_all(d->lockfd, pid, (size_t)n, 0) < 0)
-		return -errno;
+	if (rc < 0)
+		return rc;
 	pthread_mutex_lock(&d->lock);
 	d->started = true; /* from now on readers wait for the load */
 	pthread_mutex_unlock(&d->lock);
-	int rc = pthread_create(&d->writer, NULL, writer_main, d);
+	rc = pthread_create(&d->writer, NULL, writer_main, d);
 	if (rc) {
 		pthread_mutex_lock(&d->lock);
 		d->started = false;

@@ -441,6 +441,26 @@ START_TEST(second_open_is_refused_with_the_pid)
 }
 END_TEST
 
+/* From the open on, not only from cache_disk_start (after the mount): the
+ * lock file held the last holder's pid until then. */
+START_TEST(refusal_names_the_holder_before_it_starts)
+{
+	struct cache_disk *d, *d2;
+	char p[128], err[256] = "", want[64];
+
+	tier_of_three();
+	snprintf(p, sizeof(p), "%s/lock", dir);
+	int fd = open(p, O_WRONLY | O_TRUNC);
+	ck_assert_int_eq(write(fd, "999999\n", 7), 7);
+	close(fd);
+	ck_assert_msg(cache_disk_open(dir, 1 << 20, &d, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_int_eq(cache_disk_open(dir, 1 << 20, &d2, err, sizeof(err)), -EBUSY);
+	snprintf(want, sizeof(want), "(pid %d)", (int)getpid());
+	ck_assert_msg(strstr(err, want), "%s", err);
+	cache_disk_close(d);
+}
+END_TEST
+
 START_TEST(modes_are_0700_and_0600)
 {
 	struct stat st;
@@ -542,6 +562,7 @@ int main(void)
 	tcase_add_test(tc, queue_grows_for_borrowed_units);
 	tcase_add_test(tc, other_snapshot_is_dropped_as_stale);
 	tcase_add_test(tc, second_open_is_refused_with_the_pid);
+	tcase_add_test(tc, refusal_names_the_holder_before_it_starts);
 	tcase_add_test(tc, modes_are_0700_and_0600);
 	tcase_add_test(tc, planted_files_are_refused_never_written);
 	suite_add_tcase(s, tc);
