@@ -729,6 +729,10 @@ int cache_disk_start(struct cache_disk *d)
 
 	if (rc < 0)
 		return rc;
+	/* Said here, once detached, where the log is: refused at the open. */
+	if (d->rfd < 0)
+		log_msg(LOG_NOTICE, "disk cache %s: direct reads refused; reading through the page "
+			"cache", d->dir);
 	pthread_mutex_lock(&d->lock);
 	d->started = true; /* from now on readers wait for the load */
 	pthread_mutex_unlock(&d->lock);
