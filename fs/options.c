@@ -401,7 +401,7 @@ static const char *disk_cache_misplaced(const struct fs_options *o, const char *
 static int check_disk_cache(struct fs_options *o)
 {
 	struct statvfs vfs;
-	char link[PATH_MAX];
+	char link[PATH_MAX], have[32];
 
 	if (!o->disk_cache) {
 		if (o->disk_cache_size)
@@ -432,8 +432,14 @@ static int check_disk_cache(struct fs_options *o)
 		rc = -fs_fail("bad --disk-cache-size '%s': want bytes, K/M/G/T, or N%% "
 			      "(0 < N <= 100)",
 			      size);
-	else if (o->disk_cache_bytes < DISK_CACHE_MIN)
+	else if (o->disk_cache_bytes < DISK_CACHE_MIN && !strchr(size, '%'))
 		rc = -fs_fail("bad --disk-cache-size '%s': want at least 1M", size);
+	else if (o->disk_cache_bytes < DISK_CACHE_MIN)
+		/* Of a file system reporting no size (ramfs), N% is 0. */
+		rc = -fs_fail("bad --disk-cache-size '%s'%s: %s of the file system of '%s', "
+			      "want at least 1M",
+			      size, o->disk_cache_size ? "" : " (the default)",
+			      size_format(o->disk_cache_bytes, have, sizeof(have)), abs);
 	if (rc < 0 && made)
 		(void)rmdir(abs);
 	free(o->disk_cache);

@@ -307,6 +307,43 @@ def test_data_cut_while_mounted(c):
 			ct.force_unmount(td.mnt)
 
 
+def test_tier_without_direct_io(c):
+	"""DIR on ramfs, which refuses O_DIRECT at open and reports no size:
+	the default 50% (0 bytes) is refused in one line; with a size, reads
+	go through the page cache, right, said once in the log."""
+	with ct.TempDirs() as td:
+		files = populate(td.src, 8, 12)
+		ram = os.path.join(td.root, 'ram')
+		os.mkdir(ram)
+		if not c.check('ramfs mounted', subprocess.run(['mount', '-t', 'ramfs', 'ramfs', ram],
+								check=False).returncode == 0):
+			return
+		try:
+			tier = os.path.join(ram, 'tier')
+			log = os.path.join(td.root, 'log')
+			rc, _, err = ct.run_coordfs(tier_opts(tier) + [td.src, td.mnt])
+			c.check('50% of no size is refused in one line',
+				rc == 1 and '(the default)' in err and 'at least 1M' in err
+				and len(err.strip().splitlines()) == 1, err)
+			c.check('and nothing is mounted', not ct.is_mounted(td.mnt))
+			opts = tier_opts(tier, cache='0') + ['--disk-cache-size=64M', f'--log-file={log}']
+			rc, _, err = ct.run_coordfs(opts + [td.src, td.mnt])
+			if not c.check('mounted with a size', rc == 0, err):
+				return
+			ct.epoch(c, 'ramfs epoch 1', td.mnt, files)
+			ct.disk_settle(c, 'ramfs epoch 1', td.mnt)
+			c.eq('ramfs epoch 2 reads nothing from SOURCE',
+			     ct.epoch(c, 'ramfs epoch 2', td.mnt, files), 0)
+			c.eq('reads are not direct', ct.disk_stats(td.mnt)['direct'], 0)
+			ct.force_unmount(td.mnt)
+			with open(log, encoding='utf-8', errors='replace') as f:
+				lines = [ln for ln in f if 'direct reads refused' in ln]
+			c.eq('one log line says so', len(lines), 1)
+		finally:
+			ct.force_unmount(td.mnt)
+			subprocess.run(['umount', ram], check=False)
+
+
 def test_option_errors(c):
 	"""Bad disk-tier options: one line, exit 1, nothing mounted."""
 	with ct.TempDirs() as td:
@@ -527,6 +564,7 @@ def main():
 	c.group(test_chunk_read_once_from_disk, c)
 	c.group(test_option_errors, c)
 	c.group(test_data_cut_while_mounted, c)
+	c.group(test_tier_without_direct_io, c)
 	c.group(test_sigkill_during_admission, c)
 	c.group(test_tier_fs_fills_up, c)
 	c.group(test_tier_device_errors, c)
