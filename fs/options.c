@@ -337,33 +337,56 @@ static int parse_owner(struct fs_options *o)
  * units (the default chunk is 4M), and 0 or a few bytes hold nothing. */
 #define DISK_CACHE_MIN ((uint64_t)1 << 20)
 
+/* What foreign_link finds on a path. */
+enum { PATH_TRUSTED, PATH_FOREIGN_LINK, PATH_GONE };
+
 /* Whether a prefix of path (up to each '/', and the whole) is a symbolic
- * link owned by a user other than this one and root, copied into bad: the
- * daemon, often root, would make and write its tier wherever another user
- * points it (fs.protected_symlinks covers sticky directories only, and
- * may be off). */
-static bool foreign_link(const char *path, char *bad, size_t badlen)
+ * link owned by a user other than this one and root (PATH_FOREIGN_LINK),
+ * copied into bad: the daemon, often root, would make and write its tier
+ * wherever another user points it (fs.protected_symlinks covers sticky
+ * directories only, and may be off). With exist, a prefix that is not
+ * there is PATH_GONE: it was, a moment ago. */
+static int foreign_link(const char *path, bool exist, char *bad, size_t badlen)
 {
 	char buf[PATH_MAX];
 	struct stat st;
 	size_t n = strlen(path);
 
 	if (n >= sizeof(buf))
-		return false; /* realpath refuses it next */
+		return PATH_TRUSTED; /* realpath refuses it next */
 	memcpy(buf, path, n + 1);
 	for (size_t i = 1; i <= n; i++) {
 		if (buf[i] != '/' && buf[i] != '\0')
 			continue;
 		char c = buf[i];
 		buf[i] = '\0';
-		if (lstat(buf, &st) == 0 && S_ISLNK(st.st_mode) && st.st_uid != geteuid() &&
-		    st.st_uid != 0) {
+		int found = PATH_TRUSTED;
+		if (lstat(buf, &st) < 0)
+			found = exist ? PATH_GONE : PATH_TRUSTED;
+		else if (S_ISLNK(st.st_mode) && st.st_uid != geteuid() && st.st_uid != 0)
+			found = PATH_FOREIGN_LINK;
+		if (found != PATH_TRUSTED) {
 			snprintf(bad, badlen, "%s", buf);
-			return true;
+			return found;
 		}
 		buf[i] = c;
 	}
-	return false;
+	return PATH_TRUSTED;
+}
+
+/* foreign_link on DIR: 0, or -1 after one line. */
+static int check_disk_cache_links(const char *dir, bool exist)
+{
+	char bad[PATH_MAX];
+
+	switch (foreign_link(dir, exist, bad, sizeof(bad))) {
+	case PATH_FOREIGN_LINK:
+		return -fs_fail("--disk-cache '%s': '%s' is a symbolic link of another user", dir,
+				bad);
+	case PATH_GONE:
+		return -fs_fail("--disk-cache '%s': '%s' went away while being checked", dir, bad);
+	}
+	return 0;
 }
 
 /* Whether absolute, resolved path is root or below it. */
@@ -401,7 +424,7 @@ static const char *disk_cache_misplaced(const struct fs_options *o, const char *
 static int check_disk_cache(struct fs_options *o)
 {
 	struct statvfs vfs;
-	char link[PATH_MAX], have[32];
+	char have[32];
 
 	if (!o->disk_cache) {
 		if (o->disk_cache_size)
@@ -410,13 +433,17 @@ static int check_disk_cache(struct fs_options *o)
 	}
 	if (!*o->disk_cache)
 		return -fs_fail("bad --disk-cache '': want a directory");
-	if (foreign_link(o->disk_cache, link, sizeof(link)))
-		return -fs_fail("--disk-cache '%s': '%s' is a symbolic link of another user",
-				o->disk_cache, link);
+	if (check_disk_cache_links(o->disk_cache, false) < 0)
+		return -1;
 	bool made = mkdir(o->disk_cache, 0700) == 0;
 	if (!made && errno != EEXIST)
 		return -fs_fail("cannot create --disk-cache '%s': %s", o->disk_cache,
 				strerror(errno));
+	/* Again, DIR made: a link another user put in between (in a sticky
+	 * /tmp, where the name was free) is caught now, and none can be put
+	 * in after it, since there an entry is its owner's alone. */
+	if (check_disk_cache_links(o->disk_cache, true) < 0)
+		return -1;
 	char *abs = realpath(o->disk_cache, NULL);
 	if (!abs || statvfs(abs, &vfs) < 0) {
 		int err = errno;
