@@ -337,16 +337,20 @@ static int parse_owner(struct fs_options *o)
  * units (the default chunk is 4M), and 0 or a few bytes hold nothing. */
 #define DISK_CACHE_MIN ((uint64_t)1 << 20)
 
-/* What foreign_link finds on a path. */
-enum { PATH_TRUSTED, PATH_FOREIGN_LINK, PATH_GONE };
+/* What foreign_part finds on a path. */
+enum { PATH_TRUSTED, PATH_FOREIGN, PATH_GONE };
 
-/* Whether a prefix of path (up to each '/', and the whole) is a symbolic
- * link owned by a user other than this one and root (PATH_FOREIGN_LINK),
- * copied into bad: the daemon, often root, would make and write its tier
- * wherever another user points it (fs.protected_symlinks covers sticky
- * directories only, and may be off). With exist, a prefix that is not
- * there is PATH_GONE: it was, a moment ago. */
-static int foreign_link(const char *path, bool exist, char *bad, size_t badlen)
+/*
+ * Whether a prefix of path (up to each '/', and the whole) belongs to a
+ * user other than this one and root (PATH_FOREIGN), copied into bad with
+ * its owner: the daemon, often root, makes and writes its tier where the
+ * path leads, and another user's symbolic link leads it anywhere, as does
+ * another user's directory, whose entries they may swap for links at any
+ * time before the mount (fs.protected_symlinks covers sticky directories
+ * only, and may be off). With exist, a prefix that is not there is
+ * PATH_GONE: it was, a moment ago.
+ */
+static int foreign_part(const char *path, bool exist, char *bad, size_t badlen, uid_t *owner)
 {
 	char buf[PATH_MAX];
 	struct stat st;
@@ -363,10 +367,11 @@ static int foreign_link(const char *path, bool exist, char *bad, size_t badlen)
 		int found = PATH_TRUSTED;
 		if (lstat(buf, &st) < 0)
 			found = exist ? PATH_GONE : PATH_TRUSTED;
-		else if (S_ISLNK(st.st_mode) && st.st_uid != geteuid() && st.st_uid != 0)
-			found = PATH_FOREIGN_LINK;
+		else if (st.st_uid != geteuid() && st.st_uid != 0)
+			found = PATH_FOREIGN;
 		if (found != PATH_TRUSTED) {
 			snprintf(bad, badlen, "%s", buf);
+			*owner = st.st_uid;
 			return found;
 		}
 		buf[i] = c;
@@ -374,15 +379,16 @@ static int foreign_link(const char *path, bool exist, char *bad, size_t badlen)
 	return PATH_TRUSTED;
 }
 
-/* foreign_link on DIR: 0, or -1 after one line. */
-static int check_disk_cache_links(const char *dir, bool exist)
+/* foreign_part on DIR: 0, or -1 after one line. */
+static int check_disk_cache_owners(const char *dir, bool exist)
 {
 	char bad[PATH_MAX];
+	uid_t owner = 0;
 
-	switch (foreign_link(dir, exist, bad, sizeof(bad))) {
-	case PATH_FOREIGN_LINK:
-		return -fs_fail("--disk-cache '%s': '%s' is a symbolic link of another user", dir,
-				bad);
+	switch (foreign_part(dir, exist, bad, sizeof(bad), &owner)) {
+	case PATH_FOREIGN:
+		return -fs_fail("--disk-cache '%s': '%s' belongs to another user (uid %u)", dir,
+				bad, (unsigned)owner);
 	case PATH_GONE:
 		return -fs_fail("--disk-cache '%s': '%s' went away while being checked", dir, bad);
 	}
@@ -433,16 +439,17 @@ static int check_disk_cache(struct fs_options *o)
 	}
 	if (!*o->disk_cache)
 		return -fs_fail("bad --disk-cache '': want a directory");
-	if (check_disk_cache_links(o->disk_cache, false) < 0)
+	if (check_disk_cache_owners(o->disk_cache, false) < 0)
 		return -1;
 	bool made = mkdir(o->disk_cache, 0700) == 0;
 	if (!made && errno != EEXIST)
 		return -fs_fail("cannot create --disk-cache '%s': %s", o->disk_cache,
 				strerror(errno));
-	/* Again, DIR made: a link another user put in between (in a sticky
-	 * /tmp, where the name was free) is caught now, and none can be put
-	 * in after it, since there an entry is its owner's alone. */
-	if (check_disk_cache_links(o->disk_cache, true) < 0)
+	/* Again, DIR made: an entry another user put in between (in a sticky
+	 * /tmp, where the name was free) is caught now, and none can be
+	 * swapped after it: every directory on the way is this user's or
+	 * root's, and in a sticky one an entry is its owner's alone. */
+	if (check_disk_cache_owners(o->disk_cache, true) < 0)
 		return -1;
 	char *abs = realpath(o->disk_cache, NULL);
 	if (!abs || statvfs(abs, &vfs) < 0) {

@@ -387,11 +387,19 @@ def test_option_errors(c):
 		os.lchown(link, 65534, 65534)
 		rc, _, err = ct.run_coordfs([f'--disk-cache={link}', td.src, td.mnt])
 		c.check('a symbolic link of another user as DIR is refused',
-			rc == 1 and 'symbolic link of another user' in err
+			rc == 1 and 'belongs to another user (uid 65534)' in err
 			and len(err.strip().splitlines()) == 1, err)
 		c.check('and nothing is mounted through it', not ct.is_mounted(td.mnt))
 		c.eq('and nothing is written where it points', sorted(os.listdir(victim)), ['data'])
 		c.eq('its data is intact', ct.read_bytes(os.path.join(victim, 'data')), b'precious')
+		# Nor through another user's directory, whose entries they may swap.
+		theirs = os.path.join(td.root, 'theirs')
+		os.mkdir(theirs)
+		os.chown(theirs, 65534, 65534)
+		rc, _, err = ct.run_coordfs([f'--disk-cache={theirs}/tier', td.src, td.mnt])
+		c.check('DIR in another user\'s directory is refused',
+			rc == 1 and f"'{theirs}' belongs to another user" in err, err)
+		c.eq('and not made', os.listdir(theirs), [])
 
 
 def test_sigkill_during_admission(c):
