@@ -338,7 +338,7 @@ static int parse_owner(struct fs_options *o)
 #define DISK_CACHE_MIN ((uint64_t)1 << 20)
 
 /* What foreign_part finds on a path. */
-enum { PATH_TRUSTED, PATH_FOREIGN, PATH_GONE };
+enum { PATH_TRUSTED, PATH_FOREIGN, PATH_OPEN, PATH_GONE };
 
 /*
  * Whether a prefix of path (up to each '/', and the whole) belongs to a
@@ -347,8 +347,9 @@ enum { PATH_TRUSTED, PATH_FOREIGN, PATH_GONE };
  * path leads, and another user's symbolic link leads it anywhere, as does
  * another user's directory, whose entries they may swap for links at any
  * time before the mount (fs.protected_symlinks covers sticky directories
- * only, and may be off). With exist, a prefix that is not there is
- * PATH_GONE: it was, a moment ago.
+ * only, and may be off); so does any user in a directory any user may
+ * write without the sticky bit (PATH_OPEN). With exist, a prefix that is
+ * not there is PATH_GONE: it was, a moment ago.
  */
 static int foreign_part(const char *path, bool exist, char *bad, size_t badlen, uid_t *owner)
 {
@@ -369,6 +370,8 @@ static int foreign_part(const char *path, bool exist, char *bad, size_t badlen, 
 			found = exist ? PATH_GONE : PATH_TRUSTED;
 		else if (st.st_uid != geteuid() && st.st_uid != 0)
 			found = PATH_FOREIGN;
+		else if (S_ISDIR(st.st_mode) && (st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX))
+			found = PATH_OPEN;
 		if (found != PATH_TRUSTED) {
 			snprintf(bad, badlen, "%s", buf);
 			*owner = st.st_uid;
@@ -389,6 +392,9 @@ static int check_disk_cache_owners(const char *dir, bool exist)
 	case PATH_FOREIGN:
 		return -fs_fail("--disk-cache '%s': '%s' belongs to another user (uid %u)", dir,
 				bad, (unsigned)owner);
+	case PATH_OPEN:
+		return -fs_fail("--disk-cache '%s': any user may change '%s' (writable by all, "
+				"not sticky)", dir, bad);
 	case PATH_GONE:
 		return -fs_fail("--disk-cache '%s': '%s' went away while being checked", dir, bad);
 	}

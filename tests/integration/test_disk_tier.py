@@ -400,6 +400,14 @@ def test_option_errors(c):
 		c.check('DIR in another user\'s directory is refused',
 			rc == 1 and f"'{theirs}' belongs to another user" in err, err)
 		c.eq('and not made', os.listdir(theirs), [])
+		# Nor in a directory anyone may write that is not sticky.
+		everyone = os.path.join(td.root, 'everyone')
+		os.mkdir(everyone)
+		os.chmod(everyone, 0o777)
+		rc, _, err = ct.run_coordfs([f'--disk-cache={everyone}/tier', td.src, td.mnt])
+		c.check('DIR in a directory anyone may write is refused',
+			rc == 1 and 'any user may change' in err, err)
+		c.eq('and not made there', os.listdir(everyone), [])
 
 
 def test_sigkill_during_admission(c):
