@@ -19,6 +19,12 @@ int size_parse(const char *text, uint64_t phys_bytes, uint64_t *out)
 	double v = strtod(p, &end);
 	if (errno || end == p || !(v >= 0) || !isfinite(v))
 		return -EINVAL;
+	/* Decimal digits and one point only: strtod also takes hexadecimal
+	 * ("0x10" would be 16 bytes) and exponents ("1e9"), which no one
+	 * writing a size means. */
+	for (const char *q = p, *point = NULL; q < end; q++)
+		if (!isdigit((unsigned char)*q) && (*q != '.' || point || !(point = q)))
+			return -EINVAL;
 	double mul = 1;
 	switch (*end) {
 	case '\0':

@@ -52,7 +52,8 @@ END_TEST
 
 START_TEST(size_rejects_bad_input)
 {
-	static const char *bad[] = { "", "12Q", "-1", "200%", "0%", "abc", "4KB5", "%", "1e400", "K", " 5", "5 " };
+	static const char *bad[] = { "", "12Q", "-1", "200%", "0%", "abc", "4KB5", "%", "1e400", "K", " 5", "5 ",
+				     "0x100000", "1e9", "1E3M", "0x1p20" };
 	uint64_t v = 77;
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
