@@ -111,7 +111,8 @@ struct cache_disk {
 	bool loaded;	     /* the records are in the table (lock) */
 	uint64_t isize, dsize; /* the files' sizes at open, for load_records */
 	pthread_t writer;
-	_Atomic uint64_t items, hits, hit_bytes, admitted, refused, dropped_stale, dropped_corrupt;
+	_Atomic uint64_t items, hits, hit_bytes, admitted, refused, dropped_stale, dropped_corrupt,
+	    dropped_cut;
 	_Atomic uint64_t disabled;
 };
 
@@ -427,6 +428,32 @@ static int load_header(struct cache_disk *d, char *err, size_t errlen)
 }
 
 /*
+ * The units a cut loses: the whole, checksummed records from record first
+ * on (up to nrec), each one a unit admitted after the damaged record. A
+ * crash leaves at most one record half written at the end, so 0 there;
+ * a damaged record in the middle (a flipped bit) loses all that follow.
+ * The scan stops at the first chunk with no such record (the zeros of a
+ * sparse index), so it reads little past the real records.
+ */
+static uint64_t count_lost(struct cache_disk *d, struct rec *buf, uint64_t first, uint64_t nrec)
+{
+	uint64_t lost = 0;
+
+	for (uint64_t at = first; at < nrec;) {
+		size_t n = nrec - at < LOAD_CHUNK ? (size_t)(nrec - at) : LOAD_CHUNK, found = 0;
+		if (pread_all(d->ifd, buf, n * REC_SIZE, HDR_SIZE + at * REC_SIZE) < 0)
+			break;
+		for (size_t i = 0; i < n; i++)
+			found += buf[i].magic == REC_MAGIC && rec_sum(&buf[i]) == buf[i].rsum;
+		if (!found)
+			break;
+		lost += found;
+		at += n;
+	}
+	return lost;
+}
+
+/*
  * Take the valid records of the index into the table; cut what follows the
  * last one (records and data). Runs on the writer thread before it writes
  * anything, so that mounting waits for the lock and the header only (a
@@ -491,6 +518,7 @@ static int load_records(struct cache_disk *d)
 			good++;
 		}
 	}
+	uint64_t lost = rc == 0 && torn ? count_lost(d, buf, good + 1, nrec) : 0;
 	free(buf);
 	if (rc < 0) {
 		log_err("disk cache %s: cannot load its index: %s", d->dir, strerror(-rc));
@@ -498,6 +526,11 @@ static int load_records(struct cache_disk *d)
 	}
 	d->index_end = HDR_SIZE + good * REC_SIZE;
 	d->data_end = data_end;
+	count(&d->dropped_cut, lost);
+	if (lost)
+		log_warn("disk cache %s: record %llu of its index is damaged; the %llu units "
+			 "recorded after it are dropped (dropped_cut) and read elsewhere",
+			 d->dir, (unsigned long long)good, (unsigned long long)lost);
 	if (isize > d->index_end || dsize > data_end) {
 		log_msg(LOG_NOTICE, "disk cache %s: cut an unfinished tail (%llu index bytes, %llu data "
 			   "bytes) after %llu units",
@@ -1045,6 +1078,7 @@ void cache_disk_get_stats(struct cache_disk *d, struct cache_disk_stats *out)
 	out->refused = get(&d->refused);
 	out->dropped_stale = get(&d->dropped_stale);
 	out->dropped_corrupt = get(&d->dropped_corrupt);
+	out->dropped_cut = get(&d->dropped_cut);
 	out->disabled = get(&d->disabled);
 	out->direct = d->rfd >= 0 && !atomic_load_explicit(&d->no_direct, memory_order_relaxed);
 }

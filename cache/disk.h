@@ -42,6 +42,7 @@ struct cache_disk_stats {
 	uint64_t dropped_stale, dropped_corrupt, disabled;
 	uint64_t queued; /* units waiting for the writer */
 	uint64_t direct; /* 1 while reads bypass the page cache (O_DIRECT) */
+	uint64_t dropped_cut; /* units recorded after a damaged index record, cut at load */
 };
 
 /* The largest unit the tier holds: a read of a held unit reads all of it

@@ -104,6 +104,8 @@ static const struct {
 	DISK_FIELD(queued, "gauge", "Units waiting to be written to the disk tier."),
 	DISK_FIELD(direct, "gauge",
 		   "1 while disk tier reads bypass the page cache (O_DIRECT); 0: buffered, pages dropped."),
+	DISK_FIELD(dropped_cut, "counter",
+		   "Disk tier units recorded after a damaged index record, dropped at load."),
 #undef DISK_FIELD
 };
 

@@ -237,9 +237,10 @@ static void render_disk(FILE *out, const json_t *s)
 		fmt_count(get_counter(s, "cache.disk.hits"), d, sizeof(d)),
 		fmt_size(get_counter(s, "cache.disk.hit_bytes"), e, sizeof(e)));
 	struct counter direct = get_counter(s, "cache.disk.direct");
-	fprintf(out, LABEL "dropped stale %s  corrupt %s%s\n", "",
+	fprintf(out, LABEL "dropped stale %s  corrupt %s  cut %s%s\n", "",
 		fmt_count(get_counter(s, "cache.disk.dropped_stale"), a, sizeof(a)),
 		fmt_count(get_counter(s, "cache.disk.dropped_corrupt"), b, sizeof(b)),
+		fmt_count(get_counter(s, "cache.disk.dropped_cut"), c, sizeof(c)),
 		!direct.ok ? "" : direct.v > 0 ? "  reads direct" : "  reads buffered");
 }
 

@@ -216,7 +216,7 @@ def test_three_peers_restart_together(c):
 		for name in ('disk_capacity_bytes', 'disk_used_bytes', 'disk_items',
 			     'disk_hit_bytes_total', 'disk_admitted_total', 'disk_refused_total',
 			     'disk_dropped_stale_total', 'disk_dropped_corrupt_total', 'disk_disabled',
-			     'disk_direct'):
+			     'disk_direct', 'disk_dropped_cut_total'):
 			c.check(f'/metrics has coordfs_{name}', f'\ncoordfs_{name} ' in text)
 		# Reads bypass the page cache where the tier's file system takes
 		# O_DIRECT (found out here by opening its data file so).

@@ -154,6 +154,9 @@ START_TEST(torn_tail_record_is_ignored_and_cut)
 	ck_assert_int_eq(read_unit(d, 0, 1), 0);
 	ck_assert_int_eq(read_unit(d, 1, 1), 0);
 	ck_assert_int_eq(read_unit(d, 2, 1), -ENOENT);
+	struct cache_disk_stats st;
+	cache_disk_get_stats(d, &st);
+	ck_assert_uint_eq(st.dropped_cut, 0); /* a crash's half record: no unit lost */
 	ck_assert_int_eq(file_size("index"), 64 + 2 * 64);
 	ck_assert_int_eq(file_size("data"), 2 * UNIT);
 	/* and the tier goes on appending after the cut */
@@ -205,6 +208,7 @@ START_TEST(sparse_huge_index_is_cut_not_fatal)
 	cache_disk_get_stats(d, &st);
 	ck_assert_uint_eq(st.disabled, 0);
 	ck_assert_uint_eq(st.items, 3);
+	ck_assert_uint_eq(st.dropped_cut, 0); /* zeros are no records */
 	ck_assert_int_eq(file_size("index"), 64 + 3 * 64);
 	cache_disk_close(d);
 }
@@ -223,6 +227,10 @@ START_TEST(record_checksum_mismatch_cuts_from_there)
 	ck_assert_int_eq(read_unit(d, 0, 1), 0);
 	ck_assert_int_eq(read_unit(d, 1, 1), -ENOENT);
 	ck_assert_int_eq(read_unit(d, 2, 1), -ENOENT);
+	struct cache_disk_stats st;
+	cache_disk_get_stats(d, &st);
+	ck_assert_uint_eq(st.dropped_cut, 1); /* unit 2: its record was whole */
+	ck_assert_uint_eq(st.items, 1);
 	cache_disk_close(d);
 }
 END_TEST

@@ -575,13 +575,13 @@ START_TEST(disk_tier_line_and_optimum)
 	    " \"cache\": {\"capacity_bytes\": 300, \"disk\": {\"capacity_bytes\": 800,"
 	    " \"used_bytes\": 200, \"items\": 5, \"hits\": 7, \"hit_bytes\": 2048,"
 	    " \"admitted\": 6, \"refused\": 2, \"dropped_stale\": 1, \"dropped_corrupt\": 3,"
-	    " \"disabled\": 0, \"direct\": 1}}, \"peers\": {\"nodes\": []}}",
+	    " \"dropped_cut\": 4, \"disabled\": 0, \"direct\": 1}}, \"peers\": {\"nodes\": []}}",
 	    NULL);
 
 	assert_contains(line_starting(out, "disk ", line, sizeof(line)), "25.0%  200 B / 800 B");
 	assert_lacks(line, "OFF");
 	assert_contains(out, "items 5  admitted 6  refused 2  hits 7 (2.0 KiB)");
-	assert_contains(out, "dropped stale 1  corrupt 3  reads direct");
+	assert_contains(out, "dropped stale 1  corrupt 3  cut 4  reads direct");
 	assert_contains(out, "cache - (-)  disk 2.0 KiB (100.0%)  source 0 B (0.0%)");
 	/* inclusive tiers: 1000 - max(300, 800) */
 	assert_contains(out, "optimum per pass 200 B");
