@@ -151,11 +151,23 @@ static void jerr_exit(j_common_ptr ci)
 	longjmp(e->jb, 1);
 }
 
+/* Warnings about odd header fields, not about the pixel data: libjpeg
+ * decodes the image as usual (a JFIF 2.x version, an Adobe transform code it
+ * does not know, a baseline scan with progressive-looking parameters, all
+ * written by real encoders), and so does PIL, silently. Failing on them
+ * would fail photographs that PIL reads whole. */
+static bool jwarn_benign(int code)
+{
+	return code == JWRN_JFIF_MAJOR || code == JWRN_ADOBE_XFORM ||
+	       code == JWRN_NOT_SEQUENTIAL;
+}
+
 static void jerr_emit(j_common_ptr ci, int level)
 {
 	struct jerr *e = (struct jerr *)ci->err;
 
-	if (level < 0) { /* a warning: corrupt or truncated data */
+	/* any other warning: corrupt or truncated data */
+	if (level < 0 && !jwarn_benign(ci->err->msg_code)) {
 		e->code = -EIO;
 		longjmp(e->jb, 1);
 	}

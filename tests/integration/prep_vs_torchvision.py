@@ -7,7 +7,8 @@ Run with /usr/bin/python3 (it has torch, torchvision, PIL, numpy):
 1. centerS / resizeS outputs of prep_render_cli against PIL's
    Image.open().convert("RGB") + torchvision Resize(+CenterCrop), on photo-like
    images (smooth gradients + noise + shapes): JPEGs of several sizes and
-   chroma subsamplings, progressive, gray, CMYK, and PNGs of every colour
+   chroma subsamplings, progressive, gray, CMYK, one with the header oddities
+   libjpeg only warns about (JFIF 2.01, a baseline scan with Se 62), and PNGs of every colour
    type. PSNR must be >= 30 dB everywhere; PNG (no DCT scaling) must match
    almost exactly (>= 50 dB).
 2. rrcS: our crop parameters (prep_render_cli --rrc-params) against
@@ -111,6 +112,10 @@ def make_images(d):
     add("progressive_big.jpg", Image.fromarray(photo(1024, 768, 8)), quality=85, progressive=True)
     add("gray.jpg", base.convert("L"), quality=90)
     add("cmyk.jpg", base.convert("CMYK"), quality=92)
+    # header oddities of real encoders that libjpeg only warns about and PIL
+    # decodes silently: a JFIF 2.01 version, a baseline scan whose Se is not 63
+    add("jfif2.jpg", base, quality=90)
+    patch_jpeg_headers(imgs[-1][0])
     add("rgb.png", base)
     add("rgba.png", Image.fromarray(np.dstack([photo(300, 200, 9), photo(300, 200, 10)[..., 0]])))
     add("gray.png", base.convert("L"))
@@ -128,6 +133,19 @@ def make_images(d):
     Image.fromarray(g16.astype(np.uint16)).save(os.path.join(d, "gray16.png"))
     imgs.append((os.path.join(d, "gray16.png"), "png"))
     return imgs
+
+
+def patch_jpeg_headers(path):
+    """Sets the JFIF major version to 2 and the first scan's Se to 62 (both
+    libjpeg warnings, neither touches the entropy-coded data)."""
+    with open(path, "rb") as f:
+        d = bytearray(f.read())
+    a = d.index(b"JFIF\0")
+    d[a + 5] = 2
+    s = d.index(b"\xff\xda")
+    d[s + 5 + 2 * d[s + 4] + 1] = 62
+    with open(path, "wb") as f:
+        f.write(d)
 
 
 def add_png16(path, arr):
