@@ -21,7 +21,8 @@
  *            counts as an error: stricter than PIL, see README), or an
  *            unsupported colour layout
  *   -EFBIG   source over the caps (PREP_MAX_SIDE per side, PREP_MAX_PIXELS),
- *            or an output over PREP_MAX_OUT_PIXELS
+ *            or an output over PREP_MAX_OUT_PIXELS; in a view, also a decode
+ *            whose source or working memory exceeds the whole cfg.mem
  *   -ENOMEM  allocation failure
  */
 #ifndef COORDFS_PREP_PREP_H

@@ -210,9 +210,15 @@ int prep__mem_reserve(struct prep_view *v, uint64_t n)
 
 	if (!b || n == 0 || budget_try(b, n))
 		return 0;
+	/* More than the whole budget never fits, whatever is evicted or
+	 * waited for (a 100-Mpixel progressive JPEG or interlaced PNG under a
+	 * small --prep-mem): -EFBIG fails the decode as an image too large,
+	 * counted and logged, instead of a silent -ENOMEM at every open. */
+	if (b->limit && n > b->limit)
+		return -EFBIG;
 	if (prep__on_ahead_thread)
 		return -ENOMEM;
-	if (b->limit && n <= b->limit) {
+	if (b->limit) {
 		pthread_mutex_lock(&v->lock);
 		prep__evict_for_mem(v, n);
 		pthread_mutex_unlock(&v->lock);
@@ -272,6 +278,13 @@ static bool failure_log_allowed(struct prep_view *v)
 	return false;
 }
 
+/* -EFBIG alone ("File too large") does not say what is too large: the
+ * header's size caps, or the memory its decode needs (prep__mem_reserve). */
+static const char *failure_hint(int rc)
+{
+	return rc == -EFBIG ? " (over the size caps, or its decode needs more than --prep-mem)" : "";
+}
+
 static void log_failure(struct prep_view *v, const struct sample *s, int rc)
 {
 	char name[1024], rname[32] = "";
@@ -280,10 +293,11 @@ static void log_failure(struct prep_view *v, const struct sample *s, int rc)
 		return;
 	prep_recipe_name(&s->recipe, rname, sizeof(rname));
 	if (v->ops.file_name && v->ops.file_name(v->arg, s->file_index, name, sizeof(name)) == 0)
-		log_warn("prep: cannot prepare %s for %s: %s", name, rname, strerror(-rc));
+		log_warn("prep: cannot prepare %s for %s: %s%s", name, rname, strerror(-rc),
+			 failure_hint(rc));
 	else
-		log_warn("prep: cannot prepare file #%u for %s: %s", s->file_index, rname,
-			 strerror(-rc));
+		log_warn("prep: cannot prepare file #%u for %s: %s%s", s->file_index, rname,
+			 strerror(-rc), failure_hint(rc));
 }
 
 /* Bytes render_from_pixels allocates besides the PPM: the horizontally

@@ -530,6 +530,41 @@ START_TEST(view_mem_budget)
 }
 END_TEST
 
+/* A decode whose working memory exceeds the whole budget can never be
+ * served: it fails like a broken image (-EFBIG, counted in errors, logged),
+ * not as a memory refusal that every open would meet again in silence. */
+START_TEST(view_work_over_budget)
+{
+	struct src s;
+	struct prep_recipe r;
+	struct budget b;
+	uint64_t one, work;
+	struct prep_stats st;
+	struct prep_sample *x = NULL;
+
+	src_fill(&s, 2);
+	prep_recipe_parse("center32", &r);
+	prep_output_size(&r, 1, 1, &one);
+	ck_assert_int_eq(prep_decode_mem(&r, s.data[0], s.len[0], &work), 0);
+	/* room for the sample and the source, not for the decode */
+	budget_init(&b, one + s.len[0] + 64);
+	ck_assert_uint_gt(work, b.limit);
+	struct prep_config cfg = {.seed = 3, .mem_budget = 64 << 20, .threads = 1, .nfiles = 2,
+				  .mem = &b, .mem_wait_ms = 20};
+	struct prep_view *v = prep_view_create(&cfg, &src_ops, &s);
+	ck_assert_ptr_nonnull(v);
+	ck_assert_int_eq(prep_view_open_job(v, 0, "A", 0, 9, &r, &x), -EFBIG);
+	ck_assert_ptr_null(x);
+	prep_view_stats(v, &st);
+	ck_assert_uint_eq(st.errors, 1);
+	ck_assert_uint_eq(st.refused, 0);
+	prep_view_destroy(v);
+	ck_assert_uint_eq(budget_used(&b), 0);
+	budget_fini(&b);
+	src_free(&s);
+}
+END_TEST
+
 START_TEST(view_deterministic_cached)
 {
 	struct src s;
@@ -703,6 +738,7 @@ void prep_view_tests(TCase *tc)
 	tcase_add_test(tc, view_job_table_full);
 	tcase_add_test(tc, view_idle_jobs_reclaimed);
 	tcase_add_test(tc, view_mem_budget);
+	tcase_add_test(tc, view_work_over_budget);
 	tcase_add_test(tc, view_deterministic_cached);
 	tcase_add_test(tc, view_stress_versions);
 }
