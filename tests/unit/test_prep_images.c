@@ -92,12 +92,13 @@ uint8_t *make_jpeg(unsigned w, unsigned h, pixel_fn px, const struct jopts *o, s
 	jpeg_set_quality(&ci, o->quality ? o->quality : 95, TRUE);
 	if (o->kind != J_GRAY) {
 		ci.comp_info[0].h_samp_factor = o->hsamp ? o->hsamp : 1;
-		ci.comp_info[0].v_samp_factor = o->hsamp ? o->hsamp : 1;
+		ci.comp_info[0].v_samp_factor = o->vsamp ? o->vsamp : o->hsamp ? o->hsamp : 1;
 		for (int c = 1; c < ci.num_components; c++)
 			ci.comp_info[c].h_samp_factor = ci.comp_info[c].v_samp_factor = 1;
-		if (o->kind == J_YCCK)
-			ci.comp_info[3].h_samp_factor = ci.comp_info[3].v_samp_factor =
-			    ci.comp_info[0].h_samp_factor;
+		if (o->kind == J_YCCK) {
+			ci.comp_info[3].h_samp_factor = ci.comp_info[0].h_samp_factor;
+			ci.comp_info[3].v_samp_factor = ci.comp_info[0].v_samp_factor;
+		}
 	}
 	if (o->progressive)
 		jpeg_simple_progression(&ci);
@@ -303,13 +304,17 @@ void assert_color_near(const uint8_t *p, struct color c, int tol, const char *wh
 		      c.b, tol);
 }
 
-const struct jopts jpeg_kinds[6] = {
+const struct jopts jpeg_kinds[8] = {
     {.kind = J_RGB, .hsamp = 2, .quality = 90},
     {.kind = J_RGB, .hsamp = 1, .quality = 90},
     {.kind = J_RGB, .hsamp = 2, .progressive = true, .quality = 90},
     {.kind = J_GRAY, .restart = 3, .quality = 90},
     {.kind = J_CMYK, .quality = 90},
     {.kind = J_YCCK, .hsamp = 2, .quality = 90},
+    /* 4:1:0 and its transpose: when DCT-scaled, libjpeg scales their chroma
+     * IDCT up and still upsamples it, which jpeg_crop_scanline gets wrong */
+    {.kind = J_RGB, .hsamp = 4, .vsamp = 2, .quality = 90},
+    {.kind = J_RGB, .hsamp = 2, .vsamp = 4, .quality = 90},
 };
 
 int src_read(void *arg, uint32_t i, uint8_t **data, size_t *len)

@@ -42,12 +42,13 @@ struct jopts {
 	enum jkind kind;
 	bool progressive;
 	unsigned restart; /* restart_interval in MCUs, 0 = none */
-	int hsamp;	  /* luma h sampling factor: 1 (4:4:4) or 2 (4:2:0) */
+	int hsamp;	  /* luma h sampling factor: 1 (4:4:4), 2 (4:2:0) or 4 */
+	int vsamp;	  /* luma v sampling factor; 0: as hsamp */
 	int quality;
 };
 
 /* Every kind of JPEG the decoder handles, at q90. */
-extern const struct jopts jpeg_kinds[6];
+extern const struct jopts jpeg_kinds[8];
 #define NKINDS (sizeof(jpeg_kinds) / sizeof(jpeg_kinds[0]))
 
 /* CMYK bytes as stored (Adobe polarity: 255 = no ink). */
