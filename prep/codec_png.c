@@ -6,6 +6,7 @@
  * PIL's mode "I". libpng errors longjmp; its warnings are ignored.
  */
 #include <errno.h>
+#include <setjmp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -102,6 +103,33 @@ static void png_row_to_rgb(const uint8_t *in, unsigned channels, unsigned depth,
 	}
 }
 
+/* PIL stops reading a PNG at its last row, so a file whose image data
+ * is whole but whose tail is not (cut or broken in the zlib checksum, the
+ * last IDAT's CRC, IEND) loads. libpng checks that tail when it finishes
+ * the last row, after the row is delivered and counted (row_number, or pass
+ * 7 when interlaced): an error past that count is the tail's. Reads the
+ * last row (rows == NULL) or the whole interlaced image; true when the tail
+ * failed: every row is in, and libpng must not be called again but to be
+ * destroyed. An error before the count goes on to the caller's handler. */
+static bool png_read_last(png_structp png, png_bytep row, png_bytepp rows, png_uint_32 H)
+{
+	jmp_buf outer;
+
+	memcpy(outer, png_jmpbuf(png), sizeof(outer));
+	if (setjmp(png_jmpbuf(png))) {
+		memcpy(png_jmpbuf(png), outer, sizeof(outer));
+		if (rows ? png_get_current_pass_number(png) < 7 : png_get_current_row_number(png) < H)
+			png_longjmp(png, 1);
+		return true;
+	}
+	if (rows)
+		png_read_image(png, rows);
+	else
+		png_read_row(png, row, NULL);
+	memcpy(png_jmpbuf(png), outer, sizeof(outer));
+	return false;
+}
+
 static int decode_png(const uint8_t *data, size_t len, struct prep__sink *d)
 {
 	png_structp png;
@@ -110,6 +138,7 @@ static int decode_png(const uint8_t *data, size_t len, struct prep__sink *d)
 	uint8_t *volatile row = NULL, *volatile whole = NULL;
 	png_bytep *volatile rowp = NULL;
 	volatile int rc = 0;
+	volatile bool rows_done = false, tail_broken = false;
 
 	png = png_create_read_struct(PNG_LIBPNG_VER_STRING, NULL, png_err, png_warn);
 	if (!png)
@@ -120,7 +149,7 @@ static int decode_png(const uint8_t *data, size_t len, struct prep__sink *d)
 		return -ENOMEM;
 	}
 	if (setjmp(png_jmpbuf(png))) {
-		if (rc == 0)
+		if (rc == 0 && !rows_done)
 			rc = -EIO;
 		goto out;
 	}
@@ -167,7 +196,7 @@ static int decode_png(const uint8_t *data, size_t len, struct prep__sink *d)
 		}
 		for (png_uint_32 y = 0; y < H; y++)
 			rowp[y] = whole + (size_t)y * rowbytes;
-		png_read_image(png, rowp);
+		tail_broken = png_read_last(png, NULL, rowp, H);
 		for (unsigned y = d->ry0; y < d->ry1; y++) {
 			png_row_to_rgb(rowp[y], channels, odepth, d->rx0, d->rx1, prep__sink_row(d));
 			prep__sink_push(d);
@@ -181,7 +210,10 @@ static int decode_png(const uint8_t *data, size_t len, struct prep__sink *d)
 		/* Every row is read, so a truncated file fails whatever the
 		 * region; only the region is kept. */
 		for (png_uint_32 y = 0; y < H; y++) {
-			png_read_row(png, row, NULL);
+			if (y + 1 < H)
+				png_read_row(png, row, NULL);
+			else
+				tail_broken = png_read_last(png, row, NULL, H);
 			if (y >= d->ry0 && y < d->ry1) {
 				png_row_to_rgb(row, channels, odepth, d->rx0, d->rx1, prep__sink_row(d));
 				prep__sink_push(d);
@@ -189,7 +221,11 @@ static int decode_png(const uint8_t *data, size_t len, struct prep__sink *d)
 		}
 	}
 	prep__sink_flush(d);
-	png_read_end(png, NULL);
+	/* Every row is in: what png_read_end finds wrong after them (no IEND,
+	 * a broken chunk after the image data) does not fail the image either. */
+	rows_done = true;
+	if (!tail_broken)
+		png_read_end(png, NULL);
 out:
 	png_destroy_read_struct(&png, &info, NULL);
 	free(row);

@@ -225,6 +225,33 @@ START_TEST(truncated_and_corrupt_fail)
 }
 END_TEST
 
+/* A PNG whose rows are all there decodes whatever follows them (no IEND,
+ * nor the last IDAT's CRC), as PIL loads it, interlaced or not; cut inside
+ * its image data it still fails. */
+START_TEST(png_tail_after_rows)
+{
+	struct prep_recipe center;
+
+	prep_recipe_parse("center32", &center);
+	for (int interlace = 0; interlace < 2; interlace++) {
+		size_t pl, rlen, olen;
+		uint8_t *png = make_png(60, 40, PNG_COLOR_TYPE_RGB, 8, interlace, false, &pl);
+		uint8_t *ref, *out;
+
+		ck_assert_int_eq(prep_render(&center, png, pl, 1, 2, 0, &ref, &rlen), 0);
+		for (size_t cut = 12; cut <= 16; cut += 4) { /* IEND; IEND and a CRC */
+			ck_assert_msg(prep_render(&center, png, pl - cut, 1, 2, 0, &out, &olen) == 0,
+				      "interlace %d, %zu bytes cut", interlace, cut);
+			ck_assert(olen == rlen && memcmp(out, ref, rlen) == 0);
+			free(out);
+		}
+		ck_assert_int_eq(prep_render(&center, png, pl - 60, 1, 2, 0, &out, &olen), -EIO);
+		free(ref);
+		free(png);
+	}
+}
+END_TEST
+
 START_TEST(corpus_replay)
 {
 	DIR *d = opendir(CORPUS_DIR);
@@ -288,5 +315,6 @@ void prep_codec_tests(TCase *tc)
 	tcase_add_test(tc, decode_png_flavours);
 	tcase_add_test(tc, eoi_decides_the_tail);
 	tcase_add_test(tc, truncated_and_corrupt_fail);
+	tcase_add_test(tc, png_tail_after_rows);
 	tcase_add_test(tc, corpus_replay);
 }
