@@ -156,7 +156,13 @@ static int decode_png(const uint8_t *data, size_t len, struct prep__sink *d)
 	png_set_user_limits(png, PREP_MAX_SIDE, PREP_MAX_SIDE);
 	png_set_chunk_malloc_max(png, 16u << 20);
 	png_set_read_fn(png, &src, png_read_mem);
+	/* CRCs as PIL checks them: every chunk's before the image data (where
+	 * libpng only warns about an ancillary chunk's, PIL fails the file),
+	 * none from the first IDAT on (PIL reads the image data and what
+	 * follows without checking them). */
+	png_set_crc_action(png, PNG_CRC_DEFAULT, PNG_CRC_ERROR_QUIT);
 	png_read_info(png, info);
+	png_set_crc_action(png, PNG_CRC_QUIET_USE, PNG_CRC_QUIET_USE);
 
 	png_uint_32 W, H;
 	int depth, ctype, interlace;

@@ -10,7 +10,8 @@ Run with /usr/bin/python3 (it has torch, torchvision, PIL, numpy):
    chroma subsamplings, progressive, gray, CMYK, one with the header oddities
    libjpeg only warns about (JFIF 2.01, a baseline scan with Se 62), and PNGs of every colour
    type. PSNR must be >= 30 dB everywhere; PNG (no DCT scaling) must match
-   almost exactly (>= 50 dB).
+   almost exactly (>= 50 dB). PNGs with a broken chunk CRC fail or load as in
+   PIL (which checks the CRCs before the image data only).
 2. rrcS: our crop parameters (prep_render_cli --rrc-params) against
    torchvision's RandomResizedCrop.get_params over many draws: mean scale,
    mean log aspect ratio, fallback rate; and rendered rrc samples against
@@ -174,6 +175,58 @@ def compare_deterministic(imgs):
                   f"PSNR {p:.1f} dB (need {need})")
 
 
+def png_crc_cases(d):
+    """A PNG with a chunk's CRC broken before the image data (PIL checks
+    every such CRC: the file fails), after it, or in an IDAT of two (PIL
+    checks none from the first IDAT on: it loads): (path, PIL loads it)."""
+    import struct
+    import zlib
+    base = os.path.join(d, "crc_base.png")
+    Image.fromarray(photo(120, 90, 13)).save(base)
+    with open(base, "rb") as f:
+        png = f.read()
+
+    def chunk(t, data, bad=False):
+        crc = zlib.crc32(t + data) ^ (1 if bad else 0)
+        return struct.pack(">I", len(data)) + t + data + struct.pack(">I", crc & 0xffffffff)
+    i = png.index(b"IDAT") - 4
+    n = struct.unpack(">I", png[i:i + 4])[0]
+    idat, head, tail = png[i + 8:i + 8 + n], png[:i], png[i + 12 + n:]
+    text = b"Comment\0hello"
+    cases = {
+        "crc_text_before_idat.png": (head + chunk(b"tEXt", text, True) + png[i:], False),
+        "crc_text_after_idat.png": (png[:i + 12 + n] + chunk(b"tEXt", text, True) + tail, True),
+        "crc_first_of_two_idat.png": (head + chunk(b"IDAT", idat[:n // 2], True) +
+                                      chunk(b"IDAT", idat[n // 2:]) + tail, True),
+    }
+    out = []
+    for name, (data, loads) in cases.items():
+        path = os.path.join(d, name)
+        with open(path, "wb") as f:
+            f.write(data)
+        out.append((path, loads))
+    return out
+
+
+def compare_png_crcs(d):
+    for path, loads in png_crc_cases(d):
+        name = os.path.basename(path)
+        try:
+            ref = reference(path, "center64")
+        except Exception:  # noqa: BLE001 - PIL's failure is what is compared
+            ref = None
+        check((ref is not None) == loads, f"{name}: PIL {'loads' if loads else 'fails'} it")
+        try:
+            ours = read_ppm(run_cli("center64", 1, 0, path))
+        except RuntimeError:
+            ours = None
+        if ref is None:
+            check(ours is None, f"{name}: prep fails it too")
+        else:
+            check(ours is not None and psnr(ours, ref) >= 50.0,
+                  f"{name}: prep loads it as PIL does")
+
+
 def compare_rrc_params():
     for (w, h) in [(500, 375), (100, 1000), (1000, 60)]:
         n = 4000
@@ -239,6 +292,7 @@ def main():
     with tempfile.TemporaryDirectory() as d:
         imgs = make_images(d)
         compare_deterministic(imgs)
+        compare_png_crcs(d)
         compare_rrc_params()
         compare_rrc_render(imgs)
     print(f"{passed} passed, {failed} failed")
