@@ -151,15 +151,27 @@ static void jerr_exit(j_common_ptr ci)
 	longjmp(e->jb, 1);
 }
 
-/* Warnings about odd header fields, not about the pixel data: libjpeg
- * decodes the image as usual (a JFIF 2.x version, an Adobe transform code it
- * does not know, a baseline scan with progressive-looking parameters, all
- * written by real encoders), and so does PIL, silently. Failing on them
- * would fail photographs that PIL reads whole. */
-static bool jwarn_benign(int code)
+/* Warnings that say nothing against the pixels: libjpeg decodes the image
+ * as usual, and so does PIL, silently. Failing on them would fail
+ * photographs that PIL reads whole. Odd header fields (a JFIF 2.x version,
+ * an Adobe transform code it does not know, a baseline scan with
+ * progressive-looking parameters, all written by real encoders), and junk
+ * between the last scan and EOI ("N extraneous bytes before marker 0xd9",
+ * as some cameras write): every MCU has been decoded by then. It is met
+ * only by a decode that reads to the end, so failing on it made such a file
+ * fail or not by where its crop lay (resize: always, rrc: now and then). */
+static bool jwarn_benign(const struct jpeg_error_mgr *err)
 {
-	return code == JWRN_JFIF_MAJOR || code == JWRN_ADOBE_XFORM ||
-	       code == JWRN_NOT_SEQUENTIAL;
+	switch (err->msg_code) {
+	case JWRN_JFIF_MAJOR:
+	case JWRN_ADOBE_XFORM:
+	case JWRN_NOT_SEQUENTIAL:
+		return true;
+	case JWRN_EXTRANEOUS_DATA:
+		return err->msg_parm.i[1] == 0xd9; /* the marker it stopped at: EOI */
+	default:
+		return false;
+	}
 }
 
 static void jerr_emit(j_common_ptr ci, int level)
@@ -167,7 +179,7 @@ static void jerr_emit(j_common_ptr ci, int level)
 	struct jerr *e = (struct jerr *)ci->err;
 
 	/* any other warning: corrupt or truncated data */
-	if (level < 0 && !jwarn_benign(ci->err->msg_code)) {
+	if (level < 0 && !jwarn_benign(ci->err)) {
 		e->code = -EIO;
 		longjmp(e->jb, 1);
 	}

@@ -8,7 +8,8 @@ Run with /usr/bin/python3 (it has torch, torchvision, PIL, numpy):
    Image.open().convert("RGB") + torchvision Resize(+CenterCrop), on photo-like
    images (smooth gradients + noise + shapes): JPEGs of several sizes and
    chroma subsamplings, progressive, gray, CMYK, one with the header oddities
-   libjpeg only warns about (JFIF 2.01, a baseline scan with Se 62), and PNGs of every colour
+   libjpeg only warns about (JFIF 2.01, a baseline scan with Se 62), one with
+   junk before EOI (while a scan cut short, junk and EOI after it, fails), and PNGs of every colour
    type. PSNR must be >= 30 dB everywhere; PNG (no DCT scaling) must match
    almost exactly (>= 50 dB). PNGs with a broken chunk CRC fail or load as in
    PIL (which checks the CRCs before the image data only).
@@ -117,6 +118,11 @@ def make_images(d):
     # decodes silently: a JFIF 2.01 version, a baseline scan whose Se is not 63
     add("jfif2.jpg", base, quality=90)
     patch_jpeg_headers(imgs[-1][0])
+    # junk between the last scan and EOI, as some cameras write ("240
+    # extraneous bytes before marker 0xd9"): PIL loads it; resize reads to
+    # the last row, where libjpeg meets it
+    add("junk_before_eoi.jpg", base, quality=90)
+    junk_before_eoi(imgs[-1][0], imgs[-1][0])
     add("rgb.png", base)
     add("rgba.png", Image.fromarray(np.dstack([photo(300, 200, 9), photo(300, 200, 10)[..., 0]])))
     add("gray.png", base.convert("L"))
@@ -147,6 +153,31 @@ def patch_jpeg_headers(path):
     d[s + 5 + 2 * d[s + 4] + 1] = 62
     with open(path, "wb") as f:
         f.write(d)
+
+
+def junk_before_eoi(src, dst, keep=None):
+    """Copies the JPEG src to dst with 240 bytes of junk (no FF) before its
+    EOI; keep: only that many bytes of what precedes EOI are kept."""
+    with open(src, "rb") as f:
+        d = f.read()
+    e = d.rindex(b"\xff\xd9")
+    junk = bytes(np.random.default_rng(5).integers(1, 255, 240, dtype=np.uint8))
+    with open(dst, "wb") as f:
+        f.write(d[:e if keep is None else keep] + junk + d[e:])
+
+
+def check_cut_scan_with_eoi(d, imgs):
+    """Scan data cut in half, then junk and EOI: still a broken file."""
+    src = next(p for p, _ in imgs if p.endswith("rgb_500x375_s2.jpg"))
+    dst = os.path.join(d, "cut_junk_eoi.jpg")
+    junk_before_eoi(src, dst, keep=os.path.getsize(src) // 2)
+    for recipe in ("center224", "resize256"):
+        try:
+            run_cli(recipe, 1, 0, dst)
+            failed = False
+        except RuntimeError:
+            failed = True
+        check(failed, f"cut_junk_eoi.jpg {recipe}: a scan cut short fails, junk and EOI after it or not")
 
 
 def add_png16(path, arr):
@@ -292,6 +323,7 @@ def main():
     with tempfile.TemporaryDirectory() as d:
         imgs = make_images(d)
         compare_deterministic(imgs)
+        check_cut_scan_with_eoi(d, imgs)
         compare_png_crcs(d)
         compare_rrc_params()
         compare_rrc_render(imgs)
