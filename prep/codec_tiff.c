@@ -84,6 +84,23 @@ static int tif_quiet(TIFF *t, void *ud, const char *module, const char *fmt, va_
 	return 1; /* handled: nothing prints */
 }
 
+/* libtiff on the buffer, quiet, no single allocation over the JPEG cap;
+ * NULL when it cannot open it. */
+static TIFF *tif_open(struct tiffsrc *src)
+{
+	TIFFOpenOptions *opts = TIFFOpenOptionsAlloc();
+
+	if (!opts)
+		return NULL;
+	TIFFOpenOptionsSetErrorHandlerExtR(opts, tif_quiet, NULL);
+	TIFFOpenOptionsSetWarningHandlerExtR(opts, tif_quiet, NULL);
+	TIFFOpenOptionsSetMaxSingleMemAlloc(opts, (tmsize_t)PREP__JPEG_MAX_MEM);
+	TIFF *t = TIFFClientOpenExt("prep", "r", src, tif_read, tif_write, tif_seek, tif_close,
+				    tif_size, tif_map, tif_unmap, opts);
+	TIFFOpenOptionsFree(opts);
+	return t;
+}
+
 enum tif_kind { TIF_GRAY, TIF_BILEVEL, TIF_RGB, TIF_PALETTE };
 
 /* TIFF: width and length of the first image, through libtiff. The IFD may
@@ -93,16 +110,9 @@ enum tif_kind { TIF_GRAY, TIF_BILEVEL, TIF_RGB, TIF_PALETTE };
 static int probe_tiff(const uint8_t *data, size_t len, unsigned *w, unsigned *h)
 {
 	struct tiffsrc src = {data, len, 0};
-	TIFFOpenOptions *opts = TIFFOpenOptionsAlloc();
 	uint32_t W = 0, H = 0;
+	TIFF *t = tif_open(&src);
 
-	if (!opts)
-		return -ENOMEM;
-	TIFFOpenOptionsSetErrorHandlerExtR(opts, tif_quiet, NULL);
-	TIFFOpenOptionsSetWarningHandlerExtR(opts, tif_quiet, NULL);
-	TIFF *t = TIFFClientOpenExt("prep", "r", &src, tif_read, tif_write, tif_seek, tif_close,
-				    tif_size, tif_map, tif_unmap, opts);
-	TIFFOpenOptionsFree(opts);
 	if (!t) /* the IFD or its arrays may lie past a prefix: read more */
 		return -ENODATA;
 	int ok = TIFFGetField(t, TIFFTAG_IMAGEWIDTH, &W) && TIFFGetField(t, TIFFTAG_IMAGELENGTH, &H);
@@ -120,19 +130,11 @@ static int probe_tiff(const uint8_t *data, size_t len, unsigned *w, unsigned *h)
 static int decode_tiff(const uint8_t *data, size_t len, struct prep__sink *d)
 {
 	struct tiffsrc src = {data, len, 0};
-	TIFFOpenOptions *opts = TIFFOpenOptionsAlloc();
 	uint8_t *line = NULL;
 	uint8_t pal[256][3];
 	int rc = -EIO;
+	TIFF *t = tif_open(&src);
 
-	if (!opts)
-		return -ENOMEM;
-	TIFFOpenOptionsSetErrorHandlerExtR(opts, tif_quiet, NULL);
-	TIFFOpenOptionsSetWarningHandlerExtR(opts, tif_quiet, NULL);
-	TIFFOpenOptionsSetMaxSingleMemAlloc(opts, (tmsize_t)PREP__JPEG_MAX_MEM);
-	TIFF *t = TIFFClientOpenExt("prep", "r", &src, tif_read, tif_write, tif_seek, tif_close,
-				    tif_size, tif_map, tif_unmap, opts);
-	TIFFOpenOptionsFree(opts);
 	if (!t)
 		return -EIO;
 	uint32_t W = 0, H = 0;
@@ -226,10 +228,31 @@ static bool sniff_tiff(const uint8_t *p, size_t len)
 	return len >= 4 && (memcmp(p, "II*\0", 4) == 0 || memcmp(p, "MM\0*", 4) == 0);
 }
 
-/* A strip may be the whole image. */
+/* What libtiff may hold while the rows are read: one decoded strip (some
+ * codecs decode a strip at once), a copy of a raw strip (in a bit-reversed
+ * fill order; else it is read in place: never more than the file), the
+ * strip arrays, a row. From the file's strips: a strip may be the whole
+ * image, but most writers cut ~8-64 KiB strips, and counting the whole
+ * image for those failed a 100-Mpixel TIFF under a --prep-mem that reads
+ * it easily. A file libtiff cannot open here counts as the whole image. */
 static uint64_t work_tiff(const uint8_t *p, size_t len, unsigned W, unsigned H)
 {
-	return (uint64_t)W * H * 4 + (uint64_t)W * 8 + (64u << 10);
+	uint64_t whole = (uint64_t)W * H * 4 + (uint64_t)W * 8 + (64u << 10);
+	struct tiffsrc src = {p, len, 0};
+	TIFF *t = tif_open(&src);
+
+	if (!t)
+		return whole;
+	uint64_t strip = TIFFIsTiled(t) ? 0 : TIFFStripSize64(t), raw = 0;
+	uint32_t ns = TIFFNumberOfStrips(t);
+	for (uint32_t i = 0; i < ns && strip; i++) {
+		uint64_t b = TIFFGetStrileByteCount(t, i);
+		raw = b > raw ? b : raw;
+	}
+	raw = raw < len ? raw : len;
+	uint64_t n = strip + raw + (uint64_t)ns * 16 + (uint64_t)W * 8 + (64u << 10);
+	TIFFClose(t);
+	return strip && n < whole ? n : whole;
 }
 
 const struct prep__codec prep__codec_tiff = {

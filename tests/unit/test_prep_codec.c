@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * prep/codec*.c: header probes, decoding of every JPEG/PNG flavour to RGB,
- * the JPEG tail, truncated and corrupt input, and replay of the fuzz corpus
- * (tests/fuzz/corpus_prep).
+ * the JPEG tail, the PNG tail, truncated and corrupt input, the TIFF working
+ * memory, and replay of the fuzz corpus (tests/fuzz/corpus_prep).
  */
 #include <check.h>
 #include <dirent.h>
@@ -10,8 +10,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <png.h>
+#include <tiffio.h>
 
 #include "prep/prep_int.h"
 #include "tests/unit/test_prep_images.h"
@@ -252,6 +254,73 @@ START_TEST(png_tail_after_rows)
 }
 END_TEST
 
+/* An 8-bit RGB TIFF of w x h in strips of rps rows, deflated, written by
+ * libtiff through a temporary file. */
+static uint8_t *make_tiff(unsigned w, unsigned h, unsigned rps, size_t *len)
+{
+	char path[] = "/tmp/prep-tiff-XXXXXX";
+	int fd = mkstemp(path);
+	ck_assert_int_ge(fd, 0);
+	TIFF *t = TIFFFdOpen(fd, path, "w");
+	ck_assert_ptr_nonnull(t);
+	TIFFSetField(t, TIFFTAG_IMAGEWIDTH, w);
+	TIFFSetField(t, TIFFTAG_IMAGELENGTH, h);
+	TIFFSetField(t, TIFFTAG_BITSPERSAMPLE, 8);
+	TIFFSetField(t, TIFFTAG_SAMPLESPERPIXEL, 3);
+	TIFFSetField(t, TIFFTAG_PHOTOMETRIC, PHOTOMETRIC_RGB);
+	TIFFSetField(t, TIFFTAG_PLANARCONFIG, PLANARCONFIG_CONTIG);
+	TIFFSetField(t, TIFFTAG_COMPRESSION, COMPRESSION_ADOBE_DEFLATE);
+	TIFFSetField(t, TIFFTAG_ROWSPERSTRIP, rps);
+	uint8_t *row = malloc((size_t)w * 3);
+	for (unsigned y = 0; y < h; y++) {
+		for (unsigned x = 0; x < w; x++) {
+			struct color c = photo_pixel(x, y, w, h);
+			row[3 * x] = c.r;
+			row[3 * x + 1] = c.g;
+			row[3 * x + 2] = c.b;
+		}
+		ck_assert_int_eq(TIFFWriteScanline(t, row, y, 0), 1);
+	}
+	TIFFClose(t); /* closes fd */
+	free(row);
+	FILE *f = fopen(path, "rb");
+	ck_assert_ptr_nonnull(f);
+	fseek(f, 0, SEEK_END);
+	*len = (size_t)ftell(f);
+	rewind(f);
+	uint8_t *data = malloc(*len);
+	ck_assert_uint_eq(fread(data, 1, *len, f), *len);
+	fclose(f);
+	unlink(path);
+	return data;
+}
+
+/* A TIFF's working memory is counted from its strips: a whole image only
+ * when a strip is the whole image, not for the small strips most writers
+ * cut (counting the whole image for those failed big TIFFs under a
+ * --prep-mem that reads them easily). Both decode. */
+START_TEST(tiff_work_from_strips)
+{
+	const unsigned W = 1200, H = 900;
+	struct prep_recipe r;
+	uint64_t small_work, whole_work;
+	size_t ls, lw, olen;
+	uint8_t *small = make_tiff(W, H, 8, &ls), *whole = make_tiff(W, H, H, &lw), *out;
+
+	prep_recipe_parse("center32", &r);
+	ck_assert_int_eq(prep_decode_mem(&r, small, ls, &small_work), 0);
+	ck_assert_int_eq(prep_decode_mem(&r, whole, lw, &whole_work), 0);
+	ck_assert_uint_ge(whole_work, (uint64_t)W * H * 3);
+	ck_assert_uint_lt(small_work, (uint64_t)W * H);
+	ck_assert_int_eq(prep_render(&r, small, ls, 1, 2, 0, &out, &olen), 0);
+	free(out);
+	ck_assert_int_eq(prep_render(&r, whole, lw, 1, 2, 0, &out, &olen), 0);
+	free(out);
+	free(small);
+	free(whole);
+}
+END_TEST
+
 START_TEST(corpus_replay)
 {
 	DIR *d = opendir(CORPUS_DIR);
@@ -316,5 +385,6 @@ void prep_codec_tests(TCase *tc)
 	tcase_add_test(tc, eoi_decides_the_tail);
 	tcase_add_test(tc, truncated_and_corrupt_fail);
 	tcase_add_test(tc, png_tail_after_rows);
+	tcase_add_test(tc, tiff_work_from_strips);
 	tcase_add_test(tc, corpus_replay);
 }
