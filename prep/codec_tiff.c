@@ -103,6 +103,19 @@ static TIFF *tif_open(struct tiffsrc *src)
 
 enum tif_kind { TIF_GRAY, TIF_BILEVEL, TIF_RGB, TIF_PALETTE };
 
+/* The Orientation tag, 1 (rows top to bottom, left to right) when absent
+ * or out of range. Pillow applies it when it loads a TIFF (a transpose in
+ * load_end: 2 mirror, 3 rotate 180, 4 flip, 5 transpose, 6 rotate 90
+ * clockwise, 7 transverse, 8 rotate 90 counter-clockwise), so the image
+ * PIL gives, and the sample, is the oriented one: 5-8 swap its sides. */
+static unsigned tif_orientation(TIFF *t)
+{
+	uint16_t o = ORIENTATION_TOPLEFT;
+
+	TIFFGetField(t, TIFFTAG_ORIENTATION, &o);
+	return o >= 2 && o <= 8 ? o : 1;
+}
+
 /* TIFF: width and length of the first image, through libtiff. The IFD may
  * lie anywhere in the file (libtiff writes it after the data), so a buffer
  * libtiff cannot open gives -ENODATA: the caller retries with the whole
@@ -116,22 +129,122 @@ static int probe_tiff(const uint8_t *data, size_t len, unsigned *w, unsigned *h)
 	if (!t) /* the IFD or its arrays may lie past a prefix: read more */
 		return -ENODATA;
 	int ok = TIFFGetField(t, TIFFTAG_IMAGEWIDTH, &W) && TIFFGetField(t, TIFFTAG_IMAGELENGTH, &H);
+	bool swap = tif_orientation(t) >= 5;
 	TIFFClose(t);
 	if (!ok)
 		return -EIO;
 	int rc = prep__check_caps(W, H);
 	if (rc == 0) {
-		*w = W;
-		*h = H;
+		*w = swap ? H : W;
+		*h = swap ? W : H;
 	}
 	return rc;
+}
+
+/* How one scanline of a TIFF becomes RGB. */
+struct tif_layout {
+	enum tif_kind kind;
+	bool invert; /* MinIsWhite */
+	unsigned spp;
+	uint8_t pal[256][3];
+};
+
+/* Columns [x0, x1) of a scanline to RGB at dst. */
+static void tif_row_rgb(const struct tif_layout *l, const uint8_t *line, unsigned x0, unsigned x1,
+			uint8_t *dst)
+{
+	for (unsigned x = x0; x < x1; x++, dst += 3) {
+		uint8_t v;
+		switch (l->kind) {
+		case TIF_GRAY:
+			v = l->invert ? (uint8_t)(255 - line[x]) : line[x];
+			dst[0] = dst[1] = dst[2] = v;
+			break;
+		case TIF_BILEVEL:
+			v = (line[x / 8] >> (7 - x % 8)) & 1 ? 255 : 0;
+			dst[0] = dst[1] = dst[2] = l->invert ? (uint8_t)(255 - v) : v;
+			break;
+		case TIF_RGB:
+			memcpy(dst, line + (size_t)x * l->spp, 3);
+			break;
+		case TIF_PALETTE:
+			memcpy(dst, l->pal[line[x]], 3);
+			break;
+		}
+	}
+}
+
+/* The stored pixel (W x H) that oriented pixel (x, y) shows, as Pillow's
+ * transposes place it. */
+static const uint8_t *tif_oriented_px(const uint8_t *img, unsigned W, unsigned H, unsigned o,
+				      unsigned x, unsigned y)
+{
+	unsigned sx, sy;
+
+	switch (o) {
+	case 2:
+		sx = W - 1 - x;
+		sy = y;
+		break;
+	case 3:
+		sx = W - 1 - x;
+		sy = H - 1 - y;
+		break;
+	case 4:
+		sx = x;
+		sy = H - 1 - y;
+		break;
+	case 5:
+		sx = y;
+		sy = x;
+		break;
+	case 6:
+		sx = y;
+		sy = H - 1 - x;
+		break;
+	case 7:
+		sx = W - 1 - y;
+		sy = H - 1 - x;
+		break;
+	default:
+		sx = W - 1 - y;
+		sy = x;
+		break; /* 8 */
+	}
+	return img + ((size_t)sy * W + sx) * 3;
+}
+
+/* An oriented TIFF: every stored row to RGB in img (W x H), then the
+ * region's oriented rows to the sink. */
+static int tif_read_oriented(TIFF *t, const struct tif_layout *l, uint8_t *line, unsigned W,
+			     unsigned H, unsigned o, struct prep__sink *d)
+{
+	uint8_t *img = malloc((size_t)W * H * 3);
+
+	if (!img)
+		return -ENOMEM;
+	for (uint32_t y = 0; y < H; y++) {
+		if (TIFFReadScanline(t, line, y, 0) < 0) {
+			free(img);
+			return -EIO;
+		}
+		tif_row_rgb(l, line, 0, W, img + (size_t)y * W * 3);
+	}
+	for (unsigned y = d->ry0; y < d->ry1; y++) {
+		uint8_t *dst = prep__sink_row(d);
+		for (unsigned x = d->rx0; x < d->rx1; x++, dst += 3)
+			memcpy(dst, tif_oriented_px(img, W, H, o, x, y), 3);
+		prep__sink_push(d);
+	}
+	free(img);
+	return 0;
 }
 
 static int decode_tiff(const uint8_t *data, size_t len, struct prep__sink *d)
 {
 	struct tiffsrc src = {data, len, 0};
 	uint8_t *line = NULL;
-	uint8_t pal[256][3];
+	struct tif_layout l;
 	int rc = -EIO;
 	TIFF *t = tif_open(&src);
 
@@ -153,26 +266,31 @@ static int decode_tiff(const uint8_t *data, size_t len, struct prep__sink *d)
 	    comp == COMPRESSION_JPEG || comp == COMPRESSION_OJPEG || sfmt != SAMPLEFORMAT_UINT ||
 	    (spp > 1 && planar != PLANARCONFIG_CONTIG))
 		goto out;
-	enum tif_kind kind;
+	enum tif_kind kind = TIF_GRAY;
 	if ((photo == PHOTOMETRIC_MINISBLACK || photo == PHOTOMETRIC_MINISWHITE) && spp == 1 &&
 	    nextra == 0 && (bps == 8 || bps == 1)) {
 		kind = bps == 8 ? TIF_GRAY : TIF_BILEVEL;
 	} else if (photo == PHOTOMETRIC_RGB && bps == 8 &&
-		   ((spp == 3 && nextra == 0) ||
-		    (spp == 4 && nextra == 1 &&
-		     (extra[0] == EXTRASAMPLE_UNSPECIFIED || extra[0] == EXTRASAMPLE_UNASSALPHA)))) {
+		   ((spp == 3 && nextra == 0) || (spp == 4 && nextra == 1 &&
+						  (extra[0] == EXTRASAMPLE_UNSPECIFIED ||
+						   extra[0] == EXTRASAMPLE_UNASSALPHA)))) {
 		kind = TIF_RGB;
 	} else if (photo == PHOTOMETRIC_PALETTE && bps == 8 && spp == 1 && nextra == 0 &&
 		   TIFFGetField(t, TIFFTAG_COLORMAP, &cmap[0], &cmap[1], &cmap[2])) {
 		kind = TIF_PALETTE;
 		for (unsigned i = 0; i < 256; i++)
 			for (unsigned c = 0; c < 3; c++)
-				pal[i][c] = (uint8_t)(cmap[c][i] / 256);
+				l.pal[i][c] = (uint8_t)(cmap[c][i] / 256);
 	} else {
 		goto out;
 	}
-	bool invert = photo == PHOTOMETRIC_MINISWHITE;
-	if ((rc = prep__sink_scale(d, W, H, false)) < 0 || (rc = prep__sink_region(d, W, H)) < 0 ||
+	l.kind = kind;
+	l.invert = photo == PHOTOMETRIC_MINISWHITE;
+	l.spp = spp;
+	unsigned o = tif_orientation(t);
+	unsigned OW = o >= 5 ? H : W, OH = o >= 5 ? W : H;
+	if ((rc = prep__sink_scale(d, OW, OH, false)) < 0 ||
+	    (rc = prep__sink_region(d, OW, OH)) < 0 ||
 	    (rc = prep__sink_alloc(d, d->rx1 - d->rx0, 3)) < 0)
 		goto out;
 	tmsize_t ls = TIFFScanlineSize(t);
@@ -185,34 +303,20 @@ static int decode_tiff(const uint8_t *data, size_t len, struct prep__sink *d)
 		goto out;
 	}
 	d->bx0 = d->rx0;
-	for (uint32_t y = 0; y < H; y++) {
-		if (TIFFReadScanline(t, line, y, 0) < 0) {
-			rc = -EIO;
+	if (o != 1) {
+		if ((rc = tif_read_oriented(t, &l, line, W, H, o, d)) < 0)
 			goto out;
-		}
-		if (y < d->ry0 || y >= d->ry1)
-			continue;
-		uint8_t *dst = prep__sink_row(d);
-		for (unsigned x = d->rx0; x < d->rx1; x++, dst += 3) {
-			uint8_t v;
-			switch (kind) {
-			case TIF_GRAY:
-				v = invert ? (uint8_t)(255 - line[x]) : line[x];
-				dst[0] = dst[1] = dst[2] = v;
-				break;
-			case TIF_BILEVEL:
-				v = (line[x / 8] >> (7 - x % 8)) & 1 ? 255 : 0;
-				dst[0] = dst[1] = dst[2] = invert ? (uint8_t)(255 - v) : v;
-				break;
-			case TIF_RGB:
-				memcpy(dst, line + (size_t)x * spp, 3);
-				break;
-			case TIF_PALETTE:
-				memcpy(dst, pal[line[x]], 3);
-				break;
+	} else {
+		for (uint32_t y = 0; y < H; y++) {
+			if (TIFFReadScanline(t, line, y, 0) < 0) {
+				rc = -EIO;
+				goto out;
 			}
+			if (y < d->ry0 || y >= d->ry1)
+				continue;
+			tif_row_rgb(&l, line, d->rx0, d->rx1, prep__sink_row(d));
+			prep__sink_push(d);
 		}
-		prep__sink_push(d);
 	}
 	prep__sink_flush(d);
 	rc = 0;
@@ -221,7 +325,6 @@ out:
 	TIFFClose(t);
 	return rc;
 }
-
 
 static bool sniff_tiff(const uint8_t *p, size_t len)
 {
@@ -251,14 +354,15 @@ static uint64_t work_tiff(const uint8_t *p, size_t len, unsigned W, unsigned H)
 	}
 	raw = raw < len ? raw : len;
 	uint64_t n = strip + raw + (uint64_t)ns * 16 + (uint64_t)W * 8 + (64u << 10);
+	uint64_t oriented = tif_orientation(t) != 1 ? (uint64_t)W * H * 3 : 0; /* the RGB image */
 	TIFFClose(t);
-	return strip && n < whole ? n : whole;
+	return (strip && n < whole ? n : whole) + oriented;
 }
 
 const struct prep__codec prep__codec_tiff = {
-	.format = PREP__TIFF,
-	.sniff = sniff_tiff,
-	.probe = probe_tiff,
-	.work_mem = work_tiff,
-	.decode = decode_tiff,
+    .format = PREP__TIFF,
+    .sniff = sniff_tiff,
+    .probe = probe_tiff,
+    .work_mem = work_tiff,
+    .decode = decode_tiff,
 };

@@ -21,8 +21,8 @@ undecodable files under bad/. Checks:
     daemon serving everything else;
   - the other formats ImageFolder lists (raw/): binary PPM/PGM/PBM,
     uncompressed BMP, WebP and TIFF (gray, bilevel, RGB(A), palette; raw,
-    LZW, deflate, G4) samples are identical to PIL + torchvision's, byte
-    for byte; JPEG-in-TIFF and CMYK TIFF are listed (ImageFolder sees the
+    LZW, deflate, G4; every Orientation, which Pillow applies) samples are
+    identical to PIL + torchvision's, byte for byte; JPEG-in-TIFF and CMYK TIFF are listed (ImageFolder sees the
     same samples there) and open, but every read fails with EIO;
   - the same --seed after a remount gives the same version 0 of every rrc
     sample, another seed different ones;
@@ -148,7 +148,8 @@ def make_bad(d):
 RAW_DECODED = ['rgb24.bmp', 'pal8.bmp', 'gray8.bmp', 'bw1.bmp', 'rgba32.bmp',
 	       'p6.ppm', 'p5.pgm', 'p4_bits.pgm', 'upper.BMP', 'lossy.webp',
 	       'lossless.webp', 'alpha.webp', 'x.tif', 'lzw.tiff', 'gray.tif',
-	       'pal.tif', 'bw_g4.tif', 'rgba.tif']
+	       'pal.tif', 'bw_g4.tif', 'rgba.tif'] + \
+	[f'orient{o}.tif' for o in range(2, 9)] + ['gray_orient6.tif']
 RAW_UNDECODED = ['jpeg.tif', 'cmyk.tif']
 
 
@@ -179,6 +180,11 @@ def make_raw_formats(d):
 		os.path.join(d, 'pal.tif'))
 	base.convert('1').save(os.path.join(d, 'bw_g4.tif'), compression='group4')
 	rgba.save(os.path.join(d, 'rgba.tif'), compression='tiff_adobe_deflate')
+	# the Orientation tag, which Pillow applies when it loads a TIFF
+	for o in range(2, 9):
+		base.save(os.path.join(d, f'orient{o}.tif'), tiffinfo={274: o})
+	base.convert('L').save(os.path.join(d, 'gray_orient6.tif'),
+			       tiffinfo={274: 6}, compression='tiff_lzw')
 	base.save(os.path.join(d, 'jpeg.tif'), compression='jpeg')
 	base.convert('CMYK').save(os.path.join(d, 'cmyk.tif'))
 	base.save(os.path.join(d, 'lossy.webp'), quality=80)
