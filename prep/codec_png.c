@@ -130,6 +130,24 @@ static bool png_read_last(png_structp png, png_bytep row, png_bytepp rows, png_u
 	return false;
 }
 
+/* An index past a short PLTE: PIL shows its default palette's colour
+ * there, the gray (i, i, i); libpng would expand it to black. So a palette
+ * image gets a full palette, the missing entries gray, before libpng
+ * expands it. */
+static void png_fill_palette(png_structp png, png_infop info, int depth)
+{
+	png_colorp pal;
+	png_color all[256];
+	int n = 0, full = 1 << depth;
+
+	if (!png_get_PLTE(png, info, &pal, &n) || n >= full)
+		return;
+	memcpy(all, pal, (size_t)n * sizeof(*all));
+	for (int i = n; i < full; i++)
+		all[i].red = all[i].green = all[i].blue = (png_byte)i;
+	png_set_PLTE(png, info, all, full);
+}
+
 static int decode_png(const uint8_t *data, size_t len, struct prep__sink *d)
 {
 	png_structp png;
@@ -171,8 +189,10 @@ static int decode_png(const uint8_t *data, size_t len, struct prep__sink *d)
 		goto out;
 	if ((rc = prep__sink_region(d, W, H)) < 0)
 		goto out;
-	if (ctype == PNG_COLOR_TYPE_PALETTE)
+	if (ctype == PNG_COLOR_TYPE_PALETTE) {
+		png_fill_palette(png, info, depth);
 		png_set_palette_to_rgb(png);
+	}
 	if (ctype == PNG_COLOR_TYPE_GRAY && depth < 8)
 		png_set_expand_gray_1_2_4_to_8(png);
 	int passes = png_set_interlace_handling(png);

@@ -10,7 +10,7 @@ Run with /usr/bin/python3 (it has torch, torchvision, PIL, numpy):
    chroma subsamplings, progressive, gray, CMYK, one with the header oddities
    libjpeg only warns about (JFIF 2.01, a baseline scan with Se 62), one with
    junk before EOI (while a scan cut short, junk and EOI after it, fails), and PNGs of every colour
-   type. PSNR must be >= 30 dB everywhere; PNG (no DCT scaling) must match
+   type (palette ones also with indexes past a short PLTE). PSNR must be >= 30 dB everywhere; PNG (no DCT scaling) must match
    almost exactly (>= 50 dB). PNGs with a broken chunk CRC fail or load as in
    PIL (which checks the CRCs before the image data only).
 2. rrcS: our crop parameters (prep_render_cli --rrc-params) against
@@ -139,7 +139,38 @@ def make_images(d):
     g16 = (photo(240, 180, 12)[..., 0].astype(np.uint16) * 3)  # values up to 765
     Image.fromarray(g16.astype(np.uint16)).save(os.path.join(d, "gray16.png"))
     imgs.append((os.path.join(d, "gray16.png"), "png"))
+    # indexes past a short PLTE (PIL shows them as its default palette's
+    # gray, i.e. (i, i, i)), 8- and 4-bit
+    for depth, n in ((8, 3), (4, 5)):
+        name = f"palette_short{depth}.png"
+        idx = (photo(150, 100, 14)[..., 0] >> (8 - depth)).astype(np.uint8)
+        add_png_palette(os.path.join(d, name), idx, depth, photo(n, 1, 15)[0])
+        imgs.append((os.path.join(d, name), "png"))
     return imgs
+
+
+def png_chunk(t, data):
+    import struct
+    import zlib
+    c = struct.pack(">I", len(data)) + t + data
+    return c + struct.pack(">I", zlib.crc32(t + data) & 0xffffffff)
+
+
+def add_png_palette(path, idx, depth, pal):
+    """A palette PNG of indexes idx (< 2**depth) with the PLTE pal (n x 3)."""
+    import struct
+    import zlib
+    h, w = idx.shape
+    rows = []
+    for y in range(h):
+        bits = "".join(format(int(v), f"0{depth}b") for v in idx[y])
+        bits += "0" * (-len(bits) % 8)
+        rows.append(b"\x00" + int(bits, 2).to_bytes(len(bits) // 8, "big"))
+    png = b"\x89PNG\r\n\x1a\n" + png_chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, depth, 3, 0, 0, 0))
+    png += png_chunk(b"PLTE", bytes(np.asarray(pal, dtype=np.uint8).reshape(-1)))
+    png += png_chunk(b"IDAT", zlib.compress(b"".join(rows))) + png_chunk(b"IEND", b"")
+    with open(path, "wb") as f:
+        f.write(png)
 
 
 def patch_jpeg_headers(path):
