@@ -35,7 +35,10 @@
 
 /* Hard caps on anything that comes from an image file. */
 #define PREP_MAX_SIDE 32768u		       /* source width or height */
-#define PREP_MAX_PIXELS (100u * 1000u * 1000u) /* source width * height */
+/* source width * height: where Pillow's Image.open raises
+ * DecompressionBombError (2 * MAX_IMAGE_PIXELS, 2 * 2^30 / 4 / 3): the
+ * 108-megapixel photographs of phones load in PIL, and so in the view. */
+#define PREP_MAX_PIXELS 178956970u
 #define PREP_MAX_OUT_PIXELS (16u << 20)	       /* output width * height */
 #define PREP_MIN_SIZE 16u		       /* recipe S range */
 #define PREP_MAX_SIZE 1024u

@@ -83,6 +83,12 @@ START_TEST(output_sizes)
 	ck_assert_int_eq(prep_output_dims(&r, 32768, 2, &w, &h), -EFBIG);
 	ck_assert_int_eq(prep_output_dims(&r, 0, 2, &w, &h), -EINVAL);
 	ck_assert_int_eq(prep_output_dims(&r, 40000, 2, &w, &h), -EFBIG);
+	/* sources up to Pillow's DecompressionBombError, not past it */
+	prep_recipe_parse("center224", &r);
+	ck_assert_int_eq(prep_output_dims(&r, 12000, 9000, &w, &h), 0); /* a 108-Mpx phone */
+	ck_assert_int_eq(prep_output_dims(&r, 13377, 13377, &w, &h), 0);	  /* 178,944,129 */
+	ck_assert_int_eq(prep_output_dims(&r, 13377, 13378, &w, &h), -EFBIG); /* 178,957,506 */
+	ck_assert_int_eq(prep_output_dims(&r, 16320, 12240, &w, &h), -EFBIG); /* 200 Mpx */
 
 	/* center geometry: torchvision Resize(256) + CenterCrop(224) */
 	struct prep__geom g;
