@@ -421,6 +421,7 @@ struct get_xfer {
 	char content_range[128];
 	char errbody[S3_MAX_ERROR_BODY];
 	size_t errlen;
+	bool errbody_cut; /* the error body went past the cap: not read on */
 };
 
 /* Copy a header's value (trimmed, capped; too long leaves it empty). */
@@ -490,12 +491,21 @@ static size_t get_write_cb(char *data, size_t size, size_t n, void *arg)
 		x->got += len;
 		return len;
 	}
-	size_t room = sizeof(x->errbody) - 1 - x->errlen;
-	size_t take = len < room ? len : room;
+	return remote__s3_errbody_take(x->errbody, &x->errlen, &x->errbody_cut, data, len);
+}
 
-	memcpy(x->errbody + x->errlen, data, take);
-	x->errlen += take;
-	return len;
+size_t remote__s3_errbody_take(char *body, size_t *len, bool *cut, const char *data, size_t n)
+{
+	size_t room = S3_MAX_ERROR_BODY - 1 - *len;
+	size_t take = n < room ? n : room;
+
+	memcpy(body + *len, data, take);
+	*len += take;
+	if (take < n) {
+		*cut = true;
+		return 0;
+	}
+	return n;
 }
 
 /* The Code of an S3 error document, "" when there is none. */
@@ -632,6 +642,9 @@ ssize_t remote_s3_get_by(struct remote_s3 *s, const char *key, const char *etag,
 		STAT_ADD(s, requests, 1);
 		CURLcode rc = curl_easy_perform(e);
 		curl_off_t ttfb = 0;
+
+		if (rc == CURLE_WRITE_ERROR && x->errbody_cut)
+			rc = CURLE_OK; /* the error answer as far as it was read */
 
 		curl_easy_getinfo(e, CURLINFO_STARTTRANSFER_TIME_T, &ttfb);
 		curl_easy_setopt(e, CURLOPT_ERRORBUFFER, NULL);

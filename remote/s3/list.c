@@ -127,6 +127,7 @@ struct page_xfer {
 	long status;
 	char errbody[S3_MAX_ERROR_BODY];
 	size_t errlen;
+	bool errbody_cut; /* the error body went past the cap: not read on */
 	bool too_big;
 };
 
@@ -144,14 +145,8 @@ static size_t page_write_cb(char *data, size_t size, size_t n, void *arg)
 	struct page_xfer *x = arg;
 	size_t len = size * n;
 
-	if (x->status != 200) {
-		size_t room = sizeof(x->errbody) - 1 - x->errlen;
-		size_t take = len < room ? len : room;
-
-		memcpy(x->errbody + x->errlen, data, take);
-		x->errlen += take;
-		return len;
-	}
+	if (x->status != 200)
+		return remote__s3_errbody_take(x->errbody, &x->errlen, &x->errbody_cut, data, len);
 	x->body += len;
 	if (x->body > S3_MAX_LIST_BODY) {
 		x->too_big = true;
@@ -233,6 +228,8 @@ static int fetch_page(struct list_ctx *c, const char *prefix, bool delimiter,
 		atomic_fetch_add_explicit(&s->requests, 1, memory_order_relaxed);
 		CURLcode rc = curl_easy_perform(e);
 
+		if (rc == CURLE_WRITE_ERROR && x->errbody_cut)
+			rc = CURLE_OK; /* the error answer as far as it was read */
 		curl_easy_setopt(e, CURLOPT_ERRORBUFFER, NULL);
 		curl_easy_setopt(e, CURLOPT_HTTPHEADER, NULL);
 		curl_slist_free_all(hdrs);

@@ -50,6 +50,16 @@ void remote__s3_easy_request(void *easy, const char *url, struct curl_slist *hdr
 			     size_t (*write_cb)(char *, size_t, size_t, void *), void *ctx,
 			     char *cerr);
 
+/* Keep data, the n bytes of an error answer's body that just arrived, in
+ * body (S3_MAX_ERROR_BODY bytes, *len used so far, NUL kept free), for a
+ * write callback to return: n, or 0 with *cut set once the document is
+ * over the cap, which ends the transfer. An error document is small, and
+ * a body that never ends but keeps moving would outlast every timeout (a
+ * deadline only stops an attempt still waiting for its body, the
+ * low-speed limit only one that stalls). The caller then takes the
+ * answer as complete: CURLE_WRITE_ERROR with *cut is CURLE_OK. */
+size_t remote__s3_errbody_take(char *body, size_t *len, bool *cut, const char *data, size_t n);
+
 /* One line of error text into err (errlen bytes; NULL or 0: nothing). */
 void remote__s3_set_err(char *err, size_t errlen, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));

@@ -432,6 +432,8 @@ class _FakeS3Handler(http.server.BaseHTTPRequestHandler):
 		if answer:
 			status, code = answer
 			return self._send(status, f'<Error><Code>{code}</Code></Error>'.encode())
+		if any(key.startswith(p) for p in fs.endless_prefixes):
+			return self._endless_error()
 		if any(key.startswith(p) for p in fs.stall_prefixes):
 			# a stalled store: the request is taken, nothing comes back
 			fs.unstalled.wait(600)
@@ -439,8 +441,28 @@ class _FakeS3Handler(http.server.BaseHTTPRequestHandler):
 			return
 		self._get(fs, key, fs.objects[key], mode)
 
+	def _endless_error(self):
+		# an error answer whose body never ends, fast enough for any
+		# low-speed limit: only a cap on what is read of it ends it
+		self.send_response(503)
+		self.send_header('Content-Type', 'application/xml')
+		self.send_header('Content-Length', str(1 << 40))
+		self.end_headers()
+		self.close_connection = True
+		chunk = b'<Error><Code>SlowDown</Code></Error>' + b' ' * 8156
+		try:
+			self.wfile.write(chunk[:36])
+			for _ in range(20 * 3600):  # an hour at most
+				self.wfile.write(chunk[36:])
+				self.wfile.flush()
+				time.sleep(0.05)
+		except OSError:
+			pass
+
 	def _list(self, q, mode):
 		fs = self.server.fake
+		if mode == 'list_endless_error':
+			return self._endless_error()
 		if mode == 'list_bad_xml':
 			return self._send(200, b'<ListBucketResult><Contents><Key>a</Key>')
 		if mode == 'list_huge':
@@ -529,6 +551,10 @@ class FakeS3:
 	stall(prefix): GETs of keys under prefix are taken and never answered
 	(until unstall(), or 600 s), as a stalled store does; gets(prefix)
 	counts the object GETs seen.
+	endless_error(prefix): GETs of keys under prefix are answered 503
+	SlowDown with an error body that never ends (a 1 TiB Content-Length,
+	160 KiB/s of it, until the client hangs up); listing mode
+	list_endless_error answers every page so.
 	requests: (method, path, Range) seen;
 	headers: each request's headers (names lower-cased), in the same order."""
 
@@ -540,6 +566,7 @@ class FakeS3:
 		self.requests = []
 		self.headers = []
 		self.stall_prefixes = []
+		self.endless_prefixes = []
 		self.unstalled = threading.Event()
 		self.injected = {}
 		self.etags = {}
@@ -591,6 +618,10 @@ class FakeS3:
 		with self.lock:
 			self.unstalled.clear()
 			self.stall_prefixes.append(prefix)
+
+	def endless_error(self, prefix):
+		with self.lock:
+			self.endless_prefixes.append(prefix)
 
 	def unstall(self):
 		with self.lock:

@@ -27,6 +27,9 @@ so each mount comes up in well under a second. Checks:
 - a store that lists but refuses signed GETs (SignatureDoesNotMatch,
   AccessDenied) fails the mount with one line naming the code, instead
   of EIO on every read; a probe that meets anything else mounts.
+- an error answer (503) whose body never ends, on a GET or a listing
+  page: the read fails with EIO within --source-timeout, the mount
+  within --list-timeout (only 8 KiB of an error document is read).
 - a shared credentials file readable by group or others mounts with one
   warning saying so (as ssh does for keys); a 0600 one without.
 """
@@ -401,6 +404,34 @@ def test_signed_get_probe(c):
 					c.check('... and reads', f.read() == objs['b/second.bin'])
 
 
+def test_endless_error_bodies(c):
+	# A 503 whose body never ends but keeps moving: no low-speed limit
+	# fires and the body is not the object's, so only a cap on what is
+	# read of an error document bounds the read (--source-timeout) and
+	# the listing (--list-timeout).
+	objs = {'a/ok.bin': os.urandom(10 * KIB), 'z/bad.bin': os.urandom(10 * KIB)}
+	with s3f.FakeS3(objs) as fake, ct.TempDirs() as td:
+		if not mount_fake(c, td, fake, ['--source-timeout=2', '--no-kernel-cache'],
+				  'endless error body: '):
+			return
+		fake.endless_error('z/')
+		res = read_timed_in_child(os.path.join(td.mnt, 'z/bad.bin'), 30)
+		c.check('endless 503 body: the read fails with EIO',
+			res[:2] == ('errno', errno.EIO), f'{res}')
+		c.check('... within --source-timeout=2 plus 3 s',
+			res[2] is not None and res[2] <= 5.0, f'{res}')
+		res = read_timed_in_child(os.path.join(td.mnt, 'a/ok.bin'), 20)
+		c.eq('... another object still reads', res[:2], ('ok', 10 * KIB))
+	with s3f.FakeS3(objs, mode='list_endless_error') as fake, ct.TempDirs() as td:
+		t0 = time.monotonic()
+		rc, err = mount_fake_quiet(td, fake, ['--list-timeout=2'])
+		took = time.monotonic() - t0
+		c.check('endless 503 body on a listing: the mount fails',
+			rc not in (0, None), f'rc={rc} after {took:.1f}s')
+		c.check('... within --list-timeout=2 plus 3 s, one line',
+			took <= 5.0 and len(err.strip().splitlines()) == 1, f'{took:.1f}s {err!r}')
+
+
 def mount_fake_quiet(td, fake, opts=()):
 	"""Try to mount s3://fake; (rc, stderr)."""
 	env = {k: v for k, v in os.environ.items() if not k.startswith('AWS_')}
@@ -419,6 +450,7 @@ def main():
 	c.group(test_open_credentials_file, c)
 	c.group(test_impossible_sizes, c)
 	c.group(test_signed_get_probe, c)
+	c.group(test_endless_error_bodies, c)
 	c.finish()
 
 
