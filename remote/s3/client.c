@@ -265,7 +265,7 @@ static int guard_cb(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t 
 		g->why = S3_ABORT_STOP;
 		return 1;
 	}
-	if (g->deadline_ms && dlnow == 0 && deadline_now_ms() >= g->deadline_ms) {
+	if (g->deadline_ms && (dlnow == 0 || g->whole) && deadline_now_ms() >= g->deadline_ms) {
 		g->why = S3_ABORT_DEADLINE;
 		return 1;
 	}

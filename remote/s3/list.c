@@ -187,7 +187,7 @@ static int fetch_page(struct list_ctx *c, const char *prefix, bool delimiter,
 {
 	struct remote_s3 *s = c->s;
 	struct strbuf url;
-	struct s3_guard guard = {.s = s, .deadline_ms = c->deadline_ms};
+	struct s3_guard guard = {.s = s, .deadline_ms = c->deadline_ms, .whole = true};
 	char cerr[CURL_ERROR_SIZE];
 	int ret = -EIO;
 

@@ -276,13 +276,17 @@ enum s3_abort { S3_ABORT_NONE = 0, S3_ABORT_STOP, S3_ABORT_DEADLINE };
 struct s3_guard {
 	struct remote_s3 *s;
 	int64_t deadline_ms; /* 0: none */
+	bool whole;	     /* the deadline cuts a body that keeps coming too */
 	enum s3_abort why;
 };
 /* Watch a request from curl's progress callback: it is aborted
  * (CURLE_ABORTED_BY_CALLBACK, g->why set) once the client is stopped, or
  * when deadline_ms passes before the first byte of the answer's body (a
  * body that keeps coming is bounded by the low-speed limit instead, so a
- * large unit on a slow link is not cut). g must outlive the transfer. */
+ * large unit on a slow link is not cut), or at all with whole (a listing,
+ * whose --list-timeout bounds everything: a page is at most 32 MiB, which
+ * a store may dribble for hours above the low-speed limit). g must
+ * outlive the transfer. */
 void remote__s3_guard(void *easy, struct s3_guard *g);
 bool remote__s3_stopped(struct remote_s3 *s);
 

@@ -459,10 +459,34 @@ class _FakeS3Handler(http.server.BaseHTTPRequestHandler):
 		except OSError:
 			pass
 
+	def _trickle_page(self, q):
+		# the honest page, 1 MiB of whitespace before its end tag, dribbling
+		pages = []
+		self._send = lambda status, body, headers=(), length=None: pages.append(body)
+		try:
+			self._list(q, 'ok')
+		finally:
+			del self._send
+		end = pages[0].rindex(b'</ListBucketResult>')
+		body = pages[0][:end] + b' ' * (1 << 20) + pages[0][end:]
+		self.send_response(200)
+		self.send_header('Content-Length', str(len(body)))
+		self.end_headers()
+		self.close_connection = True
+		try:
+			for i in range(0, len(body), 4096):
+				self.wfile.write(body[i:i + 4096])
+				self.wfile.flush()
+				time.sleep(0.1)
+		except OSError:
+			pass
+
 	def _list(self, q, mode):
 		fs = self.server.fake
 		if mode == 'list_endless_error':
 			return self._endless_error()
+		if mode == 'list_trickle':
+			return self._trickle_page(q)
 		if mode == 'list_bad_xml':
 			return self._send(200, b'<ListBucketResult><Contents><Key>a</Key>')
 		if mode == 'list_huge':
@@ -554,7 +578,9 @@ class FakeS3:
 	endless_error(prefix): GETs of keys under prefix are answered 503
 	SlowDown with an error body that never ends (a 1 TiB Content-Length,
 	160 KiB/s of it, until the client hangs up); listing mode
-	list_endless_error answers every page so.
+	list_endless_error answers every page so; list_trickle sends an honest
+	page with 1 MiB of whitespace before its end tag, 4 KiB every 0.1 s
+	(about 26 s, fast enough for any low-speed limit).
 	requests: (method, path, Range) seen;
 	headers: each request's headers (names lower-cased), in the same order."""
 

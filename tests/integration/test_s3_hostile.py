@@ -17,7 +17,8 @@ so each mount comes up in well under a second. Checks:
   object changed) are final: later reads fail without asking the store.
 - listings that never end: continuation tokens A, B, A, B fail the mount
   with one line; endless pages of new keys and tokens fail it at
-  --list-timeout (also -o list_timeout=); the client's key and byte caps
+  --list-timeout (also -o list_timeout=), and so does a page whose body
+  keeps trickling in; the client's key and byte caps
   stop such a listing with -EFBIG (s3_cli).
 - odd keys and ETags: a key over 1024 bytes and an ETag over 128 bytes
   are skipped and counted (source.skipped_keys), the rest mounts; an
@@ -280,6 +281,17 @@ def test_endless_listings(c):
 			c.check('... with one line naming --list-timeout',
 				'--list-timeout' in ok[1] and len(ok[1].strip().splitlines()) == 1, ok[1])
 			c.check('... nothing mounted', not ct.is_mounted(td.mnt))
+	# a page that keeps arriving, faster than any low-speed limit, for 26 s:
+	# --list-timeout bounds the whole listing, bodies included
+	with s3f.FakeS3(objs, mode='list_trickle') as fake, ct.TempDirs() as td:
+		t0 = time.monotonic()
+		ok = mount_fake_quiet(td, fake, ['--list-timeout=3'])
+		took = time.monotonic() - t0
+		c.check('a page trickling in: the mount fails', ok[0] not in (0, None), f'{ok}')
+		c.check('... after 3 s, within 8 s', 3 <= took < 8, f'{took:.1f}s')
+		c.check('... with one line naming --list-timeout',
+			'--list-timeout' in ok[1] and len(ok[1].strip().splitlines()) == 1, ok[1])
+	with s3f.FakeS3(objs, mode='list_endless') as fake:
 		cli = os.path.join(os.environ['COORDFS_BUILD_DIR'], 'tests', 'helpers', 's3_cli')
 		env = {k: v for k, v in os.environ.items() if not k.startswith('AWS_')}
 		for cap in ('--list-max-keys=20000', '--list-max-bytes=1000000'):
