@@ -24,6 +24,9 @@ local file: "<size hex>-<mtime in ns hex>" of DIR's copy. Modes:
   trickle   correct headers, then the body at one byte every 0.2 s
   flip      correct headers (206, Content-Range, ETag of its own copy), but
             every byte of the body inverted: a peer whose copy differs
+  redirect  307 to the same path with ?honest=1 added, which this fake
+            answers correctly: a client that followed redirects would take
+            the bytes
 """
 import http.server
 import os
@@ -35,7 +38,7 @@ import urllib.parse
 
 FILE_SIZE = 1 << 20
 MODES = ("ok", "short", "wronglen", "shortlen", "500", "hang", "garbage",
-         "norange", "badrange", "trickle", "flip")
+         "norange", "badrange", "trickle", "flip", "redirect")
 
 
 def pattern(start, length):
@@ -108,6 +111,17 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self):
         mode = self.mode
+        path, _, query = self.path.partition("?")
+        if mode == "redirect":
+            if query != "honest=1":
+                self.send_response(307)
+                self.send_header("Location", "http://127.0.0.1:%d%s?honest=1" %
+                                 (self.server.server_address[1], path))
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            mode = "ok"
+            self.path = path
         if mode == "hang":
             threading.Event().wait()
         if mode == "garbage":

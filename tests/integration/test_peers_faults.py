@@ -15,7 +15,8 @@ error because a peer failed").
    of the dataset with the same sizes and mtimes (so the same snapshot
    ETags), in every failing mode (short body, wrong or short
    Content-Length, 500, hang, garbage, whole file instead of a range,
-   shifted range, a body that trickles in slower than the timeout): the
+   shifted range, a body that trickles in slower than the timeout, a 307
+   to an honest answer, never followed): the
    real node reads correct bytes, counts peer errors and marks the slot
    down. A fake whose copy differs (every byte inverted, its own mtimes)
    but frames its answers right: 0 wrong bytes, every mismatch counted,
@@ -44,7 +45,7 @@ CHUNK = 64 * KIB
 # would answer those reads itself.
 OPTS = ['--cache-size=16M', '--chunk-size=64K', '--no-kernel-cache']
 FAKE_MODES = ['short', 'wronglen', 'shortlen', '500', 'hang', 'garbage',
-	      'norange', 'badrange', 'trickle']
+	      'norange', 'badrange', 'trickle', 'redirect']
 
 
 def make_files(rng, n, prefix='f'):
