@@ -395,6 +395,7 @@ int main(int argc, char *argv[])
 			.file_mode = fs->opt.obj_file_mode,
 			.dir_mode = fs->opt.obj_dir_mode,
 			.list_timeout_s = fs->opt.list_timeout_s,
+			.source_timeout_s = fs->opt.source_timeout_s,
 		};
 		rc = fs_source_s3_create(&so, &fs->src, err, sizeof(err));
 	} else {

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/deadline.h"
 #include "common/log.h"
 #include "common/size.h"
 #include "fs/source.h"
@@ -39,6 +40,8 @@ struct s3_source {
 	/* the first non-empty object listed: the mount's signed GET probe */
 	char *probe_key, probe_etag[NS_MAX_ETAG + 1];
 	uint64_t probe_size;
+	unsigned probe_timeout_ms; /* --source-timeout (0: none): a store that
+				    * stalls GETs must not hold the mount for minutes */
 };
 
 static struct s3_source *s3_of(struct fs_source *src)
@@ -123,8 +126,9 @@ static int s3_build_ns(struct fs_source *src, struct ns *ns, uint64_t chunk_size
 	 * other headers signed: a refusal now is one line, not EIO on every
 	 * read. */
 	if (ss->probe_key &&
-	    (rc = remote_s3_check_get(ss->s3, ss->probe_key, ss->probe_etag, ss->probe_size, err,
-				      errlen)) < 0)
+	    (rc = remote_s3_check_get(ss->s3, ss->probe_key, ss->probe_etag, ss->probe_size,
+				      ss->probe_timeout_ms ? deadline_now_ms() + ss->probe_timeout_ms : 0,
+				      err, errlen)) < 0)
 		goto out;
 	rc = ns_build(ns, l, chunk_size, &ss->owner, &ss->skipped, err, errlen);
 	if (rc == 0)
@@ -317,6 +321,7 @@ int fs_source_s3_create(const struct fs_source_s3_options *o, struct fs_source *
 	    .list_max_keys = S3_LIST_MAX_KEYS,
 	    .list_max_bytes = size_phys_mem() / 4,
 	};
+	ss->probe_timeout_ms = o->source_timeout_s * 1000;
 	*out = &ss->base;
 	return 0;
 fail:

@@ -130,10 +130,12 @@ ssize_t remote_s3_get_by(struct remote_s3 *s, const char *key, const char *etag,
 /* At mount, after the listing: one signed GET of the first byte of key (a
  * listed object; nothing when size is 0), so that a store refusing GETs
  * (a signature it computes differently, a policy without GetObject) says
- * so in one line rather than EIO on every read. 0 (including any failure
- * that is not a refusal), or -EACCES with err naming the S3 error code. */
+ * so in one line rather than EIO on every read. Bounded by deadline_ms
+ * as remote_s3_get_by is (0: none). 0 (including any failure that is not
+ * a refusal, and no answer by the deadline), or -EACCES with err naming
+ * the S3 error code. */
 int remote_s3_check_get(struct remote_s3 *s, const char *key, const char *etag, uint64_t size,
-			char *err, size_t errlen);
+			int64_t deadline_ms, char *err, size_t errlen);
 
 /* Stop s: requests in flight abort within about a second (curl's progress
  * callback), back-off sleeps end at once, and every later request fails

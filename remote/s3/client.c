@@ -735,7 +735,7 @@ out:
 }
 
 int remote_s3_check_get(struct remote_s3 *s, const char *key, const char *etag, uint64_t size,
-			char *err, size_t errlen)
+			int64_t deadline_ms, char *err, size_t errlen)
 {
 	char byte;
 
@@ -744,7 +744,7 @@ int remote_s3_check_get(struct remote_s3 *s, const char *key, const char *etag, 
 	last_refusal.status = 0;
 	last_refusal.code[0] = '\0';
 	last_refusal.quiet = true;
-	ssize_t n = remote_s3_get(s, key, etag, size, 0, 1, &byte);
+	ssize_t n = remote_s3_get_by(s, key, etag, size, 0, 1, &byte, deadline_ms);
 	last_refusal.quiet = false;
 	if (n == 1)
 		return 0;

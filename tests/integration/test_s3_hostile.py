@@ -27,7 +27,8 @@ so each mount comes up in well under a second. Checks:
   the next file's bytes are its own, through the mount and the peer port.
 - a store that lists but refuses signed GETs (SignatureDoesNotMatch,
   AccessDenied) fails the mount with one line naming the code, instead
-  of EIO on every read; a probe that meets anything else mounts.
+  of EIO on every read; a probe that meets anything else mounts, a
+  stalled one after --source-timeout.
 - an error answer (503) whose body never ends, on a GET or a listing
   page: the read fails with EIO within --source-timeout, the mount
   within --list-timeout (only 8 KiB of an error document is read).
@@ -414,6 +415,17 @@ def test_signed_get_probe(c):
 			if rc == 0:
 				with open(os.path.join(td.mnt, 'b/second.bin'), 'rb') as f:
 					c.check('... and reads', f.read() == objs['b/second.bin'])
+		# a store that takes GETs and never answers: the probe waits
+		# --source-timeout, not minutes of low-speed periods and retries
+		fake.stall('')
+		with ct.TempDirs() as td:
+			t0 = time.monotonic()
+			rc, err = mount_fake_quiet(td, fake, ['--source-timeout=2'])
+			took = time.monotonic() - t0
+			c.check('probe stalls: mounts anyway', rc == 0 and ct.is_mounted(td.mnt),
+				f'rc={rc} after {took:.1f}s {err}')
+			c.check('... within --source-timeout=2 plus 3 s', took <= 5.0, f'{took:.1f}s')
+		fake.unstall()
 
 
 def test_endless_error_bodies(c):

@@ -156,9 +156,9 @@ void remote_s3_stop_all(void)
 }
 
 int remote_s3_check_get(struct remote_s3 *s, const char *key, const char *etag, uint64_t size,
-			char *err, size_t errlen)
+			int64_t deadline_ms, char *err, size_t errlen)
 {
-	(void)s, (void)key, (void)etag, (void)size, (void)err, (void)errlen;
+	(void)s, (void)key, (void)etag, (void)size, (void)deadline_ms, (void)err, (void)errlen;
 	return 0;
 }
 
