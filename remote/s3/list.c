@@ -385,11 +385,47 @@ static void split_level(struct list_ctx *c, const char *prefix, char **cps, size
 	}
 }
 
-/* Keep a page's common prefixes for split_level. */
+/* Count one entry of bytes against the listing's caps, with cb_lock held:
+ * 0, or -EFBIG once over them. */
+static int count_entry(struct list_ctx *c, size_t bytes)
+{
+	const struct remote_s3 *s = c->s;
+
+	c->keys++;
+	c->bytes += bytes + LIST_KEY_OVERHEAD;
+	if ((s->list_max_keys && c->keys > s->list_max_keys) ||
+	    (s->list_max_bytes && c->bytes > s->list_max_bytes))
+		return -EFBIG;
+	return 0;
+}
+
+static void fail_too_big(struct list_ctx *c)
+{
+	ctx_fail(c, -EFBIG,
+		 "s3://%s: the listing is over %llu keys or %llu MiB: too large "
+		 "to hold (or an endpoint that never ends it)",
+		 c->s->bucket, (unsigned long long)c->s->list_max_keys,
+		 (unsigned long long)(c->s->list_max_bytes >> 20));
+}
+
+/* Keep a page's common prefixes for split_level. They count against the
+ * caps as keys do: a walk keeps every prefix of a level until its last
+ * page, and an endpoint that answers page after page of new ones would
+ * otherwise take all memory before --list-timeout. */
 static int keep_prefixes(struct list_ctx *c, const char *prefix, struct s3_page *p, char ***cps,
 			 size_t *n, size_t *cap)
 {
 	size_t plen = strlen(prefix);
+	int r = 0;
+
+	pthread_mutex_lock(&c->cb_lock);
+	for (size_t i = 0; i < p->n_prefixes && !r; i++)
+		r = count_entry(c, strlen(p->prefixes[i]));
+	pthread_mutex_unlock(&c->cb_lock);
+	if (r) {
+		fail_too_big(c);
+		return r;
+	}
 
 	for (size_t i = 0; i < p->n_prefixes; i++) {
 		char *cp = p->prefixes[i];
@@ -486,22 +522,13 @@ static void run_task(struct list_ctx *c, const struct task *t)
 			obj.etag = en->etag;
 			obj.mtime_ns = en->mtime_ns;
 			obj.unusable = en->unusable;
-			c->keys++;
-			c->bytes += obj.key_len + strlen(en->etag) + LIST_KEY_OVERHEAD;
-			if ((s->list_max_keys && c->keys > s->list_max_keys) ||
-			    (s->list_max_bytes && c->bytes > s->list_max_bytes)) {
-				r = -EFBIG;
+			if ((r = count_entry(c, obj.key_len + strlen(en->etag))) != 0)
 				break;
-			}
 			r = c->fn(c->arg, &obj);
 		}
 		pthread_mutex_unlock(&c->cb_lock);
 		if (r == -EFBIG) {
-			ctx_fail(c, r,
-				 "s3://%s: the listing is over %llu keys or %llu MiB: too large "
-				 "to hold (or an endpoint that never ends it)",
-				 s->bucket, (unsigned long long)s->list_max_keys,
-				 (unsigned long long)(s->list_max_bytes >> 20));
+			fail_too_big(c);
 			break;
 		}
 		if (r) {

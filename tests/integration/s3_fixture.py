@@ -498,6 +498,17 @@ class _FakeS3Handler(http.server.BaseHTTPRequestHandler):
 		got = q.get('continuation-token')
 		if mode == 'list_alternating_tokens':
 			token = 'tok/A+=' if got != 'tok/A+=' else 'tok/B+='
+		if mode == 'list_endless_prefixes':
+			# every page 1000 new directories under the level asked for
+			n = int(got.split('-')[1]) + 1 if got else 0
+			pad = 'p' * 880
+			out = ['<?xml version="1.0" encoding="UTF-8"?><ListBucketResult>',
+			       f'<IsTruncated>true</IsTruncated>'
+			       f'<NextContinuationToken>page-{n}</NextContinuationToken>']
+			out += [f'<CommonPrefixes><Prefix>{prefix}{pad}{n:08d}{i:04d}/</Prefix>'
+				'</CommonPrefixes>' for i in range(1000)]
+			out.append('</ListBucketResult>')
+			return self._send(200, ''.join(out).encode())
 		if mode == 'list_endless':
 			# every page new keys and a new token, never the last page
 			n = int(got.split('-')[1]) + 1 if got else 0
@@ -565,7 +576,9 @@ class FakeS3:
 	(fewer than Content-Length, then closes); listing modes list_bad_xml,
 	list_huge (a 33 MiB page), list_repeat_token (always truncated, same
 	token), list_alternating_tokens (always truncated, tokens A, B, A, B),
-	list_endless (1000 new keys and a new token on every page, forever). It checks no signature. tls=True: https with a fresh self-signed
+	list_endless (1000 new keys and a new token on every page, forever),
+	list_endless_prefixes (the same with 1000 new CommonPrefixes of 900
+	bytes on every page and no key). It checks no signature. tls=True: https with a fresh self-signed
 	certificate (ca_file; give it as AWS_CA_BUNDLE).
 	etags[key] = '...': the ETag listed and answered for key (weak ones,
 	oversized ones), instead of the quoted MD5; sizes[key] = N: the size

@@ -305,6 +305,25 @@ def test_endless_listings(c):
 				len(lines) >= 3 and all(ln.startswith(f'err -{errno.EFBIG} ')
 							 for ln in lines[1:3]), p.stdout[:500])
 			c.check('... quickly', time.monotonic() - t0 < 20)
+	# endless pages of new directories and no key: what the walk keeps of
+	# them counts against the same caps
+	with s3f.FakeS3(objs, mode='list_endless_prefixes') as fake:
+		cli = os.path.join(os.environ['COORDFS_BUILD_DIR'], 'tests', 'helpers', 's3_cli')
+		env = {k: v for k, v in os.environ.items() if not k.startswith('AWS_')}
+		for cap in ('--list-max-keys=20000', '--list-max-bytes=10000000'):
+			t0 = time.monotonic()
+			try:
+				p = subprocess.run([cli, '--endpoint=' + fake.endpoint, '--no-sign', cap,
+						    'fake'], input='list 4\nquit\n', capture_output=True,
+						   text=True, env=env, timeout=30)
+				out = p.stdout
+			except subprocess.TimeoutExpired:
+				out = 'timed out'
+			lines = out.splitlines()
+			c.check(f'endless directories, client {cap}: -EFBIG',
+				len(lines) >= 2 and lines[1].startswith(f'err -{errno.EFBIG} '),
+				out[:300])
+			c.check('... quickly', time.monotonic() - t0 < 20, f'{time.monotonic() - t0:.1f}s')
 
 
 def test_odd_keys_and_etags(c):
