@@ -32,6 +32,9 @@ so each mount comes up in well under a second. Checks:
 - an error answer (503) whose body never ends, on a GET or a listing
   page: the read fails with EIO within --source-timeout, the mount
   within --list-timeout (only 8 KiB of an error document is read).
+- a credential document whose token holds CR LF is refused (the mount
+  fails with one line): no header of the endpoint's choosing reaches the
+  store.
 - a shared credentials file readable by group or others mounts with one
   warning saying so (as ssh does for keys); a 0600 one without.
 """
@@ -200,6 +203,27 @@ def mount_fake_creds(c, td, fake, cs, opts=(), label=''):
 				    list(opts) + ['s3://' + fake.bucket, td.mnt], env=env)
 	return c.check(f'{label}mounts', rc == 0 and ct.is_mounted(td.mnt),
 		       f'rc={rc} {err.strip()}')
+
+
+def test_hostile_credential_document(c):
+	# a container endpoint whose token holds CR LF: taken as it is, it
+	# would add a header of its choosing to every request to the bucket
+	objs = {'a.bin': os.urandom(100)}
+	with s3f.FakeS3(objs) as fake, s3f.FakeCredServer(
+			'AKFAKE', 'secret', token='tok\r\nX-Injected: yes') as cs, ct.TempDirs() as td:
+		env = {k: v for k, v in os.environ.items() if not k.startswith('AWS_')}
+		env.update(AWS_CONTAINER_CREDENTIALS_FULL_URI=cs.container_uri,
+			   AWS_CONTAINER_AUTHORIZATION_TOKEN=cs.auth_token,
+			   AWS_EC2_METADATA_DISABLED='true')
+		rc, _, err = ct.run_coordfs(['--endpoint=' + fake.endpoint, 's3://' + fake.bucket,
+					     td.mnt], env=env)
+		c.check('token with CR LF: the mount fails', rc not in (0, None), f'rc={rc}')
+		c.check('... with one line: not a credentials document',
+			'not a credentials document' in err and len(err.strip().splitlines()) == 1,
+			err)
+		c.eq('... no request reached the store', len(fake.requests), 0)
+		c.check('... no header was injected',
+			not any('x-injected' in h for h in fake.headers), f'{fake.headers}')
 
 
 def test_unmount_with_stalled_prefill(c):
@@ -487,6 +511,7 @@ def main():
 	c = ct.Checker('test_s3_hostile', timeout=240)
 	c.group(test_stalled_store, c)
 	c.group(test_unmount_with_stalled_prefill, c)
+	c.group(test_hostile_credential_document, c)
 	c.group(test_transient_answers, c)
 	c.group(test_endless_listings, c)
 	c.group(test_odd_keys_and_etags, c)

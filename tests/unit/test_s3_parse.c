@@ -571,6 +571,12 @@ START_TEST(test_cred_json)
 	    "{\"Version\":2,\"AccessKeyId\":\"A\",\"SecretAccessKey\":\"S\"}",
 	    "{\"Version\":\"1\",\"AccessKeyId\":\"A\",\"SecretAccessKey\":\"S\"}",
 	    "{\"Version\":1,\"AccessKeyId\":\"A\",\"SecretAccessKey\":\"S\",\"SessionToken\":7}",
+	    /* control characters: a token or key with CR LF would add headers */
+	    "{\"AccessKeyId\":\"A\",\"SecretAccessKey\":\"S\",\"Token\":\"t\\r\\nX-Evil: 1\"}",
+	    "{\"AccessKeyId\":\"A\",\"SecretAccessKey\":\"S\",\"SessionToken\":\"t\\n\"}",
+	    "{\"AccessKeyId\":\"A\\r\\nX: 1\",\"SecretAccessKey\":\"S\"}",
+	    "{\"AccessKeyId\":\"A\",\"SecretAccessKey\":\"S\\u0001\"}",
+	    "{\"AccessKeyId\":\"A\",\"SecretAccessKey\":\"S\",\"Token\":\"t\\u007f\"}",
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		ck_assert_msg(remote__s3_cred_json(bad[i], strlen(bad[i]), &c) == -EINVAL, "%s",
