@@ -163,7 +163,7 @@ struct fs_source_s3_options {
 	gid_t gid;
 	mode_t file_mode, dir_mode; /* their permission bits (--file-mode, --dir-mode) */
 	unsigned list_timeout_s; /* --list-timeout; 0: none */
-	unsigned source_timeout_s; /* --source-timeout: bounds the mount's GET probe too; 0: none */
+	unsigned source_timeout_s; /* --source-timeout (the mount's GET probe too); 0: none */
 };
 
 /* Whether SOURCE names an object store (s3://...). */

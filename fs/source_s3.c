@@ -125,10 +125,11 @@ static int s3_build_ns(struct fs_source *src, struct ns *ns, uint64_t chunk_size
 	/* The listing proved the credentials can list; reads are GETs, with
 	 * other headers signed: a refusal now is one line, not EIO on every
 	 * read. */
+	int64_t probe_until = ss->probe_timeout_ms ? deadline_now_ms() + ss->probe_timeout_ms : 0;
+
 	if (ss->probe_key &&
 	    (rc = remote_s3_check_get(ss->s3, ss->probe_key, ss->probe_etag, ss->probe_size,
-				      ss->probe_timeout_ms ? deadline_now_ms() + ss->probe_timeout_ms : 0,
-				      err, errlen)) < 0)
+				      probe_until, err, errlen)) < 0)
 		goto out;
 	rc = ns_build(ns, l, chunk_size, &ss->owner, &ss->skipped, err, errlen);
 	if (rc == 0)
