@@ -240,16 +240,6 @@ int remote__s3_ini_parse(const char *text, size_t len, const char *section, stru
 
 /* ---- credential JSON -------------------------------------------------- */
 
-/* Whether s holds a control character (a NUL aside: the caller compares
- * lengths). */
-static bool has_control(const char *s)
-{
-	for (; *s; s++)
-		if ((unsigned char)*s < 0x20 || *s == 0x7f)
-			return true;
-	return false;
-}
-
 /* A string field of a credential document, copied to dst. No field of a
  * real one holds a control character, and the key and the token go into
  * request headers (a token with CR LF would add headers of the endpoint's
@@ -266,7 +256,7 @@ static int json_field(json_t *root, const char *name, char *dst, size_t cap, boo
 	}
 	if (!json_is_string(v) || json_string_length(v) >= cap ||
 	    strlen(json_string_value(v)) != json_string_length(v) ||
-	    has_control(json_string_value(v)))
+	    remote__s3_has_control(json_string_value(v), json_string_length(v)))
 		return -EINVAL;
 	memcpy(dst, json_string_value(v), json_string_length(v) + 1);
 	return 0;

@@ -167,6 +167,13 @@ static void end_text(struct s3_page *p)
 			p->cur.unusable = "ETag over 128 bytes";
 			break;
 		}
+		/* It goes into If-Match headers, to the store and to peers: a
+		 * line feed (expat passes one written as is) would add headers. */
+		if (remote__s3_has_control(t, p->text_len)) {
+			p->cur.etag[0] = '\0';
+			p->cur.unusable = "ETag with a control character";
+			break;
+		}
 		copy_text(p->cur.etag, sizeof(p->cur.etag), t, p->text_len, p);
 		p->have_etag = p->text_len > 0;
 		break;

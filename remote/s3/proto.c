@@ -162,6 +162,14 @@ static void etag_inner(const char *s, const char **b, size_t *n)
 	*n = len;
 }
 
+bool remote__s3_has_control(const char *s, size_t len)
+{
+	for (size_t i = 0; i < len; i++)
+		if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
+			return true;
+	return false;
+}
+
 bool remote__s3_etag_equal(const char *a, const char *b)
 {
 	const char *pa, *pb;

@@ -77,6 +77,11 @@ int remote__s3_parse_time(const char *s, int64_t *ns);
 /* "bytes FIRST-LAST/TOTAL": 0 and the numbers, or -EINVAL (also for '*'). */
 int remote__s3_content_range(const char *value, uint64_t *first, uint64_t *last, uint64_t *total);
 
+/* Whether the len bytes at s hold a control character (C0 or DEL): what
+ * the network hands us for a request header (an ETag for If-Match, a
+ * credential) must not, or it would add headers of its own. */
+bool remote__s3_has_control(const char *s, size_t len);
+
 /* Strong ETag equality; the quotes may be missing on either side. */
 bool remote__s3_etag_equal(const char *a, const char *b);
 

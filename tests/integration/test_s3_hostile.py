@@ -20,8 +20,8 @@ so each mount comes up in well under a second. Checks:
   --list-timeout (also -o list_timeout=), and so does a page whose body
   keeps trickling in; the client's key and byte caps
   stop such a listing with -EFBIG (s3_cli).
-- odd keys and ETags: a key over 1024 bytes and an ETag over 128 bytes
-  are skipped and counted (source.skipped_keys), the rest mounts; an
+- odd keys and ETags: a key over 1024 bytes, an ETag over 128 bytes and
+  one holding a line feed (it would add headers) are skipped and counted (source.skipped_keys), the rest mounts; an
   object listed with a weak ETag (W/"...") reads, compared as listed.
 - listed sizes no file can have (2^64-1, 2^63) are skipped and counted:
   the next file's bytes are its own, through the mount and the peer port.
@@ -353,18 +353,22 @@ def test_endless_listings(c):
 def test_odd_keys_and_etags(c):
 	long_key = ('d' * 200 + '/') * 6 + 'f.bin'  # 1211 bytes, components of 200
 	objs = {'ok/a.bin': os.urandom(3000), long_key: b'long', 'odd/big-etag.bin': b'big',
-		'odd/weak.bin': os.urandom(5000)}
+		'odd/weak.bin': os.urandom(5000), 'odd/lf-etag.bin': b'lf'}
 	with s3f.FakeS3(objs) as fake, ct.TempDirs() as td:
 		fake.etags['odd/big-etag.bin'] = '"' + 'e' * 200 + '"'
 		fake.etags['odd/weak.bin'] = 'W/"5eb63bbbe01eeed093cb22bb8f5acdc3"'
+		# an ETag goes into If-Match headers, to the store and to peers
+		fake.etags['odd/lf-etag.bin'] = '"abc\nX-Injected: yes"'
 		if not mount_fake(c, td, fake, ['--no-kernel-cache'], 'odd keys: '):
 			return
 		mnt = td.mnt
 		c.eq('odd keys: the usable keys are listed', sorted(os.listdir(os.path.join(mnt, 'odd'))),
 		     ['weak.bin'])
 		c.check('odd keys: the long key is left out', not os.path.exists(os.path.join(mnt, 'd' * 200)))
-		c.eq('odd keys: both counted in source.skipped_keys',
-		     ct.stats(mnt)['source']['skipped_keys'], 2)
+		c.eq('odd keys: all three counted in source.skipped_keys',
+		     ct.stats(mnt)['source']['skipped_keys'], 3)
+		c.check('odd keys: no header was injected',
+			not any('x-injected' in h for h in fake.headers), fake.headers)
 		with open(os.path.join(mnt, 'ok/a.bin'), 'rb') as f:
 			c.check('odd keys: an ordinary file reads', f.read() == objs['ok/a.bin'])
 		res = read_timed_in_child(os.path.join(mnt, 'odd/weak.bin'), 20)
