@@ -333,6 +333,44 @@ static void unchain_stop_signals(void)
 			sigaction(stop_signals[i], &prev_stop[i], NULL);
 }
 
+/*
+ * --log-file, for appending, or -1 after one line. The daemon (often root)
+ * opens it on the command's behalf, so never through a symbolic link
+ * another user planted (fs.protected_symlinks covers sticky directories
+ * only, and may be off), nor into a hard link to some other file, a FIFO
+ * (whose open would block the mount) or a device: a regular file of the
+ * daemon's user with a single name. A new log is 0600: it names the
+ * dataset's files, some of which only their owners may list.
+ */
+static int open_log_file(const char *path)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY |
+				    O_CLOEXEC, 0600);
+	const char *why = NULL;
+	struct stat st;
+
+	if (fd < 0)
+		why = errno == ELOOP   ? "a symbolic link"
+		      : errno == ENXIO ? "not a regular file" /* a FIFO nobody reads */
+				       : strerror(errno);
+	else if (fstat(fd, &st) < 0)
+		why = strerror(errno);
+	else if (!S_ISREG(st.st_mode))
+		why = "not a regular file";
+	else if (st.st_nlink != 1)
+		why = "a file with other names (hard links)";
+	else if (st.st_uid != geteuid())
+		why = "a file of another user";
+	else if (fcntl(fd, F_SETFL, O_APPEND) < 0) /* blocking writes, as to any log */
+		why = strerror(errno);
+	if (!why)
+		return fd;
+	if (fd >= 0)
+		close(fd);
+	fs_fail("cannot open --log-file '%s': %s", path, why);
+	return -1;
+}
+
 int main(int argc, char *argv[])
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
@@ -374,14 +412,8 @@ int main(int argc, char *argv[])
 		fs->opt.mountpoint = abs;
 	}
 	/* Opened now, so that a log file that cannot be written fails the mount. */
-	if (fs->opt.log_file) {
-		log_fd = open(fs->opt.log_file, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
-		if (log_fd < 0) {
-			ret = fs_fail("cannot open --log-file '%s': %s", fs->opt.log_file,
-				   strerror(errno));
-			goto out;
-		}
-	}
+	if (fs->opt.log_file && (log_fd = open_log_file(fs->opt.log_file)) < 0)
+		goto out;
 	if (fs_source_is_s3(fs->opt.source)) {
 		struct fs_source_s3_options so = {
 			.url = fs->opt.source,

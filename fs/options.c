@@ -382,23 +382,33 @@ static int foreign_part(const char *path, bool exist, char *bad, size_t badlen, 
 	return PATH_TRUSTED;
 }
 
-/* foreign_part on DIR: 0, or -1 after one line. */
-static int check_disk_cache_owners(const char *dir, bool exist)
+/* foreign_part on path, named by its option opt in the one line: 0, or
+ * -1 after that line. */
+static int check_owners(const char *opt, const char *path, bool exist)
 {
 	char bad[PATH_MAX];
 	uid_t owner = 0;
 
-	switch (foreign_part(dir, exist, bad, sizeof(bad), &owner)) {
+	switch (foreign_part(path, exist, bad, sizeof(bad), &owner)) {
 	case PATH_FOREIGN:
-		return -fs_fail("--disk-cache '%s': '%s' belongs to another user (uid %u)", dir,
-				bad, (unsigned)owner);
+		return -fs_fail("%s '%s': '%s' belongs to another user (uid %u)", opt, path, bad,
+				(unsigned)owner);
 	case PATH_OPEN:
-		return -fs_fail("--disk-cache '%s': any user may change '%s' (writable by all, "
-				"not sticky)", dir, bad);
+		return -fs_fail("%s '%s': any user may change '%s' (writable by all, not sticky)",
+				opt, path, bad);
 	case PATH_GONE:
-		return -fs_fail("--disk-cache '%s': '%s' went away while being checked", dir, bad);
+		return -fs_fail("%s '%s': '%s' went away while being checked", opt, path, bad);
 	}
 	return 0;
+}
+
+/* --log-file: the daemon, often root, creates and appends to it, so no
+ * directory on its way may be another user's or writable by all without
+ * the sticky bit (see foreign_part); the file itself is checked when it is
+ * opened (main.c). 0, or -1 after one line. */
+static int check_log_file(const char *path)
+{
+	return path ? check_owners("--log-file", path, false) : 0;
 }
 
 /* Whether absolute, resolved path is root or below it. */
@@ -445,7 +455,7 @@ static int check_disk_cache(struct fs_options *o)
 	}
 	if (!*o->disk_cache)
 		return -fs_fail("bad --disk-cache '': want a directory");
-	if (check_disk_cache_owners(o->disk_cache, false) < 0)
+	if (check_owners("--disk-cache", o->disk_cache, false) < 0)
 		return -1;
 	bool made = mkdir(o->disk_cache, 0700) == 0;
 	if (!made && errno != EEXIST)
@@ -455,7 +465,7 @@ static int check_disk_cache(struct fs_options *o)
 	 * /tmp, where the name was free) is caught now, and none can be
 	 * swapped after it: every directory on the way is this user's or
 	 * root's, and in a sticky one an entry is its owner's alone. */
-	if (check_disk_cache_owners(o->disk_cache, true) < 0)
+	if (check_owners("--disk-cache", o->disk_cache, true) < 0)
 		return -1;
 	char *abs = realpath(o->disk_cache, NULL);
 	if (!abs || statvfs(abs, &vfs) < 0) {
@@ -658,7 +668,8 @@ int fs_options_parse(struct fuse_args *args, struct fs_options *o)
 
 int fs_options_check(struct fs_options *o)
 {
-	return parse_sizes(o) || check_paths(o) || check_disk_cache(o) ? -1 : 0;
+	return parse_sizes(o) || check_paths(o) || check_log_file(o->log_file) ||
+		       check_disk_cache(o) ? -1 : 0;
 }
 
 void fs_options_free(struct fs_options *o)

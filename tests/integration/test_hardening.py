@@ -20,6 +20,11 @@ Each group mounts for real and checks what a user or a calling script sees:
     rlimit makes every thread creation fail after the fork) and when
     --log-file cannot be opened, coordfs exits non-zero with one line of
     reason, and nothing is mounted or left running;
+  - --log-file where another user could plant something (their directory,
+    their link, FIFO or file in a sticky one) and a symbolic link, FIFO or
+    hard link at the path are refused, with one line, before mounting:
+    the file behind the links is untouched, nothing hangs; a new log is
+    0600;
   - option checks: --secret-file without --peers and a --cache-size above
     physical memory are refused, --cache-size=0 warns;
   - a file that fails on every open is logged once, not once per open.
@@ -326,6 +331,78 @@ def test_readiness(c):
 		check_failed_start(c, '--log-file is a directory', td, rc, err, 'log-file')
 
 
+def as_nobody(*cmd):
+	"""Run cmd as uid/gid 65534, as a hostile local user would."""
+	def drop():
+		os.setgroups([])
+		os.setgid(65534)
+		os.setuid(65534)
+	subprocess.run(cmd, check=True, preexec_fn=drop)
+
+
+def test_log_file_planted(c):
+	"""--log-file names a path a hostile user prepared: the daemon (root
+	here) must neither follow their links, append to a file through a hard
+	link, block on their FIFO, nor log into their file; one line, nothing
+	mounted. A new log is 0600."""
+	with ct.TempDirs() as td:
+		ct.write_file(os.path.join(td.src, 'f'), b'z')
+		victim = os.path.join(td.root, 'victim')
+		ct.write_file(victim, b'precious\n', mode=0o600)
+		os.chmod(td.root, 0o755)
+		theirs = os.path.join(td.root, 'theirs')	# a user's own directory
+		sticky = os.path.join(td.root, 'sticky')	# a /tmp of its own
+		mine = os.path.join(td.root, 'mine')
+		os.mkdir(theirs)
+		os.chown(theirs, 65534, 65534)
+		os.mkdir(sticky)
+		os.chmod(sticky, 0o1777)
+		os.mkdir(mine)
+
+		def refused(label, log, want):
+			rc, _, err = run(['--cache-size=1M', f'--log-file={log}', td.src, td.mnt],
+					 timeout=10)
+			check_failed_start(c, label, td, rc, err, want)
+			if ct.is_mounted(td.mnt):
+				ct.force_unmount(td.mnt)
+
+		as_nobody('ln', '-s', victim, os.path.join(theirs, 'c.log'))
+		refused('a link in another user\'s directory', os.path.join(theirs, 'c.log'),
+			'another user')
+		log = os.path.join(sticky, 'c.log')
+		as_nobody('ln', '-s', victim, log)
+		refused('another user\'s link in a sticky directory', log, 'another user')
+		os.unlink(log)
+		as_nobody('mkfifo', '-m', '666', log)
+		refused('another user\'s FIFO in a sticky directory', log, 'another user')
+		os.unlink(log)
+		as_nobody('touch', log)
+		refused('another user\'s file in a sticky directory', log, 'another user')
+		os.unlink(log)
+		# The same things made by root itself pass the path check and are
+		# caught at the open: a link, a FIFO (nobody reading: no hang), a
+		# second name of another file.
+		os.symlink(victim, os.path.join(mine, 'link.log'))
+		refused('a symbolic link', os.path.join(mine, 'link.log'), 'symbolic link')
+		os.mkfifo(os.path.join(mine, 'fifo.log'))
+		refused('a FIFO', os.path.join(mine, 'fifo.log'), 'regular file')
+		os.link(victim, os.path.join(mine, 'hard.log'))
+		refused('a hard link', os.path.join(mine, 'hard.log'), 'hard link')
+		with open(victim, 'rb') as f:
+			c.eq('the file behind the links is untouched', f.read(), b'precious\n')
+
+		log = os.path.join(mine, 'new.log')
+		old = os.umask(0)
+		try:
+			mounted = mount_src(c, td, td.src, ['--cache-size=1M', f'--log-file={log}'],
+					    label='a new log')
+		finally:
+			os.umask(old)
+		if mounted:
+			c.eq('a new log is 0600', oct(os.stat(log).st_mode & 0o777), oct(0o600))
+			ct.force_unmount(td.mnt)
+
+
 def test_option_checks(c):
 	with ct.TempDirs() as td:
 		secret = os.path.join(td.root, 'secret')
@@ -373,6 +450,7 @@ def main():
 	c.group(test_long_paths_and_special_files, c)
 	c.group(test_nofile_limit, c)
 	c.group(test_readiness, c)
+	c.group(test_log_file_planted, c)
 	c.group(test_option_checks, c)
 	c.group(test_source_errors_rate_limited, c)
 	c.finish()
