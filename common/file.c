@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/file.h"
@@ -10,12 +11,20 @@
 int file_read_all(const char *path, size_t max, uint8_t **data, size_t *len)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return -errno;
+	int rc = file_read_fd(fd, max, data, len);
+	close(fd);
+	return rc;
+}
+
+int file_read_fd(int fd, size_t max, uint8_t **data, size_t *len)
+{
 	size_t cap = 1 << 16, n = 0;
 	uint8_t *buf = NULL;
 	int rc = 0;
 
-	if (fd < 0)
-		return -errno;
 	for (;;) {
 		if (!buf || n == cap) { /* room for max + 1 bytes tells "over max" */
 			size_t ncap = !buf ? cap : cap <= max / 2 ? cap * 2 : max + 1;
@@ -42,7 +51,6 @@ int file_read_all(const char *path, size_t max, uint8_t **data, size_t *len)
 			break;
 		}
 	}
-	close(fd);
 	if (rc < 0) {
 		free(buf);
 		return rc;
@@ -50,4 +58,19 @@ int file_read_all(const char *path, size_t max, uint8_t **data, size_t *len)
 	*data = buf;
 	*len = n;
 	return 0;
+}
+
+int file_open_regular(const char *path)
+{
+	/* O_NONBLOCK: opening a FIFO for reading waits for a writer. */
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	struct stat st;
+	int rc = fd < 0		       ? -errno
+		 : fstat(fd, &st) < 0  ? -errno
+		 : S_ISREG(st.st_mode) ? 0
+				       : -EINVAL;
+
+	if (rc < 0 && fd >= 0)
+		close(fd);
+	return rc < 0 ? rc : fd;
 }

@@ -14,4 +14,15 @@
  */
 int file_read_all(const char *path, size_t max, uint8_t **data, size_t *len);
 
+/* The same from an open descriptor, read to its end (and left open). */
+int file_read_fd(int fd, size_t max, uint8_t **data, size_t *len);
+
+/*
+ * Open path (links followed) for reading only if it is a regular file: a
+ * descriptor, or -errno, -EINVAL for anything else. For files a daemon
+ * reads at a path others may be able to put things at: a FIFO there would
+ * block it for good in open or read, a device feed it without end.
+ */
+int file_open_regular(const char *path);
+
 #endif

@@ -164,8 +164,15 @@ static int read_file(const char *path, struct strbuf *out, char *err, unsigned e
 {
 	uint8_t *data = NULL;
 	size_t len = 0;
-	int rc = file_read_all(path, FS_MEMBERSHIP_MAX_BYTES, &data, &len);
+	int fd = file_open_regular(path), rc = fd;
 
+	/* A FIFO there would block the mount, or the refresh thread for good. */
+	if (fd == -EINVAL)
+		return fail(err, errlen, fd, "--peers=file:%s: not a regular file", path);
+	if (fd >= 0) {
+		rc = file_read_fd(fd, FS_MEMBERSHIP_MAX_BYTES, &data, &len);
+		close(fd);
+	}
 	if (rc == -EFBIG)
 		return fail(err, errlen, rc, "--peers=file:%s: over %u bytes", path,
 			    FS_MEMBERSHIP_MAX_BYTES);

@@ -126,7 +126,9 @@ unsigned remote_owner_without(const struct remote_peers *p, uint64_t key, unsign
 
 /* Read a secret file: at most REMOTE_MAX_SECRET bytes, trailing
  * whitespace (newline) removed, must be non-empty printable ASCII without
- * spaces. Returns 0 and *secret (free() it), or -errno with a message. */
+ * spaces. It must be a regular file (links followed) of this user or root:
+ * -EINVAL for a FIFO or a device, -EPERM for another user's file. Returns 0
+ * and *secret (free() it), or -errno with a message. */
 int remote_secret_read(const char *path, char **secret, char *err, size_t errlen);
 
 /* ---- server -------------------------------------------------------------- */

@@ -16,8 +16,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/file.h"
 #include "common/hash.h"
 
 /* Seeds of the two hashes; changing them changes every owner. */
@@ -249,62 +251,100 @@ unsigned remote_owner_without(const struct remote_peers *p, uint64_t key, unsign
 	return owner_but(p, key, skip);
 }
 
-int remote_secret_read(const char *path, char **secret, char *err, size_t errlen)
+/* The secret file open for reading, or -errno with a message: a regular
+ * file (links followed, as Kubernetes mounts secrets) of this user or
+ * root. A FIFO would block the mount in open or read; a file another user
+ * owns is a secret they know, or may change. */
+static int secret_open(const char *path, char *err, size_t errlen)
 {
-	char buf[REMOTE_MAX_SECRET + 2];
-	size_t n = 0;
-	int fd, rc = 0;
+	int fd = file_open_regular(path);
+	struct stat st;
 
-	*secret = NULL;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		rc = -errno;
+	if (fd == -EINVAL) {
+		set_err(err, errlen, "--secret-file=%s: not a regular file", path);
+		return fd;
+	}
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		int rc = fd < 0 ? fd : -errno;
+		if (fd >= 0)
+			close(fd);
 		if (err && errlen)
 			snprintf(err, errlen, "--secret-file=%s: %s", path, strerror(-rc));
 		return rc;
 	}
-	while (n < sizeof(buf)) {
-		ssize_t r = read(fd, buf + n, sizeof(buf) - n);
+	if (st.st_uid != geteuid() && st.st_uid != 0) {
+		close(fd);
+		if (err && errlen)
+			snprintf(err, errlen,
+				 "--secret-file=%s: belongs to another user (uid %u), who knows it",
+				 path, (unsigned)st.st_uid);
+		return -EPERM;
+	}
+	return fd;
+}
+
+/* The secret's bytes read from fd into buf (cap bytes at most): the count,
+ * or -errno. */
+static ssize_t secret_bytes(int fd, char *buf, size_t cap)
+{
+	size_t n = 0;
+
+	while (n < cap) {
+		ssize_t r = read(fd, buf + n, cap - n);
 
 		if (r < 0 && errno == EINTR)
 			continue;
-		if (r < 0) {
-			rc = -errno;
-			if (err && errlen)
-				snprintf(err, errlen, "--secret-file=%s: %s", path, strerror(-rc));
-			close(fd);
-			return rc;
-		}
+		if (r < 0)
+			return -errno;
 		if (r == 0)
 			break;
 		n += (size_t)r;
 	}
+	return (ssize_t)n;
+}
+
+int remote_secret_read(const char *path, char **secret, char *err, size_t errlen)
+{
+	char buf[REMOTE_MAX_SECRET + 2];
+	int fd, rc = 0;
+
+	*secret = NULL;
+	if ((fd = secret_open(path, err, errlen)) < 0)
+		return fd;
+	ssize_t got = secret_bytes(fd, buf, sizeof(buf));
 	close(fd);
+	size_t n = got < 0 ? 0 : (size_t)got;
 	while (n > 0 && isspace((unsigned char)buf[n - 1]))
 		n--;
-	if (n > REMOTE_MAX_SECRET) {
+	if (got < 0) {
+		rc = (int)got;
+		if (err && errlen)
+			snprintf(err, errlen, "--secret-file=%s: %s", path, strerror(-rc));
+	} else if (n > REMOTE_MAX_SECRET) {
+		rc = -EFBIG;
 		if (err && errlen)
 			snprintf(err, errlen, "--secret-file=%s: longer than %d bytes", path,
 				 REMOTE_MAX_SECRET);
-		return -EFBIG;
-	}
-	if (n == 0) {
+	} else if (n == 0) {
+		rc = -EINVAL;
 		set_err(err, errlen, "--secret-file=%s: empty secret", path);
-		return -EINVAL;
 	}
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; rc == 0 && i < n; i++) {
 		if (buf[i] < 0x21 || buf[i] > 0x7e) {
+			rc = -EINVAL;
 			set_err(err, errlen,
 				"--secret-file=%s: secret must be printable ASCII without spaces",
 				path);
-			return -EINVAL;
 		}
 	}
-	*secret = malloc(n + 1);
-	if (!*secret)
-		return -ENOMEM;
-	memcpy(*secret, buf, n);
-	(*secret)[n] = '\0';
+	if (rc == 0 && !(*secret = malloc(n + 1)))
+		rc = -ENOMEM;
+	if (rc == 0) {
+		memcpy(*secret, buf, n);
+		(*secret)[n] = '\0';
+	}
+	/* On every path: a secret rejected for its length or a byte is still
+	 * mostly the secret. */
 	explicit_bzero(buf, sizeof(buf));
-	return 0;
+	return rc;
 }

@@ -11,7 +11,8 @@ nothing of the machine's configuration is touched.
     by --listen; every file read through two nodes is right, SOURCE is
     read once per cluster (the nodes' source.bytes add up to the dataset),
     stats say membership "file" and each node's index; a file that does
-    not name the node, and a missing file, fail with one line.
+    not name the node, a missing file, and a FIFO (nobody writing) fail
+    with one line, at once.
   - --peers=dns:NAME:PORT against a real DNS server (dnsmasq) answering
     NAME with 3 loopback addresses: the same checks with --node-name; a
     node that finds itself by its own interface address (lo holds one of
@@ -106,6 +107,14 @@ def test_file(c):
 				      [f'--peers=file:{pf}', '--listen=127.0.0.1:1'])
 		c.check('  the line says so', 'not among' in line, line)
 		fails_one_line(c, 'file: missing', ['--peers=file:/nonexistent/peers'])
+		# Whoever may write its directory can put a FIFO there: its open
+		# (nobody writing) must not hold up the mount for good.
+		fifo = os.path.join(cl.root, 'peers.fifo')
+		os.mkfifo(fifo)
+		line = fails_one_line(c, 'file: a FIFO', [f'--peers=file:{fifo}',
+							  '--listen=127.0.0.1:1'])
+		c.check('  the line says it is not a regular file', 'not a regular file' in line,
+			line)
 		fails_one_line(c, 'file: --node with a discovered source',
 			       [f'--peers=file:{pf}', '--node=0'])
 

@@ -2,6 +2,8 @@
 /*
  * Unit test `remote` (test_remote.h): peer lists, rendezvous ownership (and the runner-up), the path, Range and secret-file parsers, listen addresses.
  */
+#include <sys/stat.h>
+
 #include "tests/unit/test_remote.h"
 
 /* ---- peers and ownership --------------------------------------------------- */
@@ -344,6 +346,49 @@ START_TEST(secret_file)
 }
 END_TEST
 
+/* What another local user could put at the secret file's path: a FIFO
+ * (whose open would block the mount) and a device are refused at once, a
+ * huge file is read no further than a secret can be long, and a file
+ * another user owns (who knows the secret) is refused. */
+START_TEST(secret_file_hostile)
+{
+	char dir[] = "/tmp/coordfs-secret-XXXXXX", path[64], err[256];
+	char *secret = NULL;
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/s", dir);
+	ck_assert_int_eq(mkfifo(path, 0600), 0);
+	ck_assert_int_eq(remote_secret_read(path, &secret, err, sizeof(err)), -EINVAL);
+	ck_assert_msg(strstr(err, "not a regular file") != NULL, "%s", err);
+	ck_assert_ptr_null(secret);
+	unlink(path);
+	ck_assert_int_eq(remote_secret_read("/dev/zero", &secret, err, sizeof(err)), -EINVAL);
+
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ftruncate(fd, (off_t)1 << 40), 0); /* a sparse terabyte of zeros */
+	ck_assert_int_eq(pwrite(fd, "A", 1, 0), 1);
+	ck_assert_int_eq(remote_secret_read(path, &secret, err, sizeof(err)), -EFBIG);
+	ck_assert_int_eq(ftruncate(fd, 0), 0);
+	ck_assert_int_eq(pwrite(fd, "s3cr3t\n", 7, 0), 7);
+	close(fd);
+	ck_assert_int_eq(remote_secret_read(path, &secret, err, sizeof(err)), 0);
+	free(secret);
+	secret = NULL;
+	/* Only root can give a file away. */
+	if (geteuid() == 0) {
+		ck_assert_int_eq(chown(path, 65534, 65534), 0);
+		ck_assert_int_eq(remote_secret_read(path, &secret, err, sizeof(err)), -EPERM);
+		ck_assert_msg(strstr(err, "another user") != NULL, "%s", err);
+		ck_assert_ptr_null(secret);
+	} else {
+		fprintf(stderr, "secret_file_hostile: not root, another user's file not tried\n");
+	}
+	unlink(path);
+	rmdir(dir);
+}
+END_TEST
+
 START_TEST(listen_rejects_bad_hostport)
 {
 	char err[256];
@@ -379,5 +424,6 @@ void remote_peers_tests(TCase *core, TCase *net)
 	tcase_add_test(core, range_header);
 	tcase_add_test(core, parsers_random_inputs);
 	tcase_add_test(core, secret_file);
+	tcase_add_test(core, secret_file_hostile);
 	tcase_add_test(core, listen_rejects_bad_hostport);
 }
