@@ -80,12 +80,13 @@ static int64_t now_s(void)
 
 /* ---- files ------------------------------------------------------------ */
 
-/* Read a whole small file into a NUL-terminated buffer; *mode (NULL ok):
- * its permission bits, from the descriptor read. -ENOENT when it does
- * not exist, -EFBIG over the cap. */
-static int read_small_file(const char *path, char **out, size_t *len, mode_t *mode)
+/* Read a whole small file into a NUL-terminated buffer; *info (NULL ok):
+ * its attributes, from the descriptor read. -ENOENT when it does not
+ * exist, -EINVAL when it is not a regular file, -EFBIG over the cap. */
+static int read_small_file(const char *path, char **out, size_t *len, struct stat *info)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: a FIFO at path must not hold the mount in open. */
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 	struct stat st;
 
 	if (fd < 0)
@@ -101,8 +102,8 @@ static int read_small_file(const char *path, char **out, size_t *len, mode_t *mo
 	char *buf = malloc((size_t)st.st_size + 1);
 	size_t got = 0;
 
-	if (mode)
-		*mode = st.st_mode & 07777;
+	if (info)
+		*info = st;
 	if (!buf) {
 		close(fd);
 		return -ENOMEM;
@@ -140,6 +141,20 @@ static int home_path(const char *rel, char *out, size_t cap)
 /* Warned about a shared credentials file others can read (once a process). */
 static atomic_bool warned_open_file;
 
+/* Why the INI file read with attributes st may not be used, or NULL. Its
+ * credential_process is run by the daemon, often root: a file (or a HOME
+ * such as sudo -E keeps) that another user owns, or that others may write,
+ * would have it run their command and use their keys, as ssh(1) refuses
+ * such a config. */
+static const char *ini_foreign(const struct stat *st)
+{
+	if (st->st_uid != geteuid() && st->st_uid != 0)
+		return "belongs to another user";
+	if (st->st_mode & 022)
+		return "others may write it";
+	return NULL;
+}
+
 /* Merge `section` of the INI file at path into p. A missing file is fine.
  * holds_keys: the shared credentials file, which others must not read. */
 static int load_ini(const char *path, const char *section, struct s3_profile *p,
@@ -147,13 +162,24 @@ static int load_ini(const char *path, const char *section, struct s3_profile *p,
 {
 	char *text = NULL;
 	size_t len = 0;
-	mode_t mode = 0;
-	int r = read_small_file(path, &text, &len, &mode);
+	struct stat st;
+	int r = read_small_file(path, &text, &len, &st);
 
 	if (r == -ENOENT)
 		return 0;
 	if (r) {
-		remote__s3_set_err(err, errlen, "%s: cannot read: %s", path, strerror(-r));
+		remote__s3_set_err(err, errlen, "%s: cannot read: %s", path,
+				   r == -EINVAL ? "not a regular file" : strerror(-r));
+		return -EINVAL;
+	}
+	const char *why = ini_foreign(&st);
+	mode_t mode = st.st_mode & 07777;
+
+	if (why) {
+		remote__s3_set_err(err, errlen, "%s: %s (uid %u, mode %04o): not used", path, why,
+				   (unsigned)st.st_uid, (unsigned)mode);
+		explicit_bzero(text, len);
+		free(text);
 		return -EINVAL;
 	}
 	/* As ssh does for private keys, but a warning: the keys are used. */

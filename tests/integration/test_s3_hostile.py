@@ -37,6 +37,9 @@ so each mount comes up in well under a second. Checks:
   store.
 - a shared credentials file readable by group or others mounts with one
   warning saying so (as ssh does for keys); a 0600 one without.
+- a root mount whose HOME names a user's directory: that user's
+  ~/.aws/config, or a config others may write, fails the mount with one
+  line, and its credential_process never runs.
 """
 
 import errno
@@ -414,6 +417,42 @@ def test_open_credentials_file(c):
 					     sum('readable by' in ln for ln in f), 0)
 
 
+def test_foreign_profile(c):
+	"""root mounts with HOME still naming a user's directory (sudo -E, su
+	without -): that user's ~/.aws/config must not have root run its
+	credential_process, nor a group- or world-writable config of root's."""
+	objs = {'a.bin': b'a' * 100}
+	with s3f.FakeS3(objs) as fake, ct.TempDirs() as td:
+		os.chmod(td.root, 0o755)
+		home = os.path.join(td.root, 'home')
+		aws = os.path.join(home, '.aws')
+		ran = os.path.join(td.root, 'ran')
+		os.makedirs(aws)
+		conf = os.path.join(aws, 'config')
+		with open(conf, 'w') as f:
+			f.write(f'[default]\ncredential_process = touch {ran}\n')
+		env = {k: v for k, v in os.environ.items() if not k.startswith('AWS_')}
+		env.update(HOME=home, AWS_EC2_METADATA_DISABLED='true')
+		for label, owner, mode, want in (('another user\'s config', 65534, 0o644,
+						  'belongs to another user'),
+						 ('a world-writable config', 0, 0o666,
+						  'others may write it'),
+						 ('a group-writable config', 0, 0o664,
+						  'others may write it')):
+			os.chown(conf, owner, owner)
+			os.chmod(conf, mode)
+			rc, _, err = ct.run_coordfs(['--endpoint=' + fake.endpoint,
+						     's3://' + fake.bucket, td.mnt], env=env)
+			lines = [ln for ln in err.splitlines() if ln.strip()]
+			c.check(f'{label}: the mount fails with one line naming it',
+				rc not in (0, None) and len(lines) == 1 and want in lines[0]
+				and conf in lines[0], f'rc {rc}: {err}')
+			c.check(f'{label}: nothing mounted', not ct.is_mounted(td.mnt))
+			c.check(f'{label}: its credential_process never ran', not os.path.exists(ran))
+			if ct.is_mounted(td.mnt):
+				ct.force_unmount(td.mnt)
+
+
 def test_impossible_sizes(c):
 	after = os.urandom(100)
 	objs = {'w': b'w' * 100, 'v': b'v' * 100, 'z/after.bin': after}
@@ -520,6 +559,7 @@ def main():
 	c.group(test_endless_listings, c)
 	c.group(test_odd_keys_and_etags, c)
 	c.group(test_open_credentials_file, c)
+	c.group(test_foreign_profile, c)
 	c.group(test_impossible_sizes, c)
 	c.group(test_signed_get_probe, c)
 	c.group(test_endless_error_bodies, c)

@@ -12,6 +12,7 @@
 #include <check.h>
 #include <curl/curl.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -20,6 +21,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -386,6 +388,56 @@ START_TEST(test_credential_process_flood)
 }
 END_TEST
 
+/* The profile files are run from (credential_process) by a daemon that
+ * is often root: one another user owns (root's HOME kept pointing at
+ * theirs, as sudo -E does) or that others may write is refused, its
+ * command never run; a FIFO there fails at once instead of blocking. */
+START_TEST(test_foreign_profile_files)
+{
+	struct remote_s3 *s = NULL;
+	char err[256], dir[] = "/tmp/coordfs-cred-XXXXXX", ini_path[64], ran[64], ini[256];
+	struct remote_s3_config cfg = {.bucket = "bkt"};
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(ini_path, sizeof(ini_path), "%s/config", dir);
+	snprintf(ran, sizeof(ran), "%s/ran", dir);
+	snprintf(ini, sizeof(ini), "[default]\ncredential_process = touch %s\n", ran);
+	int fd = open(ini_path, O_WRONLY | O_CREAT | O_EXCL, 0644);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, ini, strlen(ini)), (ssize_t)strlen(ini));
+	close(fd);
+	clear_aws_env();
+	setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent", 1);
+	setenv("AWS_CONFIG_FILE", ini_path, 1);
+
+	ck_assert_int_eq(chmod(ini_path, 0666), 0);
+	ck_assert_int_lt(create(&cfg, &s, err), 0);
+	ck_assert_msg(strstr(err, "others may write it"), "%s", err);
+	ck_assert_int_eq(access(ran, F_OK), -1);
+	ck_assert_int_eq(chmod(ini_path, 0644), 0);
+	/* Only root can give a file away. */
+	if (geteuid() == 0) {
+		ck_assert_int_eq(chown(ini_path, 65534, 65534), 0);
+		ck_assert_int_lt(create(&cfg, &s, err), 0);
+		ck_assert_msg(strstr(err, "belongs to another user"), "%s", err);
+		ck_assert_int_eq(access(ran, F_OK), -1);
+	} else {
+		fprintf(stderr, "test_foreign_profile_files: not root, another user's file "
+				"not tried\n");
+	}
+	unlink(ini_path);
+	ck_assert_int_eq(mkfifo(ini_path, 0600), 0);
+	int64_t t0 = deadline_now_ms();
+	ck_assert_int_lt(create(&cfg, &s, err), 0);
+	ck_assert_int_lt(deadline_now_ms() - t0, 10000);
+	ck_assert_msg(strstr(err, "not a regular file"), "%s", err);
+	unlink(ini_path);
+	rmdir(dir);
+	unsetenv("AWS_SHARED_CREDENTIALS_FILE");
+	unsetenv("AWS_CONFIG_FILE");
+}
+END_TEST
+
 /* credential_process is split without a shell and without expanding
  * anything (wordexp expanded $VARS, ~ and globs); container credentials
  * go only where the AWS SDKs send them, and a token cannot add headers. */
@@ -526,6 +578,7 @@ int main(void)
 	tcase_add_test(tc, test_get_checks);
 	tcase_add_test(tc, test_create_errors);
 	tcase_add_test(tc, test_credential_process_flood);
+	tcase_add_test(tc, test_foreign_profile_files);
 	tcase_add_test(tc, test_split_command);
 	tcase_add_test(tc, test_container_uri);
 	tcase_add_test(tc, test_container_and_process_rules);
