@@ -52,10 +52,14 @@ struct fs_ctx {
 	struct cache *cache;
 	struct cache_disk *disk; /* --disk-cache's tier, or NULL */
 	struct fs_disk_recent *disk_recent; /* io.c's, with a tier */
-	/* Transient memory outside the cache arena (prepared samples, decodes,
-	 * peer buffers, server responses): --prep-mem when the prepared view
-	 * is on, plus FS_IO_MEM for I/O buffers. */
+	/* Transient memory outside the cache arena: FS_IO_MEM for I/O buffers
+	 * (peer buffers, server responses, readahead windows), and the
+	 * prepared view's --prep-mem (samples, decodes, its decoded tier) of
+	 * its own. One budget for both let the view take the I/O allowance
+	 * too, past its hard bound, and a user holding samples open starve
+	 * everyone's I/O buffers. */
 	struct budget mem;
+	struct budget prep_mem;
 	bool mem_ready;
 	struct fs_counters ctr;
 	bool no_open; /* the kernel sends no opens (FUSE_CAP_NO_OPEN_SUPPORT) */

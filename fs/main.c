@@ -485,7 +485,9 @@ int main(int argc, char *argv[])
 		goto out;
 	}
 	fs_prep_size(fs);
-	budget_init(&fs->mem, (fs->opt.prepared ? fs->opt.prep_mem_bytes : 0) + FS_IO_MEM);
+	budget_init(&fs->mem, FS_IO_MEM);
+	/* A limit of 0 would mean no limit: --prep-mem=0 holds nothing. */
+	budget_init(&fs->prep_mem, fs->opt.prep_mem_bytes ? fs->opt.prep_mem_bytes : 1);
 	fs->mem_ready = true;
 
 	char *mount_opts = mount_options(fs->opt.source);
@@ -601,8 +603,10 @@ out:
 	cache_disk_close(fs->disk);
 	cache_destroy(fs->cache);
 	fs_io_fini(fs); /* its units go back to the budget */
-	if (fs->mem_ready)
+	if (fs->mem_ready) {
 		budget_fini(&fs->mem);
+		budget_fini(&fs->prep_mem);
+	}
 	ns_fini(&fs->ns);
 	fs_source_destroy(fs->src);
 	if (why[0])

@@ -19,10 +19,10 @@
  *
  * Errors: a sample that cannot be made (undecodable file, unreadable
  * source) opens fine and fails every read with EIO (coordfs(1), THE PREPARED VIEW: read, not
- * open). An open refused for memory (the transient budget fs->mem stayed
- * full) or because the job table is full fails open() with ENOMEM or
- * EAGAIN: nothing is pinned and the job's version is not consumed, so the
- * reader may simply retry.
+ * open). An open refused for memory (the view's budget fs->prep_mem,
+ * --prep-mem, stayed full) or because the job table is full fails open()
+ * with ENOMEM or EAGAIN: nothing is pinned and the job's version is not
+ * consumed, so the reader may simply retry.
  */
 #include <errno.h>
 #include <limits.h>
@@ -764,7 +764,7 @@ int fs_prep_start(struct fs_ctx *fs)
 		.threads = (unsigned)fs->opt.prep_threads,
 		.nfiles = fs->ns.nnodes,
 		.job_idle_s = 30,
-		.mem = &fs->mem,
+		.mem = &fs->prep_mem,
 		.ahead_threads = (unsigned)fs->opt.prep_ahead,
 		.ahead_idle = fs->opt.prep_ahead_idle,
 	};

@@ -6,11 +6,14 @@ With --prep-mem=64M --cache-size=64M, six processes (six jobs) each open
 prepared/rrc1024/... 60 times (360 opens asking for 1 GiB of 3 MiB samples, every open a
 new version and so a new decode) and hold every open file. Checks:
   - the daemon's peak RSS (VmHWM) stays <= cache + prep-mem + 96 MiB;
+  - the samples held open at once fit in --prep-mem (not in the I/O
+    buffers' allowance beside it);
   - every open is either served, with the right bytes, or refused cleanly
     with ENOMEM (prep.refused counts them); the right bytes: the k-th
     served open of a job is version k of the file, bit-identical to what a
     fresh job gets on its k-th open (a refused open consumes no version);
-  - after the files are closed, the daemon's RSS drops.
+  - after the files are closed, the daemon's RSS is within prep-mem of
+    where it started, and fresh jobs get every open they make.
 """
 
 import errno
@@ -129,15 +132,21 @@ def run(c, m, files):
 	c.eq('every served sample has the size of a 1024x1024 PPM',
 	     {r[2] for res in results for r in res if r[0] == 'ok'},
 	     {want_len})
+	# Every served open was still held when the daemon's memory was
+	# measured, each pinning a sample of its own (a file per job): they
+	# must all fit in --prep-mem. The 64 MiB of I/O buffers beside it are
+	# not theirs: a user holding samples open took them from everyone's
+	# reads, past the bound.
+	c.le('samples held open at once fit in --prep-mem', served * want_len, PREP_MEM)
 
-	# memory returns once the files are closed
-	dropped = ct.wait_until(
-		lambda: proc_kib(pid, 'VmRSS') <= rss_held - 32 * MIB, 15, 0.2)
+	# Once the files are closed their samples are no longer pinned: they
+	# may stay staged for the other jobs, within --prep-mem (the held
+	# samples never went past it, so RSS need not drop), and the budget
+	# is free for others: the fresh jobs below get every open they make.
+	ct.wait_until(
+		lambda: proc_kib(pid, 'VmRSS') <= rss_before + PREP_MEM + 16 * MIB, 15, 0.2)
 	rss_after = proc_kib(pid, 'VmRSS')
 	print(f'# daemon RSS after closing {rss_after / MIB:.1f} MiB')
-	c.check('daemon RSS dropped by >= 32 MiB after closing', dropped,
-		f'held {rss_held / MIB:.1f} MiB, after {rss_after / MIB:.1f}'
-		' MiB')
 	c.le('daemon RSS after closing <= before + prep-mem + 16 MiB',
 	     rss_after, rss_before + PREP_MEM + 16 * MIB)
 
