@@ -402,6 +402,55 @@ static int check_owners(const char *opt, const char *path, bool exist)
 	return 0;
 }
 
+/*
+ * MOUNTPOINT of a root daemon: libfuse mounts by path with mount(2)
+ * itself (a user's mount goes through fusermount3, which guards against
+ * this), long after the checks above, once SOURCE is scanned. A directory
+ * on the way that another user owns, or may write without the sticky bit,
+ * lets them swap the path for a symbolic link in between, and mount the
+ * dataset over /etc/profile.d or anywhere else; so does a mount point of
+ * theirs in a sticky directory, which they may rename away. 0, or -1 after
+ * one line.
+ */
+static int check_mountpoint_owners(const char *mnt)
+{
+	char *abs = geteuid() == 0 ? realpath(mnt, NULL) : NULL;
+	char *slash = abs ? strrchr(abs, '/') : NULL;
+	char bad[PATH_MAX];
+	uid_t owner = 0;
+	struct stat st;
+	int rc = 0;
+
+	if (!slash || slash == abs) { /* not root, or a top-level directory: / is root's */
+		free(abs);
+		return 0;
+	}
+	*slash = '\0'; /* abs: the parent */
+	switch (foreign_part(abs, true, bad, sizeof(bad), &owner)) {
+	case PATH_FOREIGN:
+		rc = -fs_fail("mount point '%s/%s': '%s' belongs to another user (uid %u)", abs,
+			      slash + 1, bad, (unsigned)owner);
+		break;
+	case PATH_OPEN:
+		rc = -fs_fail("mount point '%s/%s': any user may change '%s' (writable by all, "
+			      "not sticky)", abs, slash + 1, bad);
+		break;
+	case PATH_GONE:
+		rc = -fs_fail("mount point '%s/%s': '%s' went away while being checked", abs,
+			      slash + 1, bad);
+		break;
+	default: /* a sticky directory open to all: is the mount point theirs? */
+		if (lstat(abs, &st) == 0 && (st.st_mode & S_IWOTH)) {
+			*slash = '/';
+			if (lstat(abs, &st) == 0 && st.st_uid != 0)
+				rc = -fs_fail("mount point '%s' belongs to another user (uid %u), "
+					      "who may swap it", abs, (unsigned)st.st_uid);
+		}
+	}
+	free(abs);
+	return rc;
+}
+
 /* --log-file: the daemon, often root, creates and appends to it, so no
  * directory on its way may be another user's or writable by all without
  * the sticky bit (see foreign_part); the file itself is checked when it is
@@ -668,8 +717,10 @@ int fs_options_parse(struct fuse_args *args, struct fs_options *o)
 
 int fs_options_check(struct fs_options *o)
 {
-	return parse_sizes(o) || check_paths(o) || check_log_file(o->log_file) ||
-		       check_disk_cache(o) ? -1 : 0;
+	return parse_sizes(o) || check_paths(o) || check_mountpoint_owners(o->mountpoint) ||
+		       check_log_file(o->log_file) || check_disk_cache(o)
+		       ? -1
+		       : 0;
 }
 
 void fs_options_free(struct fs_options *o)

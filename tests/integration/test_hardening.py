@@ -25,6 +25,9 @@ Each group mounts for real and checks what a user or a calling script sees:
     hard link at the path are refused, with one line, before mounting:
     the file behind the links is untouched, nothing hangs; a new log is
     0600;
+  - a root mount point that another user could swap before the mount (in
+    their directory, or theirs in a sticky one) is refused with one line;
+    theirs in root's own directory mounts;
   - option checks: --secret-file without --peers and a --cache-size above
     physical memory are refused, --cache-size=0 warns;
   - a file that fails on every open is logged once, not once per open.
@@ -403,6 +406,46 @@ def test_log_file_planted(c):
 			ct.force_unmount(td.mnt)
 
 
+def test_mountpoint_planted(c):
+	"""A root daemon mounts MOUNTPOINT by path with mount(2), after the
+	scan: a user who owns a directory on the way (or the mount point in a
+	sticky one) could swap it for a link to /etc/profile.d meanwhile.
+	Such mount points are refused with one line; a user's mount point in
+	root's own directory, which nobody else can swap, mounts."""
+	with ct.TempDirs() as td:
+		ct.write_file(os.path.join(td.src, 'f'), b'z')
+		os.chmod(td.root, 0o755)
+		theirs = os.path.join(td.root, 'theirs')
+		sticky = os.path.join(td.root, 'sticky')
+		os.mkdir(theirs)
+		os.chown(theirs, 65534, 65534)
+		os.mkdir(sticky)
+		os.chmod(sticky, 0o1777)
+		mine = os.path.join(td.root, 'mine')
+		os.mkdir(mine)
+		os.chown(mine, 65534, 65534)
+		for label, mnt, want in (('in another user\'s directory',
+					  os.path.join(theirs, 'mnt'), 'another user'),
+					 ('another user\'s, in a sticky directory',
+					  os.path.join(sticky, 'mnt'), 'swap'),
+					 ('another user\'s, in root\'s directory', mine, None)):
+			if not os.path.exists(mnt):
+				as_nobody('mkdir', mnt)
+			rc, _, err = run(['--cache-size=1M', td.src, mnt], timeout=10)
+			lines = [ln for ln in err.decode('utf-8', 'replace').splitlines()
+				 if ln.strip() and 'notice:' not in ln and 'warning:' not in ln]
+			if want:
+				c.check(f'mount point {label}: refused with one line',
+					rc not in (0, None) and len(lines) == 1 and want in lines[0],
+					f'rc={rc} {lines}')
+				c.check(f'mount point {label}: nothing mounted', not ct.is_mounted(mnt))
+			else:
+				c.check(f'mount point {label}: mounts', rc == 0 and ct.is_mounted(mnt),
+					f'rc={rc} {lines}')
+			if ct.is_mounted(mnt):
+				ct.force_unmount(mnt)
+
+
 def test_option_checks(c):
 	with ct.TempDirs() as td:
 		secret = os.path.join(td.root, 'secret')
@@ -451,6 +494,7 @@ def main():
 	c.group(test_nofile_limit, c)
 	c.group(test_readiness, c)
 	c.group(test_log_file_planted, c)
+	c.group(test_mountpoint_planted, c)
 	c.group(test_option_checks, c)
 	c.group(test_source_errors_rate_limited, c)
 	c.finish()
