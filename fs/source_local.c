@@ -73,10 +73,16 @@ static int local_stat(struct fs_source *src, const struct ns *ns, uint32_t node,
 	return rc;
 }
 
+/* Whether st is still the file whose attributes were frozen: size and
+ * mtime, and owner and mode too. The kernel decides who may read by the
+ * frozen ones, so another file put in its place (a hard link to a file
+ * of root's, made where fs.protected_hardlinks is off, with the size and
+ * mtime anyone can stat) must not be served under them. */
 static bool matches_snapshot(const struct ns_node *n, const struct stat *st)
 {
 	int64_t mt = (int64_t)st->st_mtim.tv_sec * 1000000000LL + st->st_mtim.tv_nsec;
-	return S_ISREG(st->st_mode) && (uint64_t)st->st_size == n->size && mt == n->mtime_ns;
+	return S_ISREG(st->st_mode) && (uint64_t)st->st_size == n->size && mt == n->mtime_ns &&
+	       (uint16_t)st->st_mode == n->mode && st->st_uid == n->uid && st->st_gid == n->gid;
 }
 
 static void report_changed(struct fs_source *src, const struct ns *ns, uint32_t node,

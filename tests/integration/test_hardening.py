@@ -28,6 +28,10 @@ Each group mounts for real and checks what a user or a calling script sees:
   - a root mount point that another user could swap before the mount (in
     their directory, or theirs in a sticky one) is refused with one line;
     theirs in root's own directory mounts;
+  - a SOURCE file replaced, after its attributes were frozen, by another
+    of the same size and mtime but another owner or mode (root's 0600
+    file hard-linked in place of a user's 0644 one) gives EIO, not the
+    other file's bytes under the frozen mode;
   - option checks: --secret-file without --peers and a --cache-size above
     physical memory are refused, --cache-size=0 warns;
   - a file that fails on every open is logged once, not once per open.
@@ -446,6 +450,40 @@ def test_mountpoint_planted(c):
 				ct.force_unmount(mnt)
 
 
+def test_source_file_swapped(c):
+	"""A user who may write in SOURCE makes a file of theirs, 0644, with
+	the size and mtime of a 0600 file of root's (anyone can stat those),
+	has the mount freeze its attributes, then puts root's file in its
+	place (a hard link, where fs.protected_hardlinks is off; a rename by
+	root here). Read under the frozen 0644, root's bytes must not come
+	out: the swap is a change of the file (EIO)."""
+	with ct.TempDirs() as td:
+		os.chmod(td.root, 0o755)
+		os.chmod(td.src, 0o755)
+		os.chmod(td.mnt, 0o755)
+		mine = os.path.join(td.src, 'mine')
+		secret = os.path.join(td.root, 'secret')
+		ct.write_file(mine, b'm' * 4096, mode=0o644)
+		os.chown(mine, 65534, 65534)
+		ct.write_file(secret, b's' * 4096, mode=0o600)
+		st = os.stat(mine)
+		os.utime(secret, ns=(st.st_atime_ns, st.st_mtime_ns))
+		if not mount_src(c, td, td.src, ['--cache-size=0', '--no-kernel-cache',
+						 '-o', 'allow_other'], label='swap'):
+			return
+		try:
+			path = os.path.join(td.mnt, 'mine')
+			c.eq('the file shows as the user\'s, 0444 (write bits cleared)',
+			     (os.stat(path).st_uid, oct(os.stat(path).st_mode & 0o777)),
+			     (65534, oct(0o444)))
+			os.rename(secret, mine)
+			got = ct.read_in_child(path)
+			c.eq('read after root\'s file took its place: EIO', got[:2],
+			     ('errno', errno.EIO))
+		finally:
+			ct.force_unmount(td.mnt)
+
+
 def test_option_checks(c):
 	with ct.TempDirs() as td:
 		secret = os.path.join(td.root, 'secret')
@@ -495,6 +533,7 @@ def main():
 	c.group(test_readiness, c)
 	c.group(test_log_file_planted, c)
 	c.group(test_mountpoint_planted, c)
+	c.group(test_source_file_swapped, c)
 	c.group(test_option_checks, c)
 	c.group(test_source_errors_rate_limited, c)
 	c.finish()
