@@ -47,6 +47,13 @@ struct fs_ctx {
 	 * no release for them (a session that ended with files open) */
 	pthread_mutex_t handles_lock;
 	struct fs_handle *handles;
+	/* SOURCE descriptors that open handles hold (ops.c), and how many they
+	 * may hold: half the daemon's open-file limit (main.c). Past it an
+	 * open only checks its file and the handle's reads open their own, so
+	 * that one user holding thousands of files open cannot use up the
+	 * daemon's descriptors and fail every other user's opens (EMFILE). */
+	_Atomic unsigned held_fds;
+	unsigned held_fds_max;
 	struct ns ns;
 	struct fs_source *src; /* SOURCE: a directory or a bucket (fs/source.h) */
 	struct cache *cache;

@@ -132,6 +132,20 @@ static void raise_nofile_limit(void)
 			(unsigned long long)was, strerror(errno));
 }
 
+/* How many SOURCE descriptors open handles may hold (fs_ctx.held_fds_max):
+ * half the open-file limit, the rest for the peer server's connections,
+ * reads of files not held open, and the daemon's own. */
+static unsigned held_fds_max(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+		return 512; /* half the usual default */
+	if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur / 2 > UINT_MAX)
+		return UINT_MAX;
+	return (unsigned)(rl.rlim_cur / 2);
+}
+
 /*
  * Detach from the caller, like fuse_daemonize(), except that the parent
  * waits for the child's report on a pipe: one byte 'R' once everything runs
@@ -389,6 +403,7 @@ int main(int argc, char *argv[])
 	if (!fs)
 		return fs_fail("out of memory");
 	raise_nofile_limit();
+	fs->held_fds_max = held_fds_max();
 	fs->listen_fd = -1;
 	fs->report_fd = -1;
 	if ((rc = fs_options_parse(&args, &fs->opt)) != 0) {

@@ -262,6 +262,8 @@ static void handle_free(struct fs_ctx *fs, struct fs_handle *h)
 	if (!h)
 		return;
 	handle_untrack(fs, h);
+	if (h->fd >= 0)
+		atomic_fetch_sub(&fs->held_fds, 1);
 	fs_close_source(fs, h->fd);
 	fs_peer_buf_fini(&h->peer);
 	fs_readahead_fini(&h->ra, &fs->mem);
@@ -328,13 +330,21 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	handle_track(fs, h);
 	/* A file wholly in memory needs no SOURCE fd; otherwise open and check it now. */
 	if (!fs_file_cached(fs, node)) {
-		int rc = fs_open_source(fs, node, &h->fd);
+		int fd = -1, rc = fs_open_source(fs, node, &fd);
 		if (rc < 0) {
 			handle_free(fs, h);
 			/* a passing failure: EIO for this open, a later one tries */
 			fuse_reply_err(req, rc == -EAGAIN ? EIO : -rc);
 			return;
 		}
+		/* Checked against the snapshot either way; past the cap the
+		 * handle's reads open the file for themselves (see fs.h). */
+		if (fd >= 0 && atomic_fetch_add(&fs->held_fds, 1) >= fs->held_fds_max) {
+			atomic_fetch_sub(&fs->held_fds, 1);
+			fs_close_source(fs, fd);
+			fd = -1;
+		}
+		h->fd = fd;
 	}
 	fi->fh = (uint64_t)(uintptr_t)h;
 	fi->keep_cache = !fs->opt.no_kernel_cache;
