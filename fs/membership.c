@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -166,9 +167,22 @@ static int read_file(const char *path, struct strbuf *out, char *err, unsigned e
 	size_t len = 0;
 	int fd = file_open_regular(path), rc = fd;
 
+	struct stat st;
+
 	/* A FIFO there would block the mount, or the refresh thread for good. */
 	if (fd == -EINVAL)
 		return fail(err, errlen, fd, "--peers=file:%s: not a regular file", path);
+	/* Whoever may write the list chooses the nodes this one fetches the
+	 * dataset from, and peers' answers are not signed: only this user's
+	 * or root's file, that no one else may write. */
+	if (fd >= 0 && fstat(fd, &st) == 0 &&
+	    ((st.st_uid != geteuid() && st.st_uid != 0) || (st.st_mode & 022))) {
+		close(fd);
+		return fail(err, errlen, -EPERM,
+			    "--peers=file:%s: %s (uid %u, mode %04o): it would choose the nodes",
+			    path, st.st_mode & 022 ? "others may write it" : "belongs to another user",
+			    (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
+	}
 	if (fd >= 0) {
 		rc = file_read_fd(fd, FS_MEMBERSHIP_MAX_BYTES, &data, &len);
 		close(fd);

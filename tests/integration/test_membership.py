@@ -11,8 +11,8 @@ nothing of the machine's configuration is touched.
     by --listen; every file read through two nodes is right, SOURCE is
     read once per cluster (the nodes' source.bytes add up to the dataset),
     stats say membership "file" and each node's index; a file that does
-    not name the node, a missing file, and a FIFO (nobody writing) fail
-    with one line, at once.
+    not name the node, a missing file, a FIFO (nobody writing), another
+    user's file and a world-writable one fail with one line, at once.
   - --peers=dns:NAME:PORT against a real DNS server (dnsmasq) answering
     NAME with 3 loopback addresses: the same checks with --node-name; a
     node that finds itself by its own interface address (lo holds one of
@@ -115,6 +115,18 @@ def test_file(c):
 							  '--listen=127.0.0.1:1'])
 		c.check('  the line says it is not a regular file', 'not a regular file' in line,
 			line)
+		# Whoever may write the list picks the nodes the dataset comes
+		# from (answers are not signed): another user's list, or one
+		# others may write, is refused.
+		theirs = os.path.join(cl.root, 'peers-theirs.txt')
+		shutil.copy(pf, theirs)
+		for label, owner, mode, want in (('another user\'s', 65534, 0o644, 'another user'),
+						 ('world-writable', 0, 0o666, 'others may write')):
+			os.chown(theirs, owner, owner)
+			os.chmod(theirs, mode)
+			line = fails_one_line(c, f'file: {label}', [f'--peers=file:{theirs}',
+								     f'--listen=127.0.0.1:{cl.ports[0]}'])
+			c.check(f'  the line says {want}', want in line, line)
 		fails_one_line(c, 'file: --node with a discovered source',
 			       [f'--peers=file:{pf}', '--node=0'])
 
