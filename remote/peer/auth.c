@@ -19,8 +19,10 @@
 #include <strings.h>
 
 #include "common/hash.h"
+#include "remote/remote.h"
 
 #define SIGN_PREFIX "coordfs-peer-v1\n"
+#define REPLY_PREFIX "coordfs-peer-reply-v1\n"
 #define TARGET_MAX 8192 /* request targets longer than this are refused anyway */
 #define WINDOW_BITS 1024
 #define NBUCKETS 1024
@@ -273,4 +275,67 @@ int remote_auth_verify(const char *secret, size_t secret_len, const char *header
 	if (t < unix_s - REMOTE_AUTH_WINDOW_S || t > unix_s + REMOTE_AUTH_WINDOW_S)
 		return -ETIME;
 	return replay ? replay_record(replay, id, n, t) : 0;
+}
+
+/* ---- signed answers ---------------------------------------------------------- */
+
+static EVP_MAC *poly1305;
+static pthread_once_t poly1305_once = PTHREAD_ONCE_INIT;
+
+static void poly1305_fetch(void)
+{
+	poly1305 = EVP_MAC_fetch(NULL, "POLY1305", NULL);
+}
+
+/* The sig= of a signed request's Authorization value, 64 hex digits. */
+static const char *request_sig(const char *authorization)
+{
+	const size_t sl = sizeof(REMOTE_AUTH_SCHEME) - 1;
+	const char *p;
+
+	if (!authorization || strncasecmp(authorization, REMOTE_AUTH_SCHEME, sl) != 0 ||
+	    !(p = strstr(authorization + sl, "sig=")) || strlen(p + 4) != 64)
+		return NULL;
+	return p + 4;
+}
+
+int remote_auth_reply_mac(const char *secret, size_t secret_len, const char *authorization,
+			  unsigned status, const char *etag, uint64_t start, uint64_t len,
+			  uint64_t total, const void *body, size_t body_len,
+			  char hex[REMOTE_REPLY_MAC_HEX + 1])
+{
+	static const char digits[] = "0123456789abcdef";
+	const char *sig = request_sig(authorization);
+	char msg[sizeof(REPLY_PREFIX) + 64], meta[REMOTE_MAX_ETAG + 96];
+	unsigned char key[EVP_MAX_MD_SIZE], tag[16];
+	unsigned int keylen = 0;
+	size_t taglen = 0;
+	int rc = -EIO;
+
+	if (!sig)
+		return -EINVAL;
+	int n = snprintf(msg, sizeof(msg), REPLY_PREFIX "%.64s", sig);
+	int m = snprintf(meta, sizeof(meta), "%u\n%s\n%" PRIu64 "\n%" PRIu64 "\n%" PRIu64 "\n",
+			 status, etag ? etag : "", start, len, total);
+	if (n < 0 || (size_t)n >= sizeof(msg) || m < 0 || (size_t)m >= sizeof(meta))
+		return -EINVAL;
+	pthread_once(&poly1305_once, poly1305_fetch);
+	if (!poly1305 || !HMAC(EVP_sha256(), secret, (int)secret_len, (const unsigned char *)msg,
+			       (size_t)n, key, &keylen) || keylen != 32)
+		return -EIO;
+	EVP_MAC_CTX *ctx = EVP_MAC_CTX_new(poly1305);
+	if (ctx && EVP_MAC_init(ctx, key, 32, NULL) &&
+	    EVP_MAC_update(ctx, (const unsigned char *)meta, (size_t)m) &&
+	    (body_len == 0 || EVP_MAC_update(ctx, body, body_len)) &&
+	    EVP_MAC_final(ctx, tag, &taglen, sizeof(tag)) && taglen == sizeof(tag)) {
+		for (unsigned i = 0; i < sizeof(tag); i++) {
+			hex[2 * i] = digits[tag[i] >> 4];
+			hex[2 * i + 1] = digits[tag[i] & 15];
+		}
+		hex[REMOTE_REPLY_MAC_HEX] = '\0';
+		rc = 0;
+	}
+	EVP_MAC_CTX_free(ctx);
+	explicit_bzero(key, sizeof(key));
+	return rc;
 }

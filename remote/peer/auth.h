@@ -51,4 +51,25 @@ int remote_auth_verify(const char *secret, size_t secret_len, const char *header
 		       const char *method, const char *target, const char *range, int64_t unix_s,
 		       struct remote_replay *replay);
 
+/*
+ * Signed answers. A file answer (200 or 206) to a signed request carries
+ *
+ *   X-Coordfs-Reply-MAC: HEX32
+ *
+ * = Poly1305(k, STATUS "\n" ETAG "\n" START "\n" LEN "\n" TOTAL "\n" BODY),
+ * k = HMAC-SHA256(secret, "coordfs-peer-reply-v1\n" SIG), SIG the request's
+ * sig= (unique per request: a one-time key, as Poly1305 needs). Whoever
+ * answers on a node's address without the secret (a local user on a node
+ * whose daemon is down) cannot make one: the requester takes no bytes
+ * without it. authorization is the request's Authorization value; etag ""
+ * when there is none. 0, -EINVAL when authorization is not a signed
+ * request's (Bearer), -EIO when the crypto failed.
+ */
+#define REMOTE_REPLY_MAC_HEADER "X-Coordfs-Reply-MAC"
+#define REMOTE_REPLY_MAC_HEX 32
+int remote_auth_reply_mac(const char *secret, size_t secret_len, const char *authorization,
+			  unsigned status, const char *etag, uint64_t start, uint64_t len,
+			  uint64_t total, const void *body, size_t body_len,
+			  char hex[REMOTE_REPLY_MAC_HEX + 1]);
+
 #endif

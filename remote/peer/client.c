@@ -38,6 +38,7 @@
 #include "common/log.h"
 #include "common/strbuf.h"
 #include "common/text.h"
+#include "common/hash.h"
 #include "remote/peer/auth.h"
 #include "remote/http.h"
 
@@ -92,6 +93,7 @@ struct xfer {
 	bool have_etag;
 	bool etag_too_long;
 	char etag[REMOTE_MAX_ETAG + 1];
+	char mac[REMOTE_REPLY_MAC_HEX + 1]; /* X-Coordfs-Reply-MAC, "" when absent */
 };
 
 #define STAT_ADD(c, field, v) atomic_fetch_add_explicit(&(c)->field, (v), memory_order_relaxed)
@@ -380,11 +382,26 @@ static size_t on_header(char *ptr, size_t size, size_t nmemb, void *userdata)
 	size_t n = size * nmemb;
 	static const char name[] = "content-range:";
 	static const char etag[] = "etag:";
+	static const char macname[] = REMOTE_REPLY_MAC_HEADER ":";
 	char line[128];
 
 	if (n >= 5 && strncmp(ptr, "HTTP/", 5) == 0) {
 		/* a new response (after 100 Continue) */
 		x->have_range = x->have_total = x->have_etag = x->etag_too_long = false;
+		x->mac[0] = '\0';
+		return n;
+	}
+	if (n >= sizeof(macname) - 1 && strncasecmp(ptr, macname, sizeof(macname) - 1) == 0) {
+		const char *v = ptr + sizeof(macname) - 1, *end = ptr + n;
+
+		while (v < end && (*v == ' ' || *v == '\t'))
+			v++;
+		while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' '))
+			end--;
+		if (end - v == REMOTE_REPLY_MAC_HEX) {
+			memcpy(x->mac, v, REMOTE_REPLY_MAC_HEX);
+			x->mac[REMOTE_REPLY_MAC_HEX] = '\0';
+		}
 		return n;
 	}
 	if (n >= sizeof(etag) - 1 && strncasecmp(ptr, etag, sizeof(etag) - 1) == 0) {
@@ -438,6 +455,28 @@ static size_t on_header(char *ptr, size_t size, size_t nmemb, void *userdata)
 		}
 	}
 	return n;
+}
+
+/* Whether a file answer carries the MAC only a node knowing the secret
+ * can make (remote/peer/auth.h) over what it says and the body received. */
+static bool reply_signed(const struct remote_client *c, const struct xfer *x,
+			 const char *authorization)
+{
+	char want[REMOTE_REPLY_MAC_HEX + 1];
+	uint64_t start = 0, total = x->got;
+
+	if (!x->mac[0])
+		return false;
+	if (x->status == 206) {
+		start = x->range_first;
+		total = x->range_total;
+	}
+	if (remote_auth_reply_mac(c->secret, c->secret_len, authorization, (unsigned)x->status,
+				  x->have_etag ? x->etag : "", start, x->got, total, x->buf,
+				  x->got, want) < 0)
+		return false;
+	return hash_ct_compare((const unsigned char *)x->mac, (const unsigned char *)want,
+			       REMOTE_REPLY_MAC_HEX) == 0;
 }
 
 static int curl_errno(CURLcode cc)
@@ -523,8 +562,9 @@ ssize_t remote_fetch_verified(struct remote_client *c, unsigned node, const char
 	text_pct_encode(&url, relpath, strlen(relpath), true);
 	snprintf(range, sizeof(range), "%" PRIu64 "-%" PRIu64, off, off + len - 1);
 	bool signed_ok = !c->secret;
+	char hdr[sizeof("Authorization: ") + REMOTE_AUTH_HEADER_MAX] = "";
 	if (c->secret && !url.failed) {
-		char hdr[sizeof("Authorization: ") + REMOTE_AUTH_HEADER_MAX], rv[64];
+		char rv[64];
 		struct timespec now;
 
 		clock_gettime(CLOCK_REALTIME, &now);
@@ -597,6 +637,8 @@ ssize_t remote_fetch_verified(struct remote_client *c, unsigned node, const char
 		rc = -EPROTO;
 	else if (exp && !snapshot_matches(&x)) /* an empty body skips on_write */
 		rc = -ESTALE;
+	else if (c->secret && !reply_signed(c, &x, hdr + strlen("Authorization: ")))
+		rc = -EBADMSG;
 	else
 		rc = 0;
 

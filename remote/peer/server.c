@@ -419,6 +419,21 @@ static bool if_match_ok(const char *v, const char *etag)
 	return false;
 }
 
+/* The MAC of a file answer (remote/peer/auth.h) into mac, when the request
+ * was signed; mac stays "" otherwise (no secret, or a Bearer request). */
+static void reply_mac(struct remote_server *s, struct MHD_Connection *conn, unsigned status,
+		      const char *etag, uint64_t start, uint64_t len, uint64_t size,
+		      const void *body, char mac[REMOTE_REPLY_MAC_HEX + 1])
+{
+	if (!s->secret)
+		return;
+	if (remote_auth_reply_mac(s->secret, s->secret_len,
+				  MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+							      MHD_HTTP_HEADER_AUTHORIZATION),
+				  status, etag, start, len, size, body, (size_t)len, mac) < 0)
+		mac[0] = '\0';
+}
+
 /* A GET of a validated relative path (remote__relpath_check). */
 static enum MHD_Result serve_path(struct remote_server *s, struct MHD_Connection *conn,
 				  struct request *req, const char *path)
@@ -474,7 +489,9 @@ static enum MHD_Result serve_path(struct remote_server *s, struct MHD_Connection
 	if (MHD_lookup_connection_value(conn, MHD_HEADER_KIND, REMOTE_FORWARDED_HEADER) &&
 	    (!s->ops->held || !s->ops->held(s->arg, file_id, start)))
 		return queue_text(s, conn, MHD_HTTP_NOT_FOUND, not_held_text);
+	char mac[REMOTE_REPLY_MAC_HEX + 1] = "";
 	if (len == 0) {
+		reply_mac(s, conn, status, etag, start, len, size, "", mac);
 		r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
 	} else {
 		slice_reset(&sl);
@@ -494,6 +511,10 @@ static enum MHD_Result serve_path(struct remote_server *s, struct MHD_Connection
 					  "this file cannot be read on this node (changed since "
 					  "mount, or unreadable)\n");
 		}
+		/* A body sent from several slices goes unsigned (its requester,
+		 * another node, asks one unit at a time, never such a range). */
+		if (sl.len >= len)
+			reply_mac(s, conn, status, etag, start, len, size, sl.data, mac);
 		r = body_response(s, conn, file_id, start, len, &sl);
 	}
 	if (!r)
@@ -502,6 +523,8 @@ static enum MHD_Result serve_path(struct remote_server *s, struct MHD_Connection
 	MHD_add_response_header(r, MHD_HTTP_HEADER_ACCEPT_RANGES, "bytes");
 	if (etag[0])
 		MHD_add_response_header(r, MHD_HTTP_HEADER_ETAG, etag);
+	if (mac[0])
+		MHD_add_response_header(r, REMOTE_REPLY_MAC_HEADER, mac);
 	if (status == MHD_HTTP_PARTIAL_CONTENT) {
 		snprintf(hdr, sizeof(hdr), "bytes %llu-%llu/%llu", (unsigned long long)start,
 			 (unsigned long long)(start + len - 1), (unsigned long long)size);

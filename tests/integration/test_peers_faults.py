@@ -20,7 +20,9 @@ error because a peer failed").
    real node reads correct bytes, counts peer errors and marks the slot
    down. A fake whose copy differs (every byte inverted, its own mtimes)
    but frames its answers right: 0 wrong bytes, every mismatch counted,
-   the slot stays up.
+   the slot stays up. With --secret-file, an impostor (the fake in a
+   node's slot, same copy metadata, every byte inverted, no MAC of the
+   secret on its answers): 0 wrong bytes, errors counted, marked down.
 3. A peer slot with no server at all from the start: the mount comes up
    and reads correct bytes.
 
@@ -261,6 +263,14 @@ def test_graceful_stop(c):
 MTIME_NS = 1_600_000_000_123_456_789
 
 
+def port_apart(fake):
+	"""A free port for the real node, other than the fake's."""
+	port0 = ct.free_ports(1)[0]
+	while port0 == fake.port:
+		port0 = ct.free_ports(1)[0]
+	return port0
+
+
 def populate_at(files, mtime_ns):
 	def populate(src):
 		for rel, data in files.items():
@@ -271,9 +281,7 @@ def populate_at(files, mtime_ns):
 def fake_mode(c, mode, files, expect, fakedir):
 	rels = sorted(files)
 	with ct.FakePeer(mode, directory=fakedir) as fake:
-		port0 = ct.free_ports(1)[0]
-		while port0 == fake.port:
-			port0 = ct.free_ports(1)[0]
+		port0 = port_apart(fake)
 		with ct.Cluster(2, populate=populate_at(files, MTIME_NS),
 				ports=[port0, fake.port]) as cl:
 			owned = [r for r in rels if any(
@@ -318,9 +326,7 @@ def fake_flip(c, files, expect, fakedir):
 	ETag of its own copy: the node takes none of its bytes."""
 	rels = sorted(files)
 	with ct.FakePeer('flip', directory=fakedir) as fake:
-		port0 = ct.free_ports(1)[0]
-		while port0 == fake.port:
-			port0 = ct.free_ports(1)[0]
+		port0 = port_apart(fake)
 		with ct.Cluster(2, populate=populate_at(files, MTIME_NS),
 				ports=[port0, fake.port]) as cl:
 			owned = [r for r in rels if any(
@@ -350,6 +356,36 @@ def fake_flip(c, files, expect, fakedir):
 			     st['source']['errors'], 0)
 
 
+def fake_impostor(c, files, expect, fakedir):
+	"""With --secret-file, something on a node's address that does not
+	know the secret (a local user's listener on a node whose daemon is
+	down): same copy metadata, so the same ETags and framing, but every
+	byte inverted. Its answers carry no MAC of the secret: the node takes
+	none of its bytes, counts the errors and marks it down."""
+	import tempfile
+	rels = sorted(files)
+	fd, secret = tempfile.mkstemp(prefix='coordfs-secret-')
+	os.write(fd, b'impostor-test-secret-0123456789')
+	os.close(fd)
+	try:
+		with ct.FakePeer('flip', directory=fakedir) as fake:
+			port0 = port_apart(fake)
+			with ct.Cluster(2, populate=populate_at(files, MTIME_NS),
+					ports=[port0, fake.port]) as cl:
+				cl.mount(0, OPTS + ['--secret-file=' + secret])
+				res = ct.ManyReader([cl.path(0, r) for r in rels]).results(60)
+				bad = bad_results(res, cl.mnts[0], expect)
+				c.check(f'impostor without the secret: {len(rels)} files, 0 wrong '
+					'bytes', not bad, f'{bad[:3]}')
+				st = cl.stats(0)
+				c.eq('impostor: no bytes taken from it', st['peers']['bytes'], 0)
+				c.gt('impostor: its answers counted as errors',
+				     st['peers']['errors'], 0)
+				c.eq('impostor: marked down', st['peers']['nodes'][1]['up'], False)
+	finally:
+		os.unlink(secret)
+
+
 def test_fake_peer(c):
 	import shutil
 	import tempfile
@@ -368,9 +404,7 @@ def test_fake_peer(c):
 		# control: the fake in "ok" mode, serving the same copy, is
 		# trusted and right, which shows the fake is really asked
 		with ct.FakePeer('ok', directory=fakedir) as fake:
-			port0 = ct.free_ports(1)[0]
-			while port0 == fake.port:
-				port0 = ct.free_ports(1)[0]
+			port0 = port_apart(fake)
 			with ct.Cluster(2, populate=populate_at(files, MTIME_NS),
 					ports=[port0, fake.port]) as cl:
 				cl.mount(0, OPTS)
@@ -385,6 +419,7 @@ def test_fake_peer(c):
 				c.eq('control: ... without errors',
 				     st['peers']['errors'], 0)
 		fake_flip(c, files, expect, flipdir)
+		fake_impostor(c, files, expect, fakedir)
 		for mode in FAKE_MODES:
 			fake_mode(c, mode, files, expect, fakedir)
 	finally:

@@ -209,6 +209,76 @@ START_TEST(auth_signed)
 }
 END_TEST
 
+/* The Authorization value of a request built by signed_get, into v. */
+static const char *auth_value(const char *req, char *v, size_t cap)
+{
+	const char *p = req + strlen("Authorization: ");
+	size_t n = strcspn(p, "\r");
+
+	ck_assert_uint_lt(n, cap);
+	memcpy(v, p, n);
+	v[n] = '\0';
+	return v;
+}
+
+/* Answers to signed requests carry a MAC over what they say and their
+ * body that only the secret makes: the requester recomputes it, and one
+ * flipped byte, another offset, another request's signature or another
+ * secret gives another; a Bearer request has no signature to key one. */
+START_TEST(auth_signed_replies)
+{
+	unsigned port;
+	struct remote_server *s = start_server("s3cret", &port);
+	struct strbuf r;
+	char h[512], h2[512], av[REMOTE_AUTH_HEADER_MAX], av2[REMOTE_AUTH_HEADER_MAX], mac[64];
+	char et[REMOTE_MAX_ETAG + 1] = "", want[REMOTE_REPLY_MAC_HEX + 1], other[sizeof(want)];
+	const char *a = "/v1/files/a.txt", *b;
+	size_t blen;
+
+	strbuf_init(&r);
+	signed_get("s3cret", a, "bytes=7-12", 0, 5, 1, h, sizeof(h));
+	ck_assert_int_eq(http_raw(port, "GET", a, h, &r), 206);
+	ck_assert_ptr_nonnull(header_value(&r, REMOTE_REPLY_MAC_HEADER, mac, sizeof(mac)));
+	if (!header_value(&r, "ETag", et, sizeof(et)))
+		et[0] = '\0';
+	b = body_of(&r, &blen);
+	ck_assert_uint_eq(blen, 6);
+	auth_value(h, av, sizeof(av));
+	ck_assert_int_eq(remote_auth_reply_mac("s3cret", 6, av, 206, et, 7, 6, 13, b, blen, want),
+			 0);
+	ck_assert_str_eq(mac, want);
+	char flipped[6];
+	memcpy(flipped, b, 6);
+	flipped[3] ^= 1;
+	ck_assert_int_eq(
+	    remote_auth_reply_mac("s3cret", 6, av, 206, et, 7, 6, 13, flipped, 6, other), 0);
+	ck_assert_str_ne(other, want);
+	ck_assert_int_eq(remote_auth_reply_mac("s3cret", 6, av, 206, et, 6, 6, 13, b, 6, other), 0);
+	ck_assert_str_ne(other, want);
+	ck_assert_int_eq(remote_auth_reply_mac("wrong!", 6, av, 206, et, 7, 6, 13, b, 6, other), 0);
+	ck_assert_str_ne(other, want);
+	auth_value(signed_get("s3cret", a, "bytes=7-12", 0, 5, 2, h2, sizeof(h2)), av2,
+		   sizeof(av2));
+	ck_assert_int_eq(remote_auth_reply_mac("s3cret", 6, av2, 206, et, 7, 6, 13, b, 6, other),
+			 0);
+	ck_assert_str_ne(other, want);
+	ck_assert_int_eq(remote_auth_reply_mac("s3cret", 6, "Bearer s3cret", 206, et, 7, 6, 13, b,
+					       6, other),
+			 -EINVAL);
+	/* a whole file (200) is signed too */
+	signed_get("s3cret", a, NULL, 0, 5, 3, h, sizeof(h));
+	ck_assert_int_eq(http_raw(port, "GET", a, h, &r), 200);
+	ck_assert_ptr_nonnull(header_value(&r, REMOTE_REPLY_MAC_HEADER, mac, sizeof(mac)));
+	b = body_of(&r, &blen);
+	ck_assert_int_eq(remote_auth_reply_mac("s3cret", 6, auth_value(h, av, sizeof(av)), 200, et,
+					       0, 13, 13, b, blen, want),
+			 0);
+	ck_assert_str_eq(mac, want);
+	strbuf_fini(&r);
+	remote_server_stop(s);
+}
+END_TEST
+
 /* --accept-bearer: the old "Bearer SECRET" too, for one release. */
 START_TEST(auth_bearer)
 {
@@ -654,6 +724,7 @@ void remote_http_tests(TCase *net)
 	tcase_add_test(net, fetch_full_and_ranged);
 	tcase_add_test(net, raw_ranges_and_statuses);
 	tcase_add_test(net, auth_signed);
+	tcase_add_test(net, auth_signed_replies);
 	tcase_add_test(net, auth_bearer);
 	tcase_add_test(net, traversal_refused);
 	tcase_add_test(net, idle_keepalive_recycled);
