@@ -19,6 +19,7 @@
 /* Nodes listed one per line; a larger cluster gets a count and the nodes
  * that are not up (this many at most). */
 #define FSSTAT_NODES_LISTED 16
+#define MAX_NODE_COUNT 1e9 /* a node count past this is not one */
 
 int fsstat_parse(const char *text, size_t len, json_t **out, char *errbuf, size_t errlen)
 {
@@ -120,7 +121,11 @@ static const char *fmt_ratio(struct counter part, struct counter whole, char *bu
 {
 	if (!part.ok || !whole.ok || whole.v <= 0)
 		return "-";
-	snprintf(buf, len, "%.1f%%", 100.0 * part.v / whole.v);
+	double pct = 100.0 * part.v / whole.v;
+
+	/* A part past its whole (odd counters) in %f would fill, and be cut
+	 * at, the buffer: digits that look like a percentage but are not. */
+	snprintf(buf, len, pct < 1e6 ? "%.1f%%" : "%.3g%%", pct);
 	return buf;
 }
 
@@ -316,7 +321,13 @@ static void render_peers(FILE *out, const json_t *s)
 				fmt_count(get_counter(s, "membership.handoffs"), h, sizeof(h)));
 		fprintf(out, "%s\n", json_is_false(member) ? "  (this node is not in the list)" : "");
 	}
-	if (json_is_string(only) && !strcmp(json_string_value(only), "not_up") && total.ok && ups.ok) {
+	/* Counts that cannot be (more up than nodes, past any list's size) are
+	 * not shown as counts: (size_t) of them wraps or is undefined. */
+	if (json_is_string(only) && !strcmp(json_string_value(only), "not_up")) {
+		if (!total.ok || !ups.ok || total.v > MAX_NODE_COUNT || ups.v > total.v) {
+			fprintf(out, LABEL "nodes -\n", "");
+			return;
+		}
 		count = (size_t)total.v;
 		nup = (size_t)ups.v;
 		summary = true;
@@ -337,7 +348,8 @@ static void render_peers(FILE *out, const json_t *s)
 		if (summary && json_is_true(up))
 			continue;
 		if (summary && listed == FSSTAT_NODES_LISTED) {
-			fprintf(out, LABEL "... %zu more not up\n", "", count - nup - listed);
+			if (count - nup > listed)
+				fprintf(out, LABEL "... %zu more not up\n", "", count - nup - listed);
 			break;
 		}
 		listed++;

@@ -381,6 +381,38 @@ START_TEST(render_large_cluster_summarized)
 }
 END_TEST
 
+/* Counts that cannot be (more up than nodes, a count past any size) and a
+ * part past its whole: shown as unknown or in exponent form, never as the
+ * wrapped or cut-off digits of a size_t or a %f. */
+START_TEST(render_impossible_counts)
+{
+	char *out = render_text("{\"peers\": {\"node_count\": 3, \"nodes_up\": 5, "
+				"\"nodes_listed\": \"not_up\", \"nodes\": []}}", NULL);
+
+	assert_lacks(out, "184467");
+	assert_contains(out, "nodes -");
+	free(out);
+	out = render_text("{\"peers\": {\"node_count\": 1e300, \"nodes_up\": 0, "
+			  "\"nodes_listed\": \"not_up\", \"nodes\": []}}", NULL);
+	assert_contains(out, "nodes -");
+	assert_lacks(out, "nodes 0");
+	free(out);
+	/* more entries not up than the counts leave room for */
+	out = render_text("{\"peers\": {\"node_count\": 20, \"nodes_up\": 19, "
+			  "\"nodes_listed\": \"not_up\", \"nodes\": ["
+			  "{\"up\": false}, {\"up\": false}, {\"up\": false}, {\"up\": false}, "
+			  "{\"up\": false}, {\"up\": false}, {\"up\": false}, {\"up\": false}, "
+			  "{\"up\": false}, {\"up\": false}, {\"up\": false}, {\"up\": false}, "
+			  "{\"up\": false}, {\"up\": false}, {\"up\": false}, {\"up\": false}, "
+			  "{\"up\": false}, {\"up\": false}]}}", NULL);
+	assert_lacks(out, "184467");
+	free(out);
+	out = render_text("{\"cache\": {\"used_bytes\": 1e30, \"capacity_bytes\": 1}}", NULL);
+	assert_contains(out, "1e+32%");
+	free(out);
+}
+END_TEST
+
 START_TEST(table_refuses_non_objects_and_masks_control_chars)
 {
 	json_t *v = json_loads("[1, 2]", 0, NULL);
@@ -749,6 +781,7 @@ int main(void)
 	tcase_add_test(table, table_shows_missing_fields_as_dash);
 	tcase_add_test(table, table_refuses_non_objects_and_masks_control_chars);
 	tcase_add_test(table, render_large_cluster_summarized);
+	tcase_add_test(table, render_impossible_counts);
 	tcase_add_test(table, bar_fill);
 	tcase_add_test(table, watch_rates_from_two_samples);
 	tcase_add_test(table, watch_rates_fallbacks);
