@@ -309,6 +309,7 @@ int fs_membership_resolve(const struct fs_membership_args *o, char **list, unsig
 	if (!strcmp(src, "slurm")) {
 		const char *nodes = getenv("SLURM_JOB_NODELIST"), *id = getenv("SLURM_NODEID");
 		char *end;
+		long id_l;
 
 		snprintf(what, sizeof(what), "--peers=slurm");
 		if (!nodes || !*nodes || !id || !*id) {
@@ -317,12 +318,14 @@ int fs_membership_resolve(const struct fs_membership_args *o, char **list, unsig
 				  "SLURM_NODEID are not both set); run coordfs with srun");
 			goto out;
 		}
+		/* Checked as a long: cast to int first, 4294967297 was node 1. */
 		errno = 0;
-		self = (int)strtol(id, &end, 10);
-		if (errno || *end || self < 0) {
+		id_l = strtol(id, &end, 10);
+		if (errno || *end || id_l < 0 || id_l > MAX_NODES) {
 			rc = fail(err, errlen, -EINVAL, "--peers=slurm: bad SLURM_NODEID '%s'", id);
 			goto out;
 		}
+		self = (int)id_l;
 		if ((rc = slurm_hostnames(nodes, &text, err, errlen)) < 0)
 			goto out;
 	} else if (!strcmp(src, "dns")) {
@@ -330,7 +333,9 @@ int fs_membership_resolve(const struct fs_membership_args *o, char **list, unsig
 		const char *spec = o->peers + 4, *colon = strrchr(spec, ':');
 
 		if (colon && colon[1] && strspn(colon + 1, "0123456789") == strlen(colon + 1)) {
-			port = (unsigned)atoi(colon + 1);
+			/* Over 5 digits is out of range, not atoi's overflow
+			 * (4294967297 was port 1). */
+			port = strlen(colon + 1) > 5 ? 0 : (unsigned)atoi(colon + 1);
 			snprintf(name, sizeof(name), "%.*s", (int)(colon - spec), spec);
 		} else {
 			snprintf(name, sizeof(name), "%s", spec);

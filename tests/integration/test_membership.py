@@ -203,6 +203,11 @@ def test_dns(c, root):
 		line = fails_one_line(c, 'dns: this node not among the addresses',
 				      ['--peers=dns:peers.coordfs.test'], prefix=ns.prefix)
 		c.check('  the line says so', 'not among' in line, line)
+		# A port of more digits than any: atoi's overflow made it port 1.
+		line = fails_one_line(c, 'dns: a port past 65535 by 2^32',
+				      ['--peers=dns:peers.coordfs.test:4294967297',
+				       '--node-name=127.0.0.2'], prefix=ns.prefix)
+		c.check('  the line names the bad spec', 'bad --peers=dns' in line, line)
 	finally:
 		ns.close()
 
@@ -224,6 +229,13 @@ def test_slurm(c, root):
 	env = {k: v for k, v in os.environ.items() if not k.startswith('SLURM_')}
 	line = fails_one_line(c, 'slurm: outside a SLURM job', ['--peers=slurm'], env=env)
 	c.check('  the line says so', 'SLURM' in line, line)
+	# An index past int: cast before its check, 2^32 + 1 was node 1.
+	for bad in ('4294967297', '-1', '1x'):
+		env = dict(os.environ, SLURM_CONF=conf, SLURM_JOB_NODELIST='cfsnode[1-3]',
+			   SLURM_NODEID=bad)
+		line = fails_one_line(c, f'slurm: SLURM_NODEID={bad}',
+				      [f'--peer-port={port}', '--peers=slurm'], env=env)
+		c.check('  the line names SLURM_NODEID', 'SLURM_NODEID' in line, line)
 
 
 def main():
