@@ -159,6 +159,33 @@ static int check_mountpoint(const char *mountpoint)
 	return 0;
 }
 
+/*
+ * The root of the mount that holds path, when path is inside one and has no
+ * statistics of its own (only a mount's root answers them): the topmost
+ * directory above it on the same device. NULL when path is that root, has
+ * statistics, or the root has none either. Free the result.
+ */
+static char *mount_root(const char *path)
+{
+	char *dir = realpath(path, NULL), *slash;
+	struct stat st, up;
+
+	if (!dir || getxattr(dir, STATS_XATTR, NULL, 0) >= 0 || stat(dir, &st) < 0)
+		goto none;
+	while ((slash = strrchr(dir, '/')) && slash > dir) {
+		*slash = '\0';
+		if (stat(dir, &up) < 0 || up.st_dev != st.st_dev) {
+			*slash = '/'; /* dir was the mount's root */
+			break;
+		}
+	}
+	if (getxattr(dir, STATS_XATTR, NULL, 0) >= 0)
+		return dir;
+none:
+	free(dir);
+	return NULL;
+}
+
 /* Parse the --watch argument: seconds > 0, decimals allowed. */
 static int parse_interval(const char *arg, double *out)
 {
@@ -347,5 +374,12 @@ int main(int argc, char **argv)
 	mountpoint = argv[optind];
 	if (check_mountpoint(mountpoint) < 0)
 		return 1;
-	return watch ? run_watch(mountpoint, json, interval) : run_once(mountpoint, json);
+	/* A directory inside a mount: its mount's statistics, not "not a
+	 * coordfs mount". */
+	char *root = mount_root(mountpoint);
+	int rc = watch ? run_watch(root ? root : mountpoint, json, interval)
+		       : run_once(root ? root : mountpoint, json);
+
+	free(root);
+	return rc;
 }

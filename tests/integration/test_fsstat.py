@@ -8,7 +8,8 @@ everything again in another order, and waits again. The watch output
 must then show pass 1 and pass 2 with the bytes the daemon's own
 `source.bytes` counter (read by the test between the passes) gives for
 each, against the MinIO optimum (D for the first pass, D minus the cache
-after it); plain fsstat must report 2.00 passes and the dataset's size.
+after it); plain fsstat must report 2.00 passes and the dataset's size, also when
+given a directory inside the mount.
 Expected texts use fsstat's size format (common/size.c) on numbers this
 test computed, never numbers copied from fsstat.
 
@@ -165,6 +166,13 @@ def test_passes(c):
 		per = s2 / 2
 		want = f'from source {human(s2)} in all, {human(per)} per pass on average'
 		c.check('fsstat: storage bytes in all and per pass', want in r.stdout, f'want "{want}"')
+		# A directory inside the mount: its mount's statistics, not "not a
+		# coordfs mount" (only the root answers the xattr).
+		r = subprocess.run([fsstat, os.path.join(m.mnt, 'class1')], capture_output=True,
+				   text=True, timeout=30)
+		c.check('fsstat on a directory inside the mount shows the mount',
+			r.returncode == 0 and f'coordfs  {os.path.realpath(m.mnt)}  ' in r.stdout,
+			r.stdout[:300] + r.stderr)
 
 
 def test_prepared_passes(c):
