@@ -209,6 +209,11 @@ static void *coordinate(void *arg)
 	log_info("prefill: %s to fetch with %u threads",
 		 size_format(atomic_load(&p->target), human, sizeof(human)), p->nthreads);
 	run_threads(p, worker);
+	/* Ended by itself: what it fetched is all it will (units bigger than
+	 * the room left, files gone since mount), so the counters end equal
+	 * and the stats do not show a finished prefill as cut short. */
+	if (!atomic_load(&p->stop))
+		atomic_store(&p->target, atomic_load(&p->done));
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	log_msg(LOG_NOTICE, "prefill %s: %s in %.1f s", atomic_load(&p->stop) ? "stopped" : "done",
 		size_format(atomic_load(&p->done), human, sizeof(human)),

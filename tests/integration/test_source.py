@@ -13,6 +13,8 @@
   hashing gives it, the sum of source.bytes is the dataset (each object
   fetched once per cluster), and reading everything through node 0
   afterwards reads nothing more from SOURCE.
+- --prefill with a cache smaller than every file: it ends with nothing
+  fetched and target_bytes == done_bytes == 0.
 - Unmounting right after a mount with --prefill (prefill may still be
   running) stops the daemon cleanly.
 - The stats JSON has source.{requests, retries, latency_ms, skipped_keys}
@@ -89,6 +91,19 @@ def test_prefill_single(c):
 			0 <= lat['p50'] <= lat['p99'], str(lat))
 		c.eq('source.retries', s2['source']['retries'], 0)
 		c.eq('source.skipped_keys', s2['source']['skipped_keys'], 0)
+
+
+def test_prefill_nothing_fits(c):
+	"""A cache smaller than every file: the prefill ends with nothing
+	fetched and says so (done == target), not stuck short of its target."""
+	files = {f'big{i}': bytes([i]) * (2 << 20) for i in range(3)}
+	with ct.Mount(['--cache-size=1M', '--prefill'], populate=populate_with(files)) as m:
+		st = wait_prefill(c, 'nothing fits', m.mnt)
+		c.eq('nothing fits: prefill.done_bytes', st['prefill']['done_bytes'], 0)
+		c.eq('nothing fits: prefill.target_bytes ends at done_bytes',
+		     st['prefill']['target_bytes'], 0)
+		c.eq('nothing fits: files still read right',
+		     ct.read_bytes(os.path.join(m.mnt, 'big1')), files['big1'])
 
 
 def test_prefill_off(c):
@@ -181,6 +196,7 @@ def main():
 	c.group(test_option_errors, c)
 	c.group(test_prefill_off, c)
 	c.group(test_prefill_single, c)
+	c.group(test_prefill_nothing_fits, c)
 	c.group(test_prefill_cluster, c)
 	c.group(test_unmount_during_prefill, c)
 	c.finish()
