@@ -324,7 +324,9 @@ START_TEST(prefill_stops_at_full)
 	ck_assert_int_eq(fs_prefill_start(&r.fs, 4), 0);
 	struct fs_prefill_stats ps = prefill_wait(&r);
 	ck_assert(!ps.running);
-	ck_assert_uint_eq(ps.target_bytes, 8 * MIB);
+	/* ended by itself: the target shrinks to what it fetched, so a
+	 * finished prefill never reads as cut short */
+	ck_assert_uint_eq(ps.target_bytes, ps.done_bytes);
 	/* the small file (first in the namespace or not) and one chunk, or two chunks */
 	ck_assert_uint_le(ps.done_bytes, 8 * MIB);
 	ck_assert_uint_eq(r.src.bytes, ps.done_bytes);
