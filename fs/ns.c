@@ -209,8 +209,10 @@ static int entry_add(struct scan *sc, struct dir_job *j, int dfd, const struct d
 	return rc;
 }
 
-/* Read job j's directory: its entries sorted by name, or j->rc < 0. A
- * directory that cannot be opened is shown empty (logged). */
+/* Read job j's directory: its entries sorted by name, or j->rc < 0 (out
+ * of memory). A directory that cannot be opened is shown empty, one whose
+ * reading fails part way keeps the entries read before: each is logged
+ * and counted in skipped_unreadable, and the rest of the tree is mounted. */
 static void read_dir(struct scan *sc, struct dir_job *j)
 {
 	const char *shown = j->plen ? j->path : ".";
@@ -219,6 +221,7 @@ static void read_dir(struct scan *sc, struct dir_job *j)
 			  : dup(sc->source_fd);
 	if (dfd < 0) {
 		log_warn("cannot read directory %s: %s; shown empty", shown, strerror(errno));
+		atomic_fetch_add(&sc->unreadable, 1);
 		return;
 	}
 	DIR *d = fdopendir(dfd);
@@ -238,8 +241,11 @@ static void read_dir(struct scan *sc, struct dir_job *j)
 			break;
 		errno = 0;
 	}
-	if (!j->rc && errno)
-		j->rc = -errno;
+	if (!j->rc && errno) {
+		log_warn("reading directory %s failed after %zu entries: %s; the rest of it "
+			 "is left out", shown, j->n, strerror(errno));
+		atomic_fetch_add(&sc->unreadable, 1);
+	}
 	closedir(d);
 	if (!j->rc && j->n > 1)
 		qsort_r(j->v, j->n, sizeof(*j->v), cmp_entry, j->text.buf);
@@ -408,7 +414,7 @@ int ns_scan(struct ns *ns, int source_fd, uint64_t chunk_size, char *err, size_t
 	if (ns->skipped_special || ns->skipped_long || ns->skipped_unreadable)
 		log_msg(LOG_NOTICE,
 			"left out of the mount: %llu fifos, sockets or devices, %llu paths longer "
-			"than PATH_MAX, %llu entries whose type could not be read",
+			"than PATH_MAX, %llu entries or directories that could not be read",
 			(unsigned long long)ns->skipped_special,
 			(unsigned long long)ns->skipped_long,
 			(unsigned long long)ns->skipped_unreadable);

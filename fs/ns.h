@@ -61,7 +61,7 @@ struct ns {
 	/* Entries left out of the namespace, each logged once at scan. */
 	uint64_t skipped_special;    /* fifos, sockets, devices */
 	uint64_t skipped_long;	     /* whose path would exceed PATH_MAX */
-	uint64_t skipped_unreadable; /* that could not be stat'ed */
+	uint64_t skipped_unreadable; /* entries not stat'ed, directories not read (whole or rest) */
 };
 
 /* Unit ids are 32-bit: a bound for cache_create(). */

@@ -230,6 +230,42 @@ START_TEST(paths_over_path_max_are_skipped)
 }
 END_TEST
 
+/* A directory the daemon may not open is shown empty and counted; the
+ * rest of the tree is still mounted. As root the scan drops to nobody
+ * first (root opens any directory), as another user it runs as is. */
+START_TEST(unopenable_directory_is_counted)
+{
+	struct ns ns;
+	char err[256] = "";
+	char p[512];
+	uint32_t n;
+
+	root_make();
+	ck_assert_int_eq(chmod(base, 0711), 0);
+	ck_assert_int_eq(chmod(root, 0755), 0);
+	mkd("open");
+	mkfile("open/a.bin", 10);
+	mkd("locked");
+	mkfile("locked/b.bin", 10);
+	mkfile("top.bin", 10);
+	snprintf(p, sizeof(p), "%s/locked", root);
+	ck_assert_int_eq(chmod(p, 0), 0);
+	int fd = open(root, O_RDONLY | O_DIRECTORY);
+	ck_assert_int_ge(fd, 0);
+	if (geteuid() == 0)
+		ck_assert_int_eq(setresuid(65534, 65534, 65534), 0); /* this forked test only */
+	ck_assert_int_eq(ns_scan(&ns, fd, 4096, err, sizeof(err)), 0);
+	close(fd);
+	ck_assert_uint_eq(ns.skipped_unreadable, 1);
+	ck_assert_uint_eq(ns.ndirs, 2);
+	ck_assert_uint_eq(ns.nfiles, 2); /* open/a.bin and top.bin */
+	ck_assert_int_eq(ns_resolve(&ns, "open/a.bin", &n), 0);
+	ck_assert_int_eq(ns_resolve(&ns, "locked", &n), 0);
+	ck_assert_uint_eq(ns.nodes[n].count, 0);
+	ns_fini(&ns);
+}
+END_TEST
+
 /* A large directory: names sorted, sizes as frozen at first lookup. */
 START_TEST(large_directory_scanned_in_parallel)
 {
@@ -733,6 +769,7 @@ int main(void)
 	tcase_add_test(tc, large_directory_scanned_in_parallel);
 	tcase_add_test(tc, node_is_compact);
 	tcase_add_test(tc, paths_over_path_max_are_skipped);
+	tcase_add_test(tc, unopenable_directory_is_counted);
 	tcase_add_test(tc, listing_builds_tree);
 	tcase_add_test(tc, listing_skips_bad_keys);
 	tcase_add_test(tc, listing_directory_markers);
