@@ -73,6 +73,8 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	 * raises right after the mount (as root), and keeps the smaller of the
 	 * two; a larger value here is not an error. */
 	conn->max_readahead = 1u << 20;
+	if (fs->opt.max_read)
+		conn->max_read = fs->opt.max_read;
 }
 
 static void link_attr(struct fs_ctx *fs, struct stat *st)
@@ -591,9 +593,12 @@ static fuse_ino_t prep_ino(fuse_ino_t ino)
 
 static void prep_op_init(void *userdata, struct fuse_conn_info *conn)
 {
-	(void)userdata;
+	struct fs_ctx *fs = userdata;
+
 	conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
 	conn->max_readahead = 1u << 20;
+	if (fs->opt.max_read) /* the same -o options as the main mount */
+		conn->max_read = fs->opt.max_read;
 }
 
 static void prep_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)

@@ -148,14 +148,16 @@ static const char fs_options_usage[] =
 static int known_mount_option(const char *arg)
 {
 	static const char *const pass[] = { "allow_other", "allow_root", "auto_unmount",
-					    "default_permissions", "fsname=", "subtype=",
-					    "max_read=", "blksize=", "context=", "fscontext=",
+					    "default_permissions", "max_read=", "context=", "fscontext=",
 					    "defcontext=", "rootcontext=" };
 	static const char *const drop[] = { "ro", "rw", "dev", "nodev", "suid", "nosuid", "exec",
 					    "noexec", "async", "sync", "atime", "noatime",
 					    "nodiratime", "relatime", "strictatime", "dirsync",
 					    "_netdev", "user", "nouser", "users", "auto", "noauto",
-					    "defaults", "nofail", "x-" };
+					    "defaults", "nofail", "x-",
+					    /* the mount is always named coordfs:SOURCE, type
+					     * fuse.coordfs: scripts find coordfs mounts by that */
+					    "fsname=", "subtype=" };
 	for (size_t i = 0; i < sizeof(pass) / sizeof(pass[0]); i++) {
 		size_t n = strlen(pass[i]);
 		if (pass[i][n - 1] == '=' ? !strncmp(arg, pass[i], n) : !strcmp(arg, pass[i]))
@@ -163,7 +165,7 @@ static int known_mount_option(const char *arg)
 	}
 	for (size_t i = 0; i < sizeof(drop) / sizeof(drop[0]); i++) {
 		size_t n = strlen(drop[i]);
-		if (drop[i][n - 1] == '-' ? !strncmp(arg, drop[i], n) : !strcmp(arg, drop[i]))
+		if (strchr("-=", drop[i][n - 1]) ? !strncmp(arg, drop[i], n) : !strcmp(arg, drop[i]))
 			return 0;
 	}
 	return -1;
@@ -209,6 +211,22 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 			o->allow_other = true;
 		if (!strcmp(arg, "allow_root"))
 			o->allow_root = true;
+		if (!strncmp(arg, "max_read=", 9)) {
+			char *end;
+			unsigned long v;
+
+			errno = 0;
+			v = (arg[9] >= '0' && arg[9] <= '9') ? strtoul(arg + 9, &end, 10) : 0;
+			if ((v == 0 || errno || *end || v > UINT32_MAX) && !o->parse_error &&
+			    asprintf(&o->parse_error, "bad max_read '%s': a size in bytes, 1 or more",
+				     arg + 9) < 0)
+				o->parse_error = NULL;
+			o->max_read = (unsigned)v;
+		}
+		if (!strncmp(arg, "blksize=", 8) && !o->parse_error &&
+		    asprintf(&o->parse_error, "-o blksize is for FUSE mounts of a block device "
+			     "(fuseblk), which coordfs is not") < 0)
+			o->parse_error = NULL;
 		if (known < 0 && !o->parse_error &&
 		    asprintf(&o->parse_error, "unknown mount option '%s' (see --help)", arg) < 0)
 			o->parse_error = NULL;

@@ -57,6 +57,9 @@ struct fs_options {
 	bool allow_other;
 	bool accept_bearer; /* --accept-bearer: the peer server also takes "Bearer SECRET" */
 	bool allow_root;
+	/* -o max_read=N, 0 when not given: libfuse wants init() to ask for
+	 * the same largest read as the mount option, or it ends the session */
+	unsigned max_read;
 	char *source_timeout_arg;
 	unsigned source_timeout_s; /* --source-timeout: a read's longest wait on SOURCE */
 	char *list_timeout_arg;

@@ -26,6 +26,9 @@ Each group mounts for real and checks what a user or a calling script sees:
     hard link at the path are refused, with one line, before mounting:
     the file behind the links is untouched, nothing hangs; a new log is
     0600;
+  - -o max_read=N mounts and serves with no read past N reaching the
+    daemon; fsname=/subtype= leave the mount named coordfs:SOURCE, type
+    fuse.coordfs; blksize= and a bad max_read are refused before mounting;
   - a root mount point that another user could swap before the mount (in
     their directory, or theirs in a sticky one) is refused with one line;
     theirs in root's own directory mounts;
@@ -504,6 +507,42 @@ def test_option_checks(c):
 				td.mount_stderr)
 
 
+def test_fuse_mount_options(c):
+	"""-o max_read=N mounts and serves (libfuse ends a session whose init()
+	asks for another largest read than the mount option: the daemon died
+	at INIT after its parent had exited 0); fsname= and subtype= do not
+	rename the mount; blksize= (fuseblk only) and a bad max_read are
+	refused before mounting."""
+	with ct.TempDirs() as td:
+		data = os.urandom(3 << 20)
+		ct.write_file(os.path.join(td.src, 'f.bin'), data)
+		if mount_src(c, td, td.src, ['--cache-size=8M', '-o', 'max_read=65536'],
+			     label='-o max_read=65536'):
+			fsopts = subprocess.run(['findmnt', '--kernel', '-n', '-o', 'FS-OPTIONS',
+						 td.mnt], stdout=subprocess.PIPE).stdout.decode()
+			c.check('max_read=65536 in the super block options',
+				'max_read=65536' in fsopts.strip().split(','), fsopts)
+			with open(os.path.join(td.mnt, 'f.bin'), 'rb') as f:
+				c.eq('max_read=65536: bytes match', f.read(), data)
+			fuse = ct.stats(td.mnt)['fuse']
+			c.check('max_read=65536: no read past 64 KiB reached the daemon',
+				0 < fuse['read_bytes'] <= fuse['reads'] * 65536, fuse)
+			c.eq('the daemon still serves after INIT', len(ct.find_daemon_pids(td.mnt)), 1)
+	with ct.TempDirs() as td:
+		ct.write_file(os.path.join(td.src, 'f'), b'hello')
+		if mount_src(c, td, td.src, ['--cache-size=1M', '-o', 'fsname=other,subtype=x'],
+			     label='-o fsname=,subtype='):
+			m = ct.mounts_at(td.mnt)[0]
+			c.eq('fsname= ignored: still coordfs:SOURCE', m['source'],
+			     'coordfs:' + os.path.realpath(td.src))
+			c.eq('subtype= ignored: still fuse.coordfs', m['fstype'], 'fuse.coordfs')
+	for opt, word in (('blksize=4096', 'blksize'), ('max_read=0x10', 'max_read'),
+			  ('max_read=0', 'max_read')):
+		with ct.TempDirs() as td:
+			rc, _, err = run(['--cache-size=1M', '-o', opt, td.src, td.mnt])
+			check_failed_start(c, f'-o {opt}', td, rc, err, word)
+
+
 def test_source_errors_rate_limited(c):
 	with ct.TempDirs() as td:
 		path = os.path.join(td.src, 'changing.bin')
@@ -540,6 +579,7 @@ def main():
 	c.group(test_mountpoint_planted, c)
 	c.group(test_source_file_swapped, c)
 	c.group(test_option_checks, c)
+	c.group(test_fuse_mount_options, c)
 	c.group(test_source_errors_rate_limited, c)
 	c.finish()
 
