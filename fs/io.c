@@ -625,7 +625,9 @@ int fs_node_attrs(struct fs_ctx *fs, uint32_t node)
 			return 0;
 		fs_source_problem(fs->src, &fs->ns, node, "%s; EIO",
 				  rc == -ESTALE ? "its type changed since mount"
-						: "too many cache units in the namespace");
+						: "too large for the cache unit ids left in the "
+						  "namespace (2^32, one kept for each file not "
+						  "looked up yet)");
 		fs_count(&fs->ctr.source_errors, 1);
 		return -EIO;
 	}

@@ -487,10 +487,15 @@ int ns_freeze(struct ns *ns, uint32_t i, const struct stat *st)
 		uint64_t size = (uint64_t)st->st_size;
 		uint64_t units = ns_units_of(size, ns->chunk_size);
 		uint64_t first = atomic_load_explicit(&ns->nunits, memory_order_relaxed);
+		/* One unit id stays kept for each file not looked up yet, so a
+		 * few huge (sparse) files looked up first cannot use up the ids
+		 * and leave every later file unreadable. */
+		uint64_t later = ns->nfiles - atomic_load_explicit(&ns->known_files,
+								   memory_order_relaxed) - 1;
 		/* count is 32-bit: 2^32 units would be stored as 0 and the file
 		 * would read the next file's units. */
 		if (st->st_size < 0 || size > ns_max_file_size(ns->chunk_size) ||
-		    units > NS_MAX_UNITS - first) {
+		    units + later > NS_MAX_UNITS - first) {
 			rc = -EOVERFLOW;
 			goto out;
 		}

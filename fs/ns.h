@@ -158,8 +158,9 @@ static inline bool ns_known(const struct ns *ns, uint32_t i)
  * Freeze node i's attributes from st (its first lookup). The first call
  * wins; later ones return 0 and change nothing. A regular file gets its
  * cache units numbered. Returns 0, -ESTALE when st's type is not the type
- * listed at mount (nothing is frozen), or -EOVERFLOW (unit ids exhausted,
- * or a file over ns_max_file_size: nothing is frozen).
+ * listed at mount (nothing is frozen), or -EOVERFLOW (the unit ids left,
+ * less one kept for each file not yet frozen, are too few; or a file over
+ * ns_max_file_size: nothing is frozen).
  */
 int ns_freeze(struct ns *ns, uint32_t i, const struct stat *st);
 

@@ -266,6 +266,50 @@ START_TEST(unopenable_directory_is_counted)
 }
 END_TEST
 
+/* Unit ids are 32-bit: a huge (sparse) file looked up first may take
+ * only what leaves one id for each file not looked up yet, so the others
+ * stay readable. */
+START_TEST(huge_file_leaves_ids_for_the_rest)
+{
+	struct ns ns;
+	char err[256] = "";
+	uint32_t a, b, c;
+	struct stat st;
+
+	root_make();
+	mkfile("a", 10);
+	mkfile("b", 10);
+	mkfile("c", 10);
+	int fd = open(root, O_RDONLY | O_DIRECTORY);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ns_scan(&ns, fd, 4096, err, sizeof(err)), 0);
+	ck_assert_int_eq(ns_resolve(&ns, "a", &a), 0);
+	ck_assert_int_eq(ns_resolve(&ns, "b", &b), 0);
+	ck_assert_int_eq(ns_resolve(&ns, "c", &c), 0);
+	ck_assert_int_eq(fstatat(fd, "a", &st, AT_SYMLINK_NOFOLLOW), 0);
+	/* every id but one (the largest file a namespace takes): b or c
+	 * would find none */
+	st.st_size = (off_t)((NS_MAX_UNITS - 1) * 4096);
+	ck_assert_int_eq(ns_freeze(&ns, a, &st), -EOVERFLOW);
+	ck_assert(!ns_known(&ns, a));
+	/* all but two: one each left for b and c */
+	st.st_size = (off_t)((NS_MAX_UNITS - 2) * 4096);
+	ck_assert_int_eq(ns_freeze(&ns, a, &st), 0);
+	ck_assert_int_eq(fstatat(fd, "b", &st, AT_SYMLINK_NOFOLLOW), 0);
+	st.st_size = 8192; /* two units: would take c's */
+	ck_assert_int_eq(ns_freeze(&ns, b, &st), -EOVERFLOW);
+	st.st_size = 10;
+	ck_assert_int_eq(ns_freeze(&ns, b, &st), 0);
+	ck_assert_int_eq(fstatat(fd, "c", &st, AT_SYMLINK_NOFOLLOW), 0);
+	ck_assert_int_eq(ns_freeze(&ns, c, &st), 0);
+	ck_assert_uint_eq(ns.nunits, NS_MAX_UNITS);
+	ck_assert_uint_eq(ns.known_files, 3);
+	close(fd);
+	ns_fini(&ns);
+	rm_rf();
+}
+END_TEST
+
 /* A large directory: names sorted, sizes as frozen at first lookup. */
 START_TEST(large_directory_scanned_in_parallel)
 {
@@ -770,6 +814,7 @@ int main(void)
 	tcase_add_test(tc, node_is_compact);
 	tcase_add_test(tc, paths_over_path_max_are_skipped);
 	tcase_add_test(tc, unopenable_directory_is_counted);
+	tcase_add_test(tc, huge_file_leaves_ids_for_the_rest);
 	tcase_add_test(tc, listing_builds_tree);
 	tcase_add_test(tc, listing_skips_bad_keys);
 	tcase_add_test(tc, listing_directory_markers);
