@@ -318,10 +318,11 @@ int fs_membership_resolve(const struct fs_membership_args *o, char **list, unsig
 				  "SLURM_NODEID are not both set); run coordfs with srun");
 			goto out;
 		}
-		/* Checked as a long: cast to int first, 4294967297 was node 1. */
+		/* Checked as a long: cast to int first, 4294967297 was node 1.
+		 * Digits only: strtol also takes " 1" and "+1". */
 		errno = 0;
 		id_l = strtol(id, &end, 10);
-		if (errno || *end || id_l < 0 || id_l > MAX_NODES) {
+		if (errno || *end || id[0] < '0' || id[0] > '9' || id_l < 0 || id_l > MAX_NODES) {
 			rc = fail(err, errlen, -EINVAL, "--peers=slurm: bad SLURM_NODEID '%s'", id);
 			goto out;
 		}

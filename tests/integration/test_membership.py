@@ -229,8 +229,9 @@ def test_slurm(c, root):
 	env = {k: v for k, v in os.environ.items() if not k.startswith('SLURM_')}
 	line = fails_one_line(c, 'slurm: outside a SLURM job', ['--peers=slurm'], env=env)
 	c.check('  the line says so', 'SLURM' in line, line)
-	# An index past int: cast before its check, 2^32 + 1 was node 1.
-	for bad in ('4294967297', '-1', '1x'):
+	# An index past int: cast before its check, 2^32 + 1 was node 1;
+	# digits only (strtol also took ' 1' and '+1').
+	for bad in ('4294967297', '-1', '1x', ' 1', '+1'):
 		env = dict(os.environ, SLURM_CONF=conf, SLURM_JOB_NODELIST='cfsnode[1-3]',
 			   SLURM_NODEID=bad)
 		line = fails_one_line(c, f'slurm: SLURM_NODEID={bad}',
