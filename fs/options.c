@@ -8,8 +8,10 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fuse_lowlevel.h>
+#include <grp.h>
 #include <libmount.h>
 #include <limits.h>
+#include <pwd.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -356,7 +358,30 @@ static int parse_owner(struct fs_options *o)
 #define DISK_CACHE_MIN ((uint64_t)1 << 20)
 
 /* What foreign_part finds on a path. */
-enum { PATH_TRUSTED, PATH_FOREIGN, PATH_OPEN, PATH_GONE };
+enum { PATH_TRUSTED, PATH_FOREIGN, PATH_OPEN, PATH_GROUP, PATH_GONE };
+
+/*
+ * Whether a user other than this one and root may be in group gid: a
+ * listed member, or a user whose primary group it is. A group nobody else
+ * is in (a user-private group, root's, Debian's empty staff) writes for
+ * this user alone. Unknown groups count as shared.
+ */
+static bool group_shared(gid_t gid)
+{
+	struct group *gr = getgrgid(gid);
+	struct passwd *me = getpwuid(geteuid()), *pw;
+	bool shared = !gr;
+
+	for (char **m = gr ? gr->gr_mem : NULL; m && *m && !shared; m++)
+		shared = strcmp(*m, "root") && (!me || strcmp(*m, me->pw_name));
+	if (shared)
+		return true;
+	setpwent();
+	while (!shared && (pw = getpwent()) != NULL)
+		shared = pw->pw_gid == gid && pw->pw_uid != 0 && pw->pw_uid != geteuid();
+	endpwent();
+	return shared;
+}
 
 /*
  * Whether a prefix of path (up to each '/', and the whole) belongs to a
@@ -366,8 +391,10 @@ enum { PATH_TRUSTED, PATH_FOREIGN, PATH_OPEN, PATH_GONE };
  * another user's directory, whose entries they may swap for links at any
  * time before the mount (fs.protected_symlinks covers sticky directories
  * only, and may be off); so does any user in a directory any user may
- * write without the sticky bit (PATH_OPEN). With exist, a prefix that is
- * not there is PATH_GONE: it was, a moment ago.
+ * write without the sticky bit (PATH_OPEN), and any member of a group
+ * other users are in that may write it without the sticky bit
+ * (PATH_GROUP, *owner then the group). With exist, a prefix that is not
+ * there is PATH_GONE: it was, a moment ago.
  */
 static int foreign_part(const char *path, bool exist, char *bad, size_t badlen, uid_t *owner)
 {
@@ -390,9 +417,12 @@ static int foreign_part(const char *path, bool exist, char *bad, size_t badlen, 
 			found = PATH_FOREIGN;
 		else if (S_ISDIR(st.st_mode) && (st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX))
 			found = PATH_OPEN;
+		else if (S_ISDIR(st.st_mode) && (st.st_mode & S_IWGRP) && !(st.st_mode & S_ISVTX) &&
+			 group_shared(st.st_gid))
+			found = PATH_GROUP;
 		if (found != PATH_TRUSTED) {
 			snprintf(bad, badlen, "%s", buf);
-			*owner = st.st_uid;
+			*owner = found == PATH_GROUP ? (uid_t)st.st_gid : st.st_uid;
 			return found;
 		}
 		buf[i] = c;
@@ -414,6 +444,9 @@ static int check_owners(const char *opt, const char *path, bool exist)
 	case PATH_OPEN:
 		return -fs_fail("%s '%s': any user may change '%s' (writable by all, not sticky)",
 				opt, path, bad);
+	case PATH_GROUP:
+		return -fs_fail("%s '%s': other users in group %u may change '%s' (writable by "
+				"the group, not sticky)", opt, path, (unsigned)owner, bad);
 	case PATH_GONE:
 		return -fs_fail("%s '%s': '%s' went away while being checked", opt, path, bad);
 	}
@@ -452,6 +485,11 @@ static int check_mountpoint_owners(const char *mnt)
 	case PATH_OPEN:
 		rc = -fs_fail("mount point '%s/%s': any user may change '%s' (writable by all, "
 			      "not sticky)", abs, slash + 1, bad);
+		break;
+	case PATH_GROUP:
+		rc = -fs_fail("mount point '%s/%s': other users in group %u may change '%s' "
+			      "(writable by the group, not sticky)", abs, slash + 1,
+			      (unsigned)owner, bad);
 		break;
 	case PATH_GONE:
 		rc = -fs_fail("mount point '%s/%s': '%s' went away while being checked", abs,

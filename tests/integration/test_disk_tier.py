@@ -16,7 +16,9 @@ failed read, refused rises) and a tier device that turns to I/O errors
 """
 
 import fcntl
+import grp
 import os
+import pwd
 import random
 import shutil
 import signal
@@ -408,6 +410,26 @@ def test_option_errors(c):
 		c.check('DIR in a directory anyone may write is refused',
 			rc == 1 and 'any user may change' in err, err)
 		c.eq('and not made there', os.listdir(everyone), [])
+		# Nor in one a group of other users may write (nogroup: nobody's
+		# primary group); one of a group no one else is in mounts.
+		group = os.path.join(td.root, 'group')
+		os.mkdir(group)
+		os.chown(group, 0, 65534)
+		os.chmod(group, 0o775)
+		rc, _, err = ct.run_coordfs([f'--disk-cache={group}/tier', td.src, td.mnt])
+		c.check('DIR in a directory a shared group may write is refused',
+			rc == 1 and 'other users in group 65534 may change' in err
+			and len(err.strip().splitlines()) == 1, err)
+		c.eq('and not made there either', os.listdir(group), [])
+		os.chown(group, 0, 0)  # root's group: no other member here
+		others = [p.pw_name for p in pwd.getpwall() if p.pw_gid == 0 and p.pw_uid != 0]
+		others += [m for m in grp.getgrgid(0).gr_mem if m != 'root']
+		if not others:
+			rc, _, err = ct.run_coordfs([f'--disk-cache={group}/tier', '--cache-size=1M',
+						     td.src, td.mnt])
+			c.check('DIR under a directory of root\'s unshared group mounts',
+				rc == 0 and ct.is_mounted(td.mnt), err)
+			ct.force_unmount(td.mnt)
 
 
 def test_sigkill_during_admission(c):
