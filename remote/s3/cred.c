@@ -536,11 +536,28 @@ out:
 
 static int fetch(struct s3_cred *c, struct s3_creds *out, char *err, size_t errlen)
 {
+	int64_t now = now_s();
+	int r;
+
 	if (c->source == S3_CRED_PROCESS)
-		return fetch_process(c, out, err, errlen);
-	if (c->source == S3_CRED_CONTAINER)
-		return fetch_container(c, out, err, errlen);
-	return fetch_imds(c, out, err, errlen);
+		r = fetch_process(c, out, err, errlen);
+	else if (c->source == S3_CRED_CONTAINER)
+		r = fetch_container(c, out, err, errlen);
+	else
+		r = fetch_imds(c, out, err, errlen);
+	/* Expired on arrival: said as such, not as the server's refusal of
+	 * every request that would follow. */
+	if (r == 0 && out->expires_s && out->expires_s <= now) {
+		remote__s3_set_err(err, errlen, "%s%sthe credentials it gave expired %lld s ago "
+				   "(their Expiration is past: check it, and this machine's clock)",
+				   c->source == S3_CRED_PROCESS ? "credential_process" :
+				   c->source == S3_CRED_IMDS ? c->url : "",
+				   c->source == S3_CRED_CONTAINER ? "" : ": ",
+				   (long long)(now - out->expires_s));
+		explicit_bzero(out, sizeof(*out));
+		r = -EIO;
+	}
+	return r;
 }
 
 /* Install fresh credentials: under lock, with their refresh time. */

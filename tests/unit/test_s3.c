@@ -388,6 +388,34 @@ START_TEST(test_credential_process_flood)
 }
 END_TEST
 
+/* A credential_process whose document has already expired: the mount
+ * fails at once saying so (it used to install them, then fail every
+ * request with the server's refusal or a bare EACCES). */
+START_TEST(test_credential_process_expired)
+{
+	struct remote_s3 *s = NULL;
+	char err[256], path[] = "/tmp/coordfs-cred-XXXXXX";
+	int fd = mkstemp(path);
+
+	ck_assert_int_ge(fd, 0);
+	const char *ini = "[default]\ncredential_process = printf "
+			  "'{\"Version\":1,\"AccessKeyId\":\"a\",\"SecretAccessKey\":\"s\","
+			  "\"SessionToken\":\"t\",\"Expiration\":\"2020-01-01T00:00:00Z\"}'\n";
+	ck_assert_int_eq(write(fd, ini, strlen(ini)), (ssize_t)strlen(ini));
+	close(fd);
+	clear_aws_env();
+	setenv("AWS_SHARED_CREDENTIALS_FILE", path, 1);
+	setenv("AWS_CONFIG_FILE", "/nonexistent", 1);
+	struct remote_s3_config cfg = {.bucket = "bkt"};
+
+	ck_assert_int_eq(create(&cfg, &s, err), -EACCES);
+	ck_assert_msg(strstr(err, "credential_process") && strstr(err, "expired"), "%s", err);
+	unsetenv("AWS_SHARED_CREDENTIALS_FILE");
+	unsetenv("AWS_CONFIG_FILE");
+	unlink(path);
+}
+END_TEST
+
 /* The profile files are run from (credential_process) by a daemon that
  * is often root: one another user owns (root's HOME kept pointing at
  * theirs, as sudo -E does) or that others may write is refused, its
@@ -578,6 +606,7 @@ int main(void)
 	tcase_add_test(tc, test_get_checks);
 	tcase_add_test(tc, test_create_errors);
 	tcase_add_test(tc, test_credential_process_flood);
+	tcase_add_test(tc, test_credential_process_expired);
 	tcase_add_test(tc, test_foreign_profile_files);
 	tcase_add_test(tc, test_split_command);
 	tcase_add_test(tc, test_container_uri);
