@@ -358,6 +358,20 @@ START_TEST(test_create_errors)
 }
 END_TEST
 
+/* A credentials file holding ini at path (a mkstemp template), named by
+ * AWS_SHARED_CREDENTIALS_FILE with no config file: the chain's only profile. */
+static void use_credentials_file(char *path, const char *ini)
+{
+	int fd = mkstemp(path);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, ini, strlen(ini)), (ssize_t)strlen(ini));
+	close(fd);
+	clear_aws_env();
+	setenv("AWS_SHARED_CREDENTIALS_FILE", path, 1);
+	setenv("AWS_CONFIG_FILE", "/nonexistent", 1);
+}
+
 /* A credential_process that prints more than 64 KiB (here forever) is
  * killed and its pipe closed before the wait: create fails at once. It
  * used to wait for a child blocked on its full pipe, for ever. */
@@ -365,15 +379,9 @@ START_TEST(test_credential_process_flood)
 {
 	struct remote_s3 *s = NULL;
 	char err[256], path[] = "/tmp/coordfs-cred-XXXXXX";
-	int fd = mkstemp(path);
 
-	ck_assert_int_ge(fd, 0);
-	const char *ini = "[default]\ncredential_process = yes AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA\n";
-	ck_assert_int_eq(write(fd, ini, strlen(ini)), (ssize_t)strlen(ini));
-	close(fd);
-	clear_aws_env();
-	setenv("AWS_SHARED_CREDENTIALS_FILE", path, 1);
-	setenv("AWS_CONFIG_FILE", "/nonexistent", 1);
+	use_credentials_file(path, "[default]\ncredential_process = yes "
+			     "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA\n");
 	struct remote_s3_config cfg = {.bucket = "bkt"};
 	int64_t t0 = deadline_now_ms();
 
@@ -395,17 +403,10 @@ START_TEST(test_credential_process_expired)
 {
 	struct remote_s3 *s = NULL;
 	char err[256], path[] = "/tmp/coordfs-cred-XXXXXX";
-	int fd = mkstemp(path);
 
-	ck_assert_int_ge(fd, 0);
-	const char *ini = "[default]\ncredential_process = printf "
-			  "'{\"Version\":1,\"AccessKeyId\":\"a\",\"SecretAccessKey\":\"s\","
-			  "\"SessionToken\":\"t\",\"Expiration\":\"2020-01-01T00:00:00Z\"}'\n";
-	ck_assert_int_eq(write(fd, ini, strlen(ini)), (ssize_t)strlen(ini));
-	close(fd);
-	clear_aws_env();
-	setenv("AWS_SHARED_CREDENTIALS_FILE", path, 1);
-	setenv("AWS_CONFIG_FILE", "/nonexistent", 1);
+	use_credentials_file(path, "[default]\ncredential_process = printf "
+			     "'{\"Version\":1,\"AccessKeyId\":\"a\",\"SecretAccessKey\":\"s\","
+			     "\"SessionToken\":\"t\",\"Expiration\":\"2020-01-01T00:00:00Z\"}'\n");
 	struct remote_s3_config cfg = {.bucket = "bkt"};
 
 	ck_assert_int_eq(create(&cfg, &s, err), -EACCES);
