@@ -504,6 +504,7 @@ int ns_freeze(struct ns *ns, uint32_t i, const struct stat *st)
 		atomic_store_explicit(&ns->nunits, first + units, memory_order_relaxed);
 		atomic_fetch_add_explicit(&ns->known_files, 1, memory_order_relaxed);
 		atomic_fetch_add_explicit(&ns->total_bytes, size, memory_order_relaxed);
+		n->ino_fold = ns_ino_fold((uint64_t)st->st_ino);
 	}
 	fill_attrs(n, st);
 	atomic_store_explicit(&ns->known[i], 1, memory_order_release);

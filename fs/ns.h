@@ -38,7 +38,10 @@ struct ns_node {
 	uint32_t first;
 	uint32_t count;    /* dir: number of children; file: number of units */
 	uint32_t uid, gid;
-	uint32_t etag_off; /* pool offset of an object's ETag (ns_etag), 0: none */
+	union {
+		uint32_t etag_off; /* object (ns_build): pool offset of its ETag (ns_etag), 0: none */
+		uint32_t ino_fold; /* scanned file: ns_ino_fold of its inode, from ns_freeze */
+	};
 	uint16_t mode;     /* st_mode (type and permission bits); type only until known */
 	uint16_t name_len;
 };
@@ -63,6 +66,14 @@ struct ns {
 	uint64_t skipped_long;	     /* whose path would exceed PATH_MAX */
 	uint64_t skipped_unreadable; /* entries not stat'ed, directories not read (whole or rest) */
 };
+
+/* An inode number in the 32 bits a scanned file's node keeps of it: two
+ * files swapped by renames (same size, mtime, owner and mode, as tar and
+ * cp -p leave them) differ here. */
+static inline uint32_t ns_ino_fold(uint64_t ino)
+{
+	return (uint32_t)(ino ^ (ino >> 32));
+}
 
 /* Unit ids are 32-bit: a bound for cache_create(). */
 #define NS_MAX_UNITS ((uint64_t)UINT32_MAX + 1)

@@ -74,15 +74,18 @@ static int local_stat(struct fs_source *src, const struct ns *ns, uint32_t node,
 }
 
 /* Whether st is still the file whose attributes were frozen: size and
- * mtime, and owner and mode too. The kernel decides who may read by the
- * frozen ones, so another file put in its place (a hard link to a file
- * of root's, made where fs.protected_hardlinks is off, with the size and
- * mtime anyone can stat) must not be served under them. */
+ * mtime, owner and mode, and inode. The kernel decides who may read by
+ * the frozen ones, so another file put in its place (a hard link to a
+ * file of root's, made where fs.protected_hardlinks is off, with the size
+ * and mtime anyone can stat) must not be served under them; and a file
+ * swapped with its twin by renames (same size and mtime, as tar or cp -p
+ * leave them) would give the units not cached yet from the other file. */
 static bool matches_snapshot(const struct ns_node *n, const struct stat *st)
 {
 	int64_t mt = (int64_t)st->st_mtim.tv_sec * 1000000000LL + st->st_mtim.tv_nsec;
 	return S_ISREG(st->st_mode) && (uint64_t)st->st_size == n->size && mt == n->mtime_ns &&
-	       (uint16_t)st->st_mode == n->mode && st->st_uid == n->uid && st->st_gid == n->gid;
+	       (uint16_t)st->st_mode == n->mode && st->st_uid == n->uid && st->st_gid == n->gid &&
+	       ns_ino_fold((uint64_t)st->st_ino) == n->ino_fold;
 }
 
 static void report_changed(struct fs_source *src, const struct ns *ns, uint32_t node,
@@ -129,7 +132,7 @@ static int local_open(struct fs_source *src, const struct ns *ns, uint32_t node,
 	}
 	if (!matches_snapshot(&ns->nodes[node], &st)) {
 		close(fd);
-		report_changed(src, ns, node, "changed (size, mtime or type)");
+		report_changed(src, ns, node, "replaced or changed (type, size, mtime, owner, mode or inode)");
 		return -EIO;
 	}
 	*fh = fd;

@@ -492,6 +492,36 @@ def test_source_file_swapped(c):
 			ct.force_unmount(td.mnt)
 
 
+def test_twin_files_swapped(c):
+	"""Two files of the same size, mtime, owner and mode (as tar and cp -p
+	leave them) swapped by renames while a reader is half way through one:
+	the rest of it must not come from the other file. The first unit is
+	cached (a one-unit cache), the swap is then a change of the file: EIO,
+	never a file made of both."""
+	with ct.TempDirs() as td:
+		a, b = os.path.join(td.src, 'a'), os.path.join(td.src, 'b')
+		ct.write_file(a, b'A' * (8 << 20))
+		ct.write_file(b, b'B' * (8 << 20))
+		st = os.stat(a)
+		os.utime(b, ns=(st.st_atime_ns, st.st_mtime_ns))
+		if not mount_src(c, td, td.src, ['--cache-size=4M', '--chunk-size=4M',
+						 '--no-kernel-cache'], label='twins'):
+			return
+		try:
+			path = os.path.join(td.mnt, 'a')
+			with open(path, 'rb') as f:
+				c.eq('the first unit of a', f.read(4 << 20), b'A' * (4 << 20))
+			tmp = os.path.join(td.src, 't')
+			os.rename(a, tmp)
+			os.rename(b, a)
+			os.rename(tmp, b)
+			got = ct.read_in_child(path)
+			c.eq('a after the swap: EIO, not a file made of both', got[:2],
+			     ('errno', errno.EIO))
+		finally:
+			ct.force_unmount(td.mnt)
+
+
 def test_option_checks(c):
 	with ct.TempDirs() as td:
 		secret = os.path.join(td.root, 'secret')
@@ -578,6 +608,7 @@ def main():
 	c.group(test_log_file_planted, c)
 	c.group(test_mountpoint_planted, c)
 	c.group(test_source_file_swapped, c)
+	c.group(test_twin_files_swapped, c)
 	c.group(test_option_checks, c)
 	c.group(test_fuse_mount_options, c)
 	c.group(test_source_errors_rate_limited, c)
