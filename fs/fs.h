@@ -37,6 +37,10 @@ struct fs_counters {
 	/* dataset bytes consumed: raw file reads, and the files decodes read */
 	_Atomic uint64_t dataset_read_bytes;
 	_Atomic uint64_t peer_fallbacks;
+	/* How long a read of SOURCE takes here, and how much it reads: moving
+	 * averages (1/8 weight per read) that tell a peer's slow answer from
+	 * a slow SOURCE (fs/peer.c, remote_expect.source_ms). 0: no read yet. */
+	_Atomic uint64_t source_avg_us, source_avg_bytes;
 };
 
 struct fs_handle;
@@ -119,6 +123,22 @@ struct fs_ctx {
 static inline void fs_count(_Atomic uint64_t *c, uint64_t n)
 {
 	atomic_fetch_add_explicit(c, n, memory_order_relaxed);
+}
+
+/* One more moving average: avg += (v - avg) / 8, the first value as is.
+ * Relaxed and racy: a lost update only delays the average a little. */
+static inline void fs_avg_add(_Atomic uint64_t *avg, uint64_t v)
+{
+	uint64_t a = atomic_load_explicit(avg, memory_order_relaxed);
+
+	atomic_store_explicit(avg, a ? a - a / 8 + v / 8 : (v ? v : 1), memory_order_relaxed);
+}
+
+/* A read of len bytes from SOURCE took us microseconds (io.c). */
+static inline void fs_source_timed(struct fs_ctx *fs, uint64_t us, size_t len)
+{
+	fs_avg_add(&fs->ctr.source_avg_us, us);
+	fs_avg_add(&fs->ctr.source_avg_bytes, len);
 }
 
 #endif

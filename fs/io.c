@@ -44,6 +44,7 @@ void fs_close_source(struct fs_ctx *fs, int fh)
 static int source_read(struct fs_ctx *fs, uint32_t node, int fh, uint64_t off, size_t len,
 		       void *buf)
 {
+	uint64_t t0 = deadline_now_us();
 	int rc = fs->src->ops->read(fs->src, &fs->ns, node, fh, off, len, buf);
 
 	if (rc < 0) {
@@ -52,6 +53,7 @@ static int source_read(struct fs_ctx *fs, uint32_t node, int fh, uint64_t off, s
 	}
 	fs_count(&fs->ctr.source_reads, 1);
 	fs_count(&fs->ctr.source_bytes, len);
+	fs_source_timed(fs, deadline_now_us() - t0, len);
 	return 0;
 }
 

@@ -46,6 +46,19 @@ static bool power_of_two(uint64_t n)
 	return n && (n & (n - 1)) == 0;
 }
 
+/* About how long reading len bytes of SOURCE takes here, in ms (0: no
+ * read timed yet): the average read's time, scaled up for a longer read. */
+static unsigned source_estimate_ms(struct fs_ctx *fs, size_t len)
+{
+	uint64_t us = atomic_load_explicit(&fs->ctr.source_avg_us, memory_order_relaxed);
+	uint64_t bytes = atomic_load_explicit(&fs->ctr.source_avg_bytes, memory_order_relaxed);
+
+	if (bytes && len > bytes)
+		us = us / bytes * len + us % bytes * len / bytes;
+	us /= 1000;
+	return us > UINT_MAX ? UINT_MAX : (unsigned)us;
+}
+
 /* fs_peer_fetch through generation g. */
 static int fetch_from_owner(struct fs_ctx *fs, struct fs_gen *g, uint32_t node, uint32_t k,
 			    uint64_t uoff, size_t len, void *buf)
@@ -66,7 +79,9 @@ static int fetch_from_owner(struct fs_ctx *fs, struct fs_gen *g, uint32_t node, 
 		return rc;
 	/* Only bytes of the very snapshot this node took are accepted: the
 	 * owner's ETag and total size must be ours, else SOURCE is read. */
-	const struct remote_expect exp = {.size = fs->ns.nodes[node].size, .etag = etag};
+	const struct remote_expect exp = {.size = fs->ns.nodes[node].size,
+					  .etag = etag,
+					  .source_ms = source_estimate_ms(fs, len)};
 	ssize_t n = remote_fetch_verified(g->client, owner, path,
 					  (uint64_t)k * fs->ns.chunk_size + uoff, len, &exp, buf);
 	if (n == (ssize_t)len)

@@ -247,6 +247,17 @@ struct remote_client_config {
 	 * store's client (remote/http.h); it must outlive the client. NULL:
 	 * the client makes its own of max_handles. */
 	struct remote_http *pool;
+	/* A peer that answers, but always slowly, is as bad as one that is
+	 * down: every read of its files waits. An answer is slow when it
+	 * took more than slow_ms [timeout_ms / 5] plus 1 ms per 64 KiB of
+	 * body (a floor of 64 MiB/s for large units), and more than 4 times
+	 * what the caller says SOURCE would take (remote_expect.source_ms).
+	 * slow_streak [3] slow answers in a row mark the node down for a
+	 * back-off period as a failure does; one fast answer resets the run,
+	 * so a single slow read (a cold unit the owner reads through) never
+	 * demotes it. */
+	unsigned slow_ms;
+	unsigned slow_streak;
 };
 
 struct remote_client_stats {
@@ -256,6 +267,8 @@ struct remote_client_stats {
 	uint64_t skipped; /* calls answered -EHOSTDOWN without a request */
 	uint64_t mismatches;  /* answers about another snapshot of the file */
 	uint64_t unavailable; /* 409/503 answers and pool waits that timed out */
+	uint64_t slow_answers; /* correct answers that took too long (see slow_ms) */
+	uint64_t slow_downs;   /* nodes marked down for answering slowly */
 };
 
 /* libcurl's global state (curl_global_init/cleanup, counted: every
@@ -292,6 +305,10 @@ struct remote_expect {
 	 * (0: that one): a handoff answered from memory is quick or not worth
 	 * waiting for. */
 	unsigned timeout_ms;
+	/* What reading these bytes from SOURCE takes on this node, in ms (an
+	 * estimate; 0: unknown): an answer is slow only when it took more
+	 * than 4 times this (remote_client_config.slow_ms). */
+	unsigned source_ms;
 };
 
 /* Read bytes [off, off+len) of relpath from node's server into buf,
@@ -325,6 +342,8 @@ void remote_client_inherit(struct remote_client *dst, const struct remote_client
 
 /* false while node is in back-off. Lock-free. */
 bool remote_node_up(const struct remote_client *c, unsigned node);
+/* true while node is in a back-off it earned by answering slowly. */
+bool remote_node_slow(const struct remote_client *c, unsigned node);
 const char *remote_node_url(const struct remote_client *c, unsigned node);
 void remote_client_get_stats(const struct remote_client *c, struct remote_client_stats *out);
 

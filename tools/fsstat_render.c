@@ -287,6 +287,13 @@ static void render_peers(FILE *out, const json_t *s)
 		fmt_count(get_counter(s, "peers.fallbacks"), f, sizeof(f)),
 		fmt_count(get_counter(s, "peers.served"), d, sizeof(d)),
 		fmt_size(get_counter(s, "peers.served_bytes"), e, sizeof(e)));
+	/* Peers put in back-off for answering slowly (older daemons do not say). */
+	struct counter slow = get_counter(s, "peers.slow_downs");
+
+	if (slow.ok && slow.v > 0)
+		fprintf(out, LABEL "slow answers %s  marked slow %s\n", "",
+			fmt_count(get_counter(s, "peers.slow_answers"), a, sizeof(a)),
+			fmt_count(slow, b, sizeof(b)));
 	if (!json_is_array(nodes)) {
 		fprintf(out, LABEL "nodes -\n", "");
 		return;
@@ -342,7 +349,11 @@ static void render_peers(FILE *out, const json_t *s)
 		const json_t *ix = json_is_object(n) ? json_object_get(n, "index") : NULL;
 		const json_t *up = json_is_object(n) ? json_object_get(n, "up") : NULL;
 		const char *url = json_is_object(n) ? json_string_value(json_object_get(n, "url")) : NULL;
-		const char *state = json_is_boolean(up) ? (json_is_true(up) ? "up" : "DOWN") : "-";
+		/* SLOW: down for answering slowly, not for failing */
+		const char *state = json_is_boolean(up) ? (json_is_true(up) ? "up"
+					: json_is_true(json_object_get(n, "slow")) ? "SLOW"
+										   : "DOWN")
+							: "-";
 		char shown_url[MAX_SHOWN_STRING + 1];
 
 		if (summary && json_is_true(up))

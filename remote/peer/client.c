@@ -46,11 +46,16 @@
 #define DEFAULT_TIMEOUT_MS 5000
 #define DEFAULT_BACKOFF_MIN_MS 1000
 #define DEFAULT_BACKOFF_MAX_MS 30000
+#define DEFAULT_SLOW_STREAK 3
+/* An answer slower than this many times SOURCE is slow whatever slow_ms. */
+#define SLOW_SOURCE_FACTOR 4
 
 struct node_state {
 	_Atomic int64_t down_until_ms; /* 0 while up; monotonic ms otherwise */
 	_Atomic unsigned backoff_ms;   /* current period, 0 while up */
 	_Atomic bool probing;	       /* a re-probe is in flight */
+	_Atomic unsigned slow_run;     /* slow answers in a row */
+	_Atomic bool slow;	       /* down for answering slowly, not for failing */
 	pthread_mutex_t lock;	       /* serializes state changes only */
 };
 
@@ -70,6 +75,8 @@ struct remote_client {
 	_Atomic uint64_t skipped;
 	_Atomic uint64_t mismatches;
 	_Atomic uint64_t unavailable;
+	_Atomic uint64_t slow_answers;
+	_Atomic uint64_t slow_downs;
 	struct node_state node[];
 };
 
@@ -164,6 +171,10 @@ int remote_client_create(const struct remote_peers *peers, const char *secret,
 		c->cfg.backoff_max_ms = DEFAULT_BACKOFF_MAX_MS;
 	if (!c->cfg.max_handles)
 		c->cfg.max_handles = REMOTE_CLIENT_MAX_HANDLES;
+	if (!c->cfg.slow_ms)
+		c->cfg.slow_ms = c->cfg.timeout_ms / 5;
+	if (!c->cfg.slow_streak)
+		c->cfg.slow_streak = DEFAULT_SLOW_STREAK;
 	if (c->cfg.backoff_max_ms < c->cfg.backoff_min_ms)
 		c->cfg.backoff_max_ms = c->cfg.backoff_min_ms;
 	if (secret) {
@@ -223,28 +234,85 @@ static int node_gate(struct remote_client *c, unsigned k, bool *probe)
 	return 0;
 }
 
+/* Node k goes down (ns->lock held): for backoff_min_ms, or on a failed
+ * re-probe for twice its last period (up to backoff_max_ms). slow: for
+ * answering slowly rather than for failing. The period, in ms. */
+static unsigned node_down_locked(struct remote_client *c, struct node_state *ns, bool probe,
+				 bool slow)
+{
+	unsigned b = atomic_load_explicit(&ns->backoff_ms, memory_order_relaxed);
+
+	if (probe)
+		b = b ? (b > c->cfg.backoff_max_ms / 2 ? c->cfg.backoff_max_ms : b * 2)
+		      : c->cfg.backoff_min_ms;
+	else
+		b = c->cfg.backoff_min_ms;
+	atomic_store_explicit(&ns->slow_run, 0, memory_order_relaxed);
+	atomic_store_explicit(&ns->slow, slow, memory_order_relaxed);
+	atomic_store_explicit(&ns->backoff_ms, b, memory_order_relaxed);
+	atomic_store_explicit(&ns->down_until_ms, deadline_now_ms() + b, memory_order_release);
+	if (probe)
+		atomic_store_explicit(&ns->probing, false, memory_order_release);
+	return b;
+}
+
 static void node_failed(struct remote_client *c, unsigned k, bool probe, int rc)
 {
 	struct node_state *ns = &c->node[k];
 	const char *url = remote_peers_url(c->peers, k);
 
 	pthread_mutex_lock(&ns->lock);
-	int64_t now = deadline_now_ms();
-	unsigned b = atomic_load_explicit(&ns->backoff_ms, memory_order_relaxed);
-
 	if (probe) {
-		b = b ? (b > c->cfg.backoff_max_ms / 2 ? c->cfg.backoff_max_ms : b * 2)
-		      : c->cfg.backoff_min_ms;
-		atomic_store_explicit(&ns->backoff_ms, b, memory_order_relaxed);
-		atomic_store_explicit(&ns->down_until_ms, now + b, memory_order_release);
-		atomic_store_explicit(&ns->probing, false, memory_order_release);
+		unsigned b = node_down_locked(c, ns, true, false);
+
 		log_debug("peer %s still down (%s), next try in %u ms", url, strerror(-rc), b);
 	} else if (atomic_load_explicit(&ns->down_until_ms, memory_order_relaxed) == 0) {
-		b = c->cfg.backoff_min_ms;
-		atomic_store_explicit(&ns->backoff_ms, b, memory_order_relaxed);
-		atomic_store_explicit(&ns->down_until_ms, now + b, memory_order_release);
+		unsigned b = node_down_locked(c, ns, false, false);
+
 		log_warn("peer %s marked down (%s), reading its files from SOURCE for %u ms", url,
 			 strerror(-rc), b);
+	}
+	pthread_mutex_unlock(&ns->lock);
+}
+
+/* Whether a correct answer of len bytes that took ms is slow (see
+ * remote_client_config.slow_ms). */
+static bool answer_slow(const struct remote_client *c, size_t len, const struct remote_expect *exp,
+			int64_t ms)
+{
+	uint64_t limit = c->cfg.slow_ms + (uint64_t)len / (64 * 1024);
+
+	if (exp && (uint64_t)exp->source_ms * SLOW_SOURCE_FACTOR > limit)
+		limit = (uint64_t)exp->source_ms * SLOW_SOURCE_FACTOR;
+	return ms > 0 && (uint64_t)ms > limit;
+}
+
+/* A correct but slow answer from node k: the run of them grows, and at
+ * slow_streak (or on the re-probe of a node already down for it) the node
+ * goes down for a back-off period as a failed one does, so readers stop
+ * waiting on it and read SOURCE. */
+static void node_slow(struct remote_client *c, unsigned k, bool probe, int64_t ms)
+{
+	struct node_state *ns = &c->node[k];
+	const char *url = remote_peers_url(c->peers, k);
+
+	STAT_ADD(c, slow_answers, 1);
+	pthread_mutex_lock(&ns->lock);
+	unsigned run = atomic_fetch_add_explicit(&ns->slow_run, 1, memory_order_relaxed) + 1;
+
+	if (probe) {
+		unsigned b = node_down_locked(c, ns, true, true);
+
+		STAT_ADD(c, slow_downs, 1);
+		log_debug("peer %s still slow (%" PRId64 " ms), next try in %u ms", url, ms, b);
+	} else if (run >= c->cfg.slow_streak &&
+		   atomic_load_explicit(&ns->down_until_ms, memory_order_relaxed) == 0) {
+		unsigned b = node_down_locked(c, ns, false, true);
+
+		STAT_ADD(c, slow_downs, 1);
+		log_warn("peer %s answered %u reads in a row slowly (the last in %" PRId64
+			 " ms), reading its files from SOURCE for %u ms",
+			 url, run, ms, b);
 	}
 	pthread_mutex_unlock(&ns->lock);
 }
@@ -253,9 +321,11 @@ static void node_answered(struct remote_client *c, unsigned k, bool probe)
 {
 	struct node_state *ns = &c->node[k];
 
+	atomic_store_explicit(&ns->slow_run, 0, memory_order_relaxed);
 	if (!probe)
 		return;
 	pthread_mutex_lock(&ns->lock);
+	atomic_store_explicit(&ns->slow, false, memory_order_relaxed);
 	atomic_store_explicit(&ns->backoff_ms, 0, memory_order_relaxed);
 	atomic_store_explicit(&ns->down_until_ms, 0, memory_order_release);
 	atomic_store_explicit(&ns->probing, false, memory_order_release);
@@ -268,6 +338,14 @@ bool remote_node_up(const struct remote_client *c, unsigned node)
 	if (!c || node >= c->count)
 		return false;
 	return atomic_load_explicit(&c->node[node].down_until_ms, memory_order_relaxed) == 0;
+}
+
+bool remote_node_slow(const struct remote_client *c, unsigned node)
+{
+	if (!c || node >= c->count)
+		return false;
+	return atomic_load_explicit(&c->node[node].down_until_ms, memory_order_relaxed) != 0 &&
+	       atomic_load_explicit(&c->node[node].slow, memory_order_relaxed);
 }
 
 unsigned remote__node_backoff_ms(const struct remote_client *c, unsigned node)
@@ -293,6 +371,8 @@ void remote_client_get_stats(const struct remote_client *c, struct remote_client
 	out->skipped = atomic_load_explicit(&c->skipped, memory_order_relaxed);
 	out->mismatches = atomic_load_explicit(&c->mismatches, memory_order_relaxed);
 	out->unavailable = atomic_load_explicit(&c->unavailable, memory_order_relaxed);
+	out->slow_answers = atomic_load_explicit(&c->slow_answers, memory_order_relaxed);
+	out->slow_downs = atomic_load_explicit(&c->slow_downs, memory_order_relaxed);
 }
 
 void remote_client_inherit(struct remote_client *dst, const struct remote_client *src)
@@ -308,6 +388,8 @@ void remote_client_inherit(struct remote_client *dst, const struct remote_client
 	STAT_ADD(dst, skipped, st.skipped);
 	STAT_ADD(dst, mismatches, st.mismatches);
 	STAT_ADD(dst, unavailable, st.unavailable);
+	STAT_ADD(dst, slow_answers, st.slow_answers);
+	STAT_ADD(dst, slow_downs, st.slow_downs);
 	/* A node that stays keeps its back-off: a membership change must not
 	 * send every reader to a peer known to be down. */
 	for (unsigned k = 0; k < dst->count; k++) {
@@ -317,6 +399,7 @@ void remote_client_inherit(struct remote_client *dst, const struct remote_client
 			continue;
 		atomic_store(&dst->node[k].down_until_ms, atomic_load(&src->node[j].down_until_ms));
 		atomic_store(&dst->node[k].backoff_ms, atomic_load(&src->node[j].backoff_ms));
+		atomic_store(&dst->node[k].slow, atomic_load(&src->node[j].slow));
 	}
 }
 
@@ -612,7 +695,9 @@ ssize_t remote_fetch_verified(struct remote_client *c, unsigned node, const char
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, &x);
 	curl_easy_setopt(h, CURLOPT_HEADERDATA, &x);
 	STAT_ADD(c, fetches, 1);
+	int64_t t0 = deadline_now_ms();
 	cc = curl_easy_perform(h);
+	int64_t took = deadline_now_ms() - t0;
 	if (!x.status_checked)
 		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &x.status);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, NULL);
@@ -644,7 +729,12 @@ ssize_t remote_fetch_verified(struct remote_client *c, unsigned node, const char
 
 	if (rc == 0) {
 		STAT_ADD(c, bytes, len);
-		node_answered(c, node, probe);
+		/* A handoff has its own short timeout, and is no read of the
+		 * node's files: it says nothing of how fast reads are. */
+		if (!(exp && exp->held_only) && answer_slow(c, len, exp, took))
+			node_slow(c, node, probe, took);
+		else
+			node_answered(c, node, probe);
 		strbuf_fini(&url);
 		return (ssize_t)len;
 	}

@@ -15,6 +15,8 @@
 #include "common/utf8.h"
 
 /* The "nodes" array: [{"url": "...", "up": true}, ...]; [] for a NULL c.
+ * A node down for answering slowly also has "slow": true (only then: a
+ * thousand nodes' "slow": false would crowd the xattr's document).
  * With listed_max < UINT_MAX, only nodes not up, at most listed_max of
  * them, each with its "index" in --peers. */
 static json_t *peers_json_value(const struct remote_client *c, unsigned listed_max)
@@ -34,6 +36,7 @@ static json_t *peers_json_value(const struct remote_client *c, unsigned listed_m
 		if (!node || json_array_append_new(arr, node) < 0 ||
 		    json_object_set_new(node, "url", utf8_json_string(remote_node_url(c, k))) < 0 ||
 		    json_object_set_new(node, "up", json_boolean(up)) < 0 ||
+		    (remote_node_slow(c, k) && json_object_set_new(node, "slow", json_true()) < 0) ||
 		    (listed_max < UINT_MAX &&
 		     json_object_set_new(node, "index", json_integer(k)) < 0)) {
 			json_decref(arr);
@@ -73,6 +76,10 @@ json_t *remote_stats_json_summary(const struct remote_client *c, const struct re
 	if (obj && (json_object_set_new(obj, "inline_answers",
 					json_integer((json_int_t)ss.inline_answers)) < 0 ||
 		    json_object_set_new(obj, "not_held", json_integer((json_int_t)ss.not_held)) < 0 ||
+		    json_object_set_new(obj, "slow_answers",
+					json_integer((json_int_t)cs.slow_answers)) < 0 ||
+		    json_object_set_new(obj, "slow_downs", json_integer((json_int_t)cs.slow_downs)) <
+			    0 ||
 		    json_object_set_new(obj, "node_count", json_integer(count)) < 0 ||
 		    json_object_set_new(obj, "nodes_up", json_integer(up)) < 0 ||
 		    json_object_set_new(obj, "nodes", peers_json_value(c, listed_max)) < 0 ||
@@ -139,6 +146,12 @@ void remote_metrics(const struct remote_client *c, const struct remote_server *s
 	    {"coordfs_peer_unavailable_total", "counter",
 	     "Peer answers 409/503 for one file, or no free connection (read from SOURCE).",
 	     cs.unavailable},
+	    {"coordfs_peer_slow_answers_total", "counter",
+	     "Correct peer answers that took too long (slower than the floor and than SOURCE).",
+	     cs.slow_answers},
+	    {"coordfs_peer_slow_downs_total", "counter",
+	     "Peers marked down for answering slowly (their files read from SOURCE).",
+	     cs.slow_downs},
 	    {"coordfs_peer_dropped_total", "counter",
 	     "Unauthenticated connections dropped (header deadline or cap).", ss.dropped},
 	    {"coordfs_peer_recycled_total", "counter",

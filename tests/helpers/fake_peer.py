@@ -24,6 +24,9 @@ local file: "<size hex>-<mtime in ns hex>" of DIR's copy. Modes:
   trickle   correct headers, then the body at one byte every 0.2 s
   flip      correct headers (206, Content-Range, ETag of its own copy), but
             every byte of the body inverted: a peer whose copy differs
+  slow      correct answers, each after a delay of FAKE_PEER_DELAY seconds
+            (from the environment; 1.5 by default): a peer that never
+            fails but makes every read wait
   redirect  307 to the same path with ?honest=1 added, which this fake
             answers correctly: a client that followed redirects would take
             the bytes
@@ -38,7 +41,8 @@ import urllib.parse
 
 FILE_SIZE = 1 << 20
 MODES = ("ok", "short", "wronglen", "shortlen", "500", "hang", "garbage",
-         "norange", "badrange", "trickle", "flip", "redirect")
+         "norange", "badrange", "trickle", "flip", "redirect", "slow")
+DELAY = float(os.environ.get("FAKE_PEER_DELAY", "1.5"))
 
 
 def pattern(start, length):
@@ -124,6 +128,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.path = path
         if mode == "hang":
             threading.Event().wait()
+        if mode == "slow":
+            time.sleep(DELAY)
+            mode = "ok"
         if mode == "garbage":
             self.wfile.write(os.urandom(64) + b"\r\n\r\nnot http at all\r\n")
             self.wfile.flush()

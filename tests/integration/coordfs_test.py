@@ -1034,15 +1034,16 @@ class ManyReader:
 class FakePeer:
 	"""tests/helpers/fake_peer.py MODE on a free loopback port
 	(self.port), stopped on exit. directory: serve that tree's files
-	(see fake_peer.py) instead of one pattern."""
+	(see fake_peer.py) instead of one pattern. env: more environment
+	(FAKE_PEER_DELAY for "slow")."""
 
-	def __init__(self, mode, timeout=10, directory=None):
+	def __init__(self, mode, timeout=10, directory=None, env=None):
 		import select
 		self.proc = subprocess.Popen(
 			[sys.executable, os.path.join(HERE, '..', 'helpers', 'fake_peer.py'), mode,
 			 '0'] + ([directory] if directory else []),
 			stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-			stderr=subprocess.DEVNULL)
+			stderr=subprocess.DEVNULL, env=dict(os.environ, **(env or {})))
 		ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
 		line = self.proc.stdout.readline() if ready else b''
 		if not line.strip().isdigit():

@@ -25,6 +25,11 @@ error because a peer failed").
    secret on its answers): 0 wrong bytes, errors counted, marked down.
 3. A peer slot with no server at all from the start: the mount comes up
    and reads correct bytes.
+4. A slow peer (fake_peer.py "slow": right answers, each 1.5 s late, well
+   inside the 5 s timeout): after three slow answers in a row it is marked
+   down as slow (peers.slow_downs, its node "slow": true), reads of its
+   files go to SOURCE at once, and its re-probe, slow again, puts it back
+   in back-off. No errors, every byte right.
 
 A stopped peer costs a reader the client's whole timeout (5 s) before it
 is marked down, so file counts stay small.
@@ -464,12 +469,78 @@ def test_dead_at_start(c):
 			f'{time.monotonic() - t0:.1f}s)', used, f'{len(its)} files')
 
 
+def test_slow_peer(c):
+	import shutil
+	import tempfile
+	rng = random.Random(int(time.time()) ^ 1234)
+	fakedir = tempfile.mkdtemp(prefix='coordfs-slow-')
+	try:
+		with ct.FakePeer('slow', directory=fakedir,
+				 env={'FAKE_PEER_DELAY': '1.5'}) as fake:
+			port0 = port_apart(fake)
+			with ct.Cluster(2, ports=[port0, fake.port]) as cl:
+				# small files (one unit each) the fake owns, in
+				# SOURCE and the fake's copy, with the same mtimes
+				owned = {}
+				for i in range(2000):
+					rel = f's_{i:04d}.bin'
+					if ct.unit_owner(cl.urls, rel) != 1:
+						continue
+					owned[rel] = rng.randbytes(rng.randint(KIB, 20 * KIB))
+					for root in (cl.src, fakedir):
+						ct.write_file(os.path.join(root, rel), owned[rel],
+							      mtime_ns=MTIME_NS)
+					if len(owned) == 10:
+						break
+				expect = {r: hashlib.sha256(d).hexdigest()
+					  for r, d in owned.items()}
+				rels = sorted(owned)
+				cl.mount(0, OPTS)
+				took = []
+				for r in rels[:8]:
+					t0 = time.monotonic()
+					got = ct.sha256_file(cl.path(0, r))
+					took.append(time.monotonic() - t0)
+					c.check(f'slow peer: {r} correct', got == expect[r])
+				c.check('slow peer: the first three reads waited on it',
+					all(t >= 1.4 for t in took[:3]), f'{took}')
+				c.check('slow peer: then reads stop waiting (SOURCE)',
+					all(t < 0.5 for t in took[3:]), f'{took}')
+				st = cl.stats(0)
+				c.eq('slow peer: marked down once', st['peers']['slow_downs'], 1)
+				c.eq('slow peer: three slow answers',
+				     st['peers']['slow_answers'], 3)
+				c.eq('slow peer: not up', st['peers']['nodes'][1]['up'], False)
+				c.eq('slow peer: shown as slow',
+				     st['peers']['nodes'][1].get('slow'), True)
+				c.eq('slow peer: no errors (its answers were right)',
+				     st['peers']['errors'], 0)
+				c.ge('slow peer: its files counted as fallbacks',
+				     st['peers']['fallbacks'], 5)
+				# after the back-off (1 s) one read probes it: slow
+				# again, it goes back down and the rest read SOURCE
+				time.sleep(1.2)
+				t0 = time.monotonic()
+				for r in rels[8:]:
+					c.check(f'slow peer: {r} correct after the probe',
+						ct.sha256_file(cl.path(0, r)) == expect[r])
+				st = cl.stats(0)
+				c.eq('slow peer: its re-probe was slow: down again',
+				     st['peers']['slow_downs'], 2)
+				c.check('slow peer: only the probe waited',
+					time.monotonic() - t0 < 2.5,
+					f'{time.monotonic() - t0:.1f}s')
+	finally:
+		shutil.rmtree(fakedir, ignore_errors=True)
+
+
 def main():
 	c = ct.Checker('peers_faults', timeout=240)
 	c.group(test_kill_and_stop, c)
 	c.group(test_graceful_stop, c)
 	c.group(test_fake_peer, c)
 	c.group(test_dead_at_start, c)
+	c.group(test_slow_peer, c)
 	c.finish()
 
 

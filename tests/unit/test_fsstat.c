@@ -326,6 +326,18 @@ START_TEST(render_large_cluster_summarized)
 	free(out);
 	free(doc);
 
+	/* a node down for answering slowly says so, with the counts */
+	out = render_text("{\"peers\": {\"slow_answers\": 7, \"slow_downs\": 2, \"nodes\": ["
+			  "{\"url\": \"http://a:1\", \"up\": true}, "
+			  "{\"url\": \"http://b:1\", \"up\": false, \"slow\": true}, "
+			  "{\"url\": \"http://c:1\", \"up\": false}]}}",
+			  NULL);
+	assert_contains(out, "slow answers 7  marked slow 2");
+	assert_contains(out, "node 0  up    http://a:1");
+	assert_contains(out, "node 1  SLOW  http://b:1");
+	assert_contains(out, "node 2  DOWN  http://c:1");
+	free(out);
+
 	/* 100 nodes, all down: 16 listed, then the rest counted */
 	doc = NULL;
 	f = open_memstream(&doc, &len);

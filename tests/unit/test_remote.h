@@ -15,6 +15,7 @@
 
 #include <arpa/inet.h>
 #include <check.h>
+#include <jansson.h>
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>

@@ -406,6 +406,16 @@ pid_t spawn_fake(const char *mode, unsigned *port)
 	return pid;
 }
 
+/* The end of a test against fake_peer.py. */
+static void done_with_fake(struct remote_client *c, struct remote_peers *p, pid_t pid, void *buf)
+{
+	remote_client_destroy(c);
+	remote_peers_destroy(p);
+	kill(pid, SIGTERM);
+	waitpid(pid, NULL, 0);
+	free(buf);
+}
+
 START_TEST(fake_peer_modes)
 {
 	const char *mode = fake_modes[_i];
@@ -447,11 +457,7 @@ START_TEST(fake_peer_modes)
 			sleep_ms(120); /* let the back-off expire: the next one re-probes */
 		}
 	}
-	remote_client_destroy(c);
-	remote_peers_destroy(p);
-	kill(pid, SIGTERM);
-	waitpid(pid, NULL, 0);
-	free(buf);
+	done_with_fake(c, p, pid, buf);
 }
 END_TEST
 
@@ -490,11 +496,89 @@ START_TEST(fake_peer_flipped_bytes)
 	remote_client_get_stats(c, &cs);
 	ck_assert_uint_eq(cs.mismatches, 4);
 	ck_assert_uint_eq(cs.skipped, 0);
-	remote_client_destroy(c);
-	remote_peers_destroy(p);
-	kill(pid, SIGTERM);
-	waitpid(pid, NULL, 0);
-	free(buf);
+	done_with_fake(c, p, pid, buf);
+}
+END_TEST
+
+/* A peer that always answers right, but only after 300 ms: three slow
+ * answers in a row mark it down (then reads fail over at once), a fast
+ * one between resets the run, an answer no slower than 4 times SOURCE is
+ * not slow, and the re-probe of a node still slow doubles its back-off. */
+START_TEST(slow_peer_demoted)
+{
+	struct remote_client_config cfg = {.timeout_ms = 3000, .slow_ms = 100,
+					   .backoff_min_ms = 500, .backoff_max_ms = 4000};
+	const size_t off = 1000, len = 5000;
+	unsigned char *buf = malloc(len);
+	struct remote_expect slow_src = {.size = 1u << 20, .etag = "\"100000-0\"",
+					 .source_ms = 200};
+	struct remote_expect fast_src = slow_src;
+	struct remote_client_stats cs;
+	struct remote_peers *p;
+	struct remote_client *c = NULL;
+	unsigned port;
+
+	fast_src.source_ms = 1;
+	setenv("FAKE_PEER_DELAY", "0.3", 1);
+	pid_t pid = spawn_fake("slow", &port);
+
+	unsetenv("FAKE_PEER_DELAY");
+	p = peers_for_port(port);
+	ck_assert_int_eq(remote_client_create(p, NULL, &cfg, &c), 0);
+	/* Slower than the floor but SOURCE is slow too (4 x 200 ms): never
+	 * slow, however many. */
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_eq(remote_fetch_verified(c, 0, "f", off, len, &slow_src, buf),
+				 (ssize_t)len);
+	remote_client_get_stats(c, &cs);
+	ck_assert_uint_eq(cs.slow_answers, 0);
+	ck_assert(remote_node_up(c, 0));
+	/* Two slow, one that is not, two slow: the run was reset, still up. */
+	for (int i = 0; i < 5; i++)
+		ck_assert_int_eq(remote_fetch_verified(c, 0, "f", off, len,
+						       i == 2 ? &slow_src : &fast_src, buf),
+				 (ssize_t)len);
+	remote_client_get_stats(c, &cs);
+	ck_assert_uint_eq(cs.slow_answers, 4);
+	ck_assert_uint_eq(cs.slow_downs, 0);
+	ck_assert(remote_node_up(c, 0));
+	/* The third in a row: its bytes are right and returned, and the node
+	 * goes down for slowness. */
+	ck_assert_int_eq(remote_fetch_verified(c, 0, "f", off, len, &fast_src, buf),
+			 (ssize_t)len);
+	ck_assert_uint_eq(buf[0], pattern_byte(off));
+	ck_assert(!remote_node_up(c, 0));
+	ck_assert(remote_node_slow(c, 0));
+	ck_assert_uint_eq(remote__node_backoff_ms(c, 0), 500);
+	remote_client_get_stats(c, &cs);
+	ck_assert_uint_eq(cs.slow_answers, 5);
+	ck_assert_uint_eq(cs.slow_downs, 1);
+	/* Readers no longer wait on it. */
+	int64_t t0 = mono_ms();
+
+	ck_assert_int_eq(remote_fetch_verified(c, 0, "f", off, len, &fast_src, buf), -EHOSTDOWN);
+	ck_assert_int_lt(mono_ms() - t0, 50);
+	/* The stats say so. */
+	json_t *st = remote_stats_json_value(c, NULL);
+
+	ck_assert_int_eq(json_integer_value(json_object_get(st, "slow_downs")), 1);
+	ck_assert_int_eq(json_integer_value(json_object_get(st, "slow_answers")), 5);
+	ck_assert(json_is_true(
+		json_object_get(json_array_get(json_object_get(st, "nodes"), 0), "slow")));
+	json_decref(st);
+	/* The re-probe is slow too: down again, for twice as long. */
+	sleep_ms(550);
+	ck_assert_int_eq(remote_fetch_verified(c, 0, "f", off, len, &fast_src, buf),
+			 (ssize_t)len);
+	ck_assert(!remote_node_up(c, 0));
+	ck_assert_uint_eq(remote__node_backoff_ms(c, 0), 1000);
+	/* A re-probe that is quick (SOURCE as slow as it) brings it back. */
+	sleep_ms(1050);
+	ck_assert_int_eq(remote_fetch_verified(c, 0, "f", off, len, &slow_src, buf),
+			 (ssize_t)len);
+	ck_assert(remote_node_up(c, 0));
+	ck_assert(!remote_node_slow(c, 0));
+	done_with_fake(c, p, pid, buf);
 }
 END_TEST
 
@@ -576,5 +660,6 @@ void remote_client_tests(TCase *core, TCase *net)
 			    (int)(sizeof(fake_modes) / sizeof(fake_modes[0])));
 	tcase_add_test(net, fake_peer_flipped_bytes);
 	tcase_add_test(net, single_probe_at_a_time);
+	tcase_add_test(net, slow_peer_demoted);
 	tcase_add_test(net, server_start_failure_closes_socket);
 }
