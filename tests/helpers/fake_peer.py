@@ -24,6 +24,12 @@ local file: "<size hex>-<mtime in ns hex>" of DIR's copy. Modes:
   trickle   correct headers, then the body at one byte every 0.2 s
   flip      correct headers (206, Content-Range, ETag of its own copy), but
             every byte of the body inverted: a peer whose copy differs
+  headers   a 206 status line, then header lines without end, as fast as
+            the client takes them
+  chunked   correct headers but Transfer-Encoding: chunked, the range's
+            bytes, and never the last chunk
+  headclose correct headers (Content-Length of the range), then closes
+  midstall  correct headers, half the body, then nothing (connection open)
   slow      correct answers, each after a delay of FAKE_PEER_DELAY seconds
             (from the environment; 1.5 by default): a peer that never
             fails but makes every read wait
@@ -41,7 +47,8 @@ import urllib.parse
 
 FILE_SIZE = 1 << 20
 MODES = ("ok", "short", "wronglen", "shortlen", "500", "hang", "garbage",
-         "norange", "badrange", "trickle", "flip", "redirect", "slow")
+         "norange", "badrange", "trickle", "flip", "redirect", "slow", "headers",
+         "chunked", "headclose", "midstall")
 DELAY = float(os.environ.get("FAKE_PEER_DELAY", "1.5"))
 
 
@@ -100,6 +107,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
         self.wfile.flush()
+
+    def send_head(self, content_range, framing, value):
+        """A 206's headers, framed by Content-Length or Transfer-Encoding."""
+        self.send_response(206)
+        self.send_header(framing, value)
+        self.send_header("Content-Range", content_range)
+        self.send_header("ETag", self.file.etag)
+        self.end_headers()
 
     def find_file(self):
         if self.root is None:
@@ -172,15 +187,31 @@ class Handler(http.server.BaseHTTPRequestHandler):
         elif mode == "shortlen":
             self.send_body(206, data(start, length - 1), length - 1, cr)
         elif mode == "trickle":
-            self.send_response(206)
-            self.send_header("Content-Length", str(length))
-            self.send_header("Content-Range", cr)
-            self.send_header("ETag", self.file.etag)
-            self.end_headers()
+            self.send_head(cr, "Content-Length", str(length))
             for b in data(start, length):
                 self.wfile.write(bytes([b]))
                 self.wfile.flush()
                 time.sleep(0.2)
+        elif mode == "headers":
+            self.wfile.write(b"HTTP/1.1 206 Partial Content\r\n")
+            pad = b"X-Pad: " + b"p" * 1000 + b"\r\n"
+            while True:
+                self.wfile.write(pad * 64)
+        elif mode == "chunked":
+            self.send_head(cr, "Transfer-Encoding", "chunked")
+            body = data(start, length)
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(body), body))
+            self.wfile.flush()
+            threading.Event().wait()
+        elif mode == "headclose":
+            self.send_head(cr, "Content-Length", str(length))
+            self.wfile.flush()
+            self.close_connection = True
+        elif mode == "midstall":
+            self.send_head(cr, "Content-Length", str(length))
+            self.wfile.write(data(start, length // 2))
+            self.wfile.flush()
+            threading.Event().wait()
         elif mode == "badrange":
             cr = "bytes %d-%d/%d" % (start + 1, start + length, size)
             self.send_body(206, data(start + 1, length), length, cr)

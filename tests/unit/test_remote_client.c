@@ -369,7 +369,8 @@ END_TEST
 /* ---- against a misbehaving peer ---------------------------------------------- */
 
 const char *const fake_modes[] = {"ok",	 "short",   "wronglen", "shortlen", "500",
-					 "hang", "garbage", "norange",	"badrange", "trickle"};
+					 "hang", "garbage", "norange",	"badrange", "trickle",
+					 "headers", "chunked", "headclose", "midstall"};
 
 pid_t spawn_fake(const char *mode, unsigned *port)
 {
