@@ -248,14 +248,14 @@ struct remote_client_config {
 	 * the client makes its own of max_handles. */
 	struct remote_http *pool;
 	/* A peer that answers, but always slowly, is as bad as one that is
-	 * down: every read of its files waits. An answer is slow when it
-	 * took more than slow_ms [timeout_ms / 5] plus 1 ms per 64 KiB of
-	 * body (a floor of 64 MiB/s for large units), and more than 4 times
-	 * what the caller says SOURCE would take (remote_expect.source_ms).
-	 * slow_streak [3] slow answers in a row mark the node down for a
-	 * back-off period as a failure does; one fast answer resets the run,
-	 * so a single slow read (a cold unit the owner reads through) never
-	 * demotes it. */
+	 * down: every read of its files waits. An answer (bytes, or a 404,
+	 * 412, 409 or 503 about one file) is slow when it took more than
+	 * slow_ms [timeout_ms / 5] plus 1 ms per 64 KiB of body (a floor of
+	 * 64 MiB/s for large units), and more than 4 times what the caller
+	 * says SOURCE would take (remote_expect.source_ms). slow_streak [3]
+	 * slow answers in a row mark the node down for a back-off period as
+	 * a failure does; one fast answer resets the run, so a single slow
+	 * read (a cold unit the owner reads through) never demotes it. */
 	unsigned slow_ms;
 	unsigned slow_streak;
 };
@@ -267,7 +267,7 @@ struct remote_client_stats {
 	uint64_t skipped; /* calls answered -EHOSTDOWN without a request */
 	uint64_t mismatches;  /* answers about another snapshot of the file */
 	uint64_t unavailable; /* 409/503 answers and pool waits that timed out */
-	uint64_t slow_answers; /* correct answers that took too long (see slow_ms) */
+	uint64_t slow_answers; /* answers that took too long (see slow_ms) */
 	uint64_t slow_downs;   /* nodes marked down for answering slowly */
 };
 

@@ -333,6 +333,18 @@ static void node_answered(struct remote_client *c, unsigned k, bool probe)
 	log_info("peer %s is up again", remote_peers_url(c->peers, k));
 }
 
+/* Node k answered (a body of body_len bytes, or an answer about one file)
+ * in took ms: slow or not. A handoff has its own short timeout and is no
+ * read of the node's files: it says nothing of how fast reads are. */
+static void node_timed(struct remote_client *c, unsigned k, bool probe,
+		       const struct remote_expect *exp, size_t body_len, int64_t took)
+{
+	if (!(exp && exp->held_only) && answer_slow(c, body_len, exp, took))
+		node_slow(c, k, probe, took);
+	else
+		node_answered(c, k, probe);
+}
+
 bool remote_node_up(const struct remote_client *c, unsigned node)
 {
 	if (!c || node >= c->count)
@@ -729,12 +741,7 @@ ssize_t remote_fetch_verified(struct remote_client *c, unsigned node, const char
 
 	if (rc == 0) {
 		STAT_ADD(c, bytes, len);
-		/* A handoff has its own short timeout, and is no read of the
-		 * node's files: it says nothing of how fast reads are. */
-		if (!(exp && exp->held_only) && answer_slow(c, len, exp, took))
-			node_slow(c, node, probe, took);
-		else
-			node_answered(c, node, probe);
+		node_timed(c, node, probe, exp, len, took);
 		strbuf_fini(&url);
 		return (ssize_t)len;
 	}
@@ -751,8 +758,9 @@ ssize_t remote_fetch_verified(struct remote_client *c, unsigned node, const char
 		  curl_easy_strerror(cc), x.got, len);
 	if (rc == -ENOENT || rc == -ESTALE || rc == -EREMOTEIO || rc == -EBUSY) {
 		/* The peer answered properly about this one file: no reason to
-		 * stop asking it for other files. */
-		node_answered(c, node, probe);
+		 * stop asking it for other files, unless it keeps answering
+		 * slowly (a 412 that took seconds costs a reader as much). */
+		node_timed(c, node, probe, exp, 0, took);
 	} else if (rc == -ENOMEM || (exp && exp->held_only)) {
 		/* A handoff is a chance, not a need: its failure (a node still
 		 * starting, say) must not send every reader to SOURCE for a

@@ -579,6 +579,18 @@ START_TEST(slow_peer_demoted)
 			 (ssize_t)len);
 	ck_assert(remote_node_up(c, 0));
 	ck_assert(!remote_node_slow(c, 0));
+	/* Slow answers about one file (another snapshot, -ESTALE) cost a
+	 * reader as much as slow bytes: three in a row, and it is down. */
+	struct remote_expect other = fast_src;
+
+	other.etag = "\"100000-1\"";
+	for (int i = 0; i < 3; i++) {
+		ck_assert(remote_node_up(c, 0));
+		ck_assert_int_eq(remote_fetch_verified(c, 0, "f", off, len, &other, buf), -ESTALE);
+	}
+	ck_assert(remote_node_slow(c, 0));
+	remote_client_get_stats(c, &cs);
+	ck_assert_uint_eq(cs.slow_downs, 3);
 	done_with_fake(c, p, pid, buf);
 }
 END_TEST
