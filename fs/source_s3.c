@@ -132,6 +132,14 @@ static int s3_build_ns(struct fs_source *src, struct ns *ns, uint64_t chunk_size
 				      probe_until, err, errlen)) < 0)
 		goto out;
 	rc = ns_build(ns, l, chunk_size, &ss->owner, &ss->skipped, err, errlen);
+	if (rc == 0) {
+		struct remote_s3_stats st;
+
+		/* and the keys the listing itself left out (outside the
+		 * prefix, a NUL byte): logged there, counted here */
+		remote_s3_get_stats(ss->s3, &st);
+		ss->skipped += st.left_out;
+	}
 	if (rc == 0)
 		log_info("listed %s: %zu objects, %llu skipped", ss->url, ns_listing_count(l),
 			 (unsigned long long)ss->skipped);

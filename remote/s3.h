@@ -151,6 +151,7 @@ struct remote_s3_stats {
 	uint64_t retries;	 /* of those, repeats after a retryable failure */
 	uint64_t errors;	 /* calls that returned an error */
 	uint64_t bytes;		 /* body bytes of successful GETs */
+	uint64_t left_out;	 /* listed keys left out: outside the prefix, NUL byte */
 	double latency_p50_ms;	 /* time to first byte of GETs, since create */
 	double latency_p99_ms;
 };

@@ -774,6 +774,7 @@ void remote_s3_get_stats(struct remote_s3 *s, struct remote_s3_stats *out)
 	out->retries = atomic_load_explicit(&s->retries, memory_order_relaxed);
 	out->errors = atomic_load_explicit(&s->errors, memory_order_relaxed);
 	out->bytes = atomic_load_explicit(&s->bytes, memory_order_relaxed);
+	out->left_out = atomic_load_explicit(&s->left_out, memory_order_relaxed);
 	out->latency_p50_ms = hist_quantile_ms(&s->latency, 0.50);
 	out->latency_p99_ms = hist_quantile_ms(&s->latency, 0.99);
 }

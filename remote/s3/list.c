@@ -35,6 +35,7 @@
 
 #include <curl/curl.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,6 +79,7 @@ struct list_ctx {
 	char err[512];
 	pthread_mutex_t cb_lock; /* serializes fn; keys and bytes */
 	uint64_t keys, bytes;	 /* passed on so far (caps) */
+	uint64_t outside;	 /* keys listed outside the prefix asked for */
 	int64_t deadline_ms;	 /* list_timeout_ms from the start, or 0 */
 };
 
@@ -500,9 +502,11 @@ static void run_task(struct list_ctx *c, const struct task *t)
 		struct s3_page *p = &x->page;
 		int r = 0;
 
-		if (p->skipped)
+		if (p->skipped) {
 			log_warn("s3://%s/%s: %zu keys with a NUL byte or prefixes over 1024 bytes "
 				 "left out", s->bucket, t->prefix, p->skipped);
+			atomic_fetch_add_explicit(&s->left_out, p->skipped, memory_order_relaxed);
+		}
 		pthread_mutex_lock(&c->cb_lock);
 		for (size_t i = 0; i < p->n_entries && !r; i++) {
 			struct s3_page_entry *en = &p->entries[i];
@@ -510,11 +514,18 @@ static void run_task(struct list_ctx *c, const struct task *t)
 
 			if (t->kind == TASK_RANGE && t->hi && strcmp(en->key, t->hi) >= 0)
 				done = true; /* sorted: the rest is the next range's */
-			/* not under our prefix (a confused server), or the prefix
-			 * itself (a directory marker for the root): not a file */
-			if (en->key_len <= plen || memcmp(en->key, s->prefix, plen) ||
-			    strncmp(en->key, t->prefix, strlen(t->prefix)) ||
-			    !task_wants(t, en->key))
+			/* Not under the prefix asked for: a store that ignores
+			 * prefix= (or lies). Never a file; counted and told once,
+			 * at the end, not per key: such a store may list a whole
+			 * bucket. */
+			if (en->key_len < plen || memcmp(en->key, s->prefix, plen) ||
+			    strncmp(en->key, t->prefix, strlen(t->prefix))) {
+				c->outside++;
+				continue;
+			}
+			/* the prefix itself (a directory marker for the root),
+			 * or another task's key: not a file here */
+			if (en->key_len == plen || !task_wants(t, en->key))
 				continue;
 			obj.key = en->key + plen;
 			obj.key_len = en->key_len - plen;
@@ -635,6 +646,12 @@ int remote_s3_list(struct remote_s3 *s, unsigned parallel, remote_s3_list_fn fn,
 	pthread_mutex_destroy(&c.lock);
 	pthread_cond_destroy(&c.cond);
 	pthread_mutex_destroy(&c.cb_lock);
+	if (c.outside) {
+		atomic_fetch_add_explicit(&s->left_out, c.outside, memory_order_relaxed);
+		log_warn("s3://%s/%s: %" PRIu64 " listed keys outside the prefix asked for left "
+			 "out (the endpoint does not honour prefix=)",
+			 s->bucket, s->prefix, c.outside);
+	}
 	if (c.error) {
 		atomic_fetch_add_explicit(&s->errors, 1, memory_order_relaxed);
 		if (err && errlen)

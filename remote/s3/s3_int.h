@@ -245,6 +245,9 @@ struct remote_s3 {
 	pthread_mutex_t stop_lock;
 	pthread_cond_t stop_cond; /* CLOCK_MONOTONIC */
 	_Atomic uint64_t requests, retries, errors, bytes;
+	/* listed keys no file can come from: outside the prefix asked (a
+	 * store that ignores it), holding a NUL byte */
+	_Atomic uint64_t left_out;
 	struct hist latency;
 };
 

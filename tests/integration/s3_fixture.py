@@ -493,6 +493,8 @@ class _FakeS3Handler(http.server.BaseHTTPRequestHandler):
 			body = b'<ListBucketResult><Name>' + b'x' * (33 << 20) + b'</Name>'
 			return self._send(200, body)
 		prefix = q.get('prefix', '')
+		if fs.pages is not None:
+			return self._raw_pages(q.get('continuation-token'))
 		keys = sorted(k for k in fs.objects if k.startswith(prefix))
 		token = 'same/token+=' if mode == 'list_repeat_token' else ''
 		got = q.get('continuation-token')
@@ -532,6 +534,27 @@ class _FakeS3Handler(http.server.BaseHTTPRequestHandler):
 			out.append(f'<Contents><Key>{_xml_escape(k)}</Key>'
 				   f'<Size>{fs.sizes.get(k, len(fs.objects[k]))}</Size>'
 				   f'<ETag>{_xml_escape(fs.etag(k), {chr(34): "&quot;"})}</ETag>'
+				   '<LastModified>2026-01-01T00:00:00.000Z</LastModified></Contents>')
+		out.append('</ListBucketResult>')
+		self._send(200, ''.join(out).encode())
+
+	def _raw_pages(self, got):
+		# fs.pages: each page's keys as they go in <Key> (url-encoded,
+		# whatever the prefix asked), <EncodingType>url</EncodingType>
+		fs = self.server.fake
+		n = int(got.split('-')[1]) if got else 0
+		last = n + 1 >= len(fs.pages)
+		out = ['<?xml version="1.0" encoding="UTF-8"?><ListBucketResult>'
+		       '<EncodingType>url</EncodingType>',
+		       f'<IsTruncated>{"false" if last else "true"}</IsTruncated>']
+		if not last:
+			out.append(f'<NextContinuationToken>pg-{n + 1}</NextContinuationToken>')
+		for k in fs.pages[n]:
+			real = urllib.parse.unquote(k)
+			data = fs.objects.get(real, b'x')
+			etag = fs.etag(real) if real in fs.objects else '"' + 32 * '0' + '"'
+			out.append(f'<Contents><Key>{k}</Key><Size>{len(data)}</Size>'
+				   f'<ETag>{_xml_escape(etag, {chr(34): "&quot;"})}</ETag>'
 				   '<LastModified>2026-01-01T00:00:00.000Z</LastModified></Contents>')
 		out.append('</ListBucketResult>')
 		self._send(200, ''.join(out).encode())
@@ -594,6 +617,11 @@ class FakeS3:
 	list_endless_error answers every page so; list_trickle sends an honest
 	page with 1 MiB of whitespace before its end tag, 4 KiB every 0.1 s
 	(about 26 s, fast enough for any low-speed limit).
+	pages = [[KEY, ...], ...]: the listing is these pages instead, each key
+	written into <Key> as given (url-encoded: the pages say
+	<EncodingType>url</EncodingType>), whatever prefix was asked: keys
+	outside it, repeated across pages, with '.', '..' or empty components
+	once decoded; sizes and ETags those of fake.objects[decoded key].
 	requests: (method, path, Range) seen;
 	headers: each request's headers (names lower-cased), in the same order."""
 
@@ -610,6 +638,7 @@ class FakeS3:
 		self.injected = {}
 		self.etags = {}
 		self.sizes = {}
+		self.pages = None
 		self.tls = tls
 		self.ca_file = None
 		self._tmp = None

@@ -25,6 +25,11 @@ so each mount comes up in well under a second. Checks:
   object listed with a weak ETag (W/"...") reads, compared as listed.
 - listed sizes no file can have (2^64-1, 2^63) are skipped and counted:
   the next file's bytes are its own, through the mount and the peer port.
+- a listing whose pages name keys outside the prefix asked for, one key
+  on two pages, and keys with '..', '.' or empty components (some only
+  once url-decoded, %2E%2E): only the plain keys become files, each once,
+  with its own bytes; the rest is skipped and counted in
+  source.skipped_keys, those outside the prefix told in one line.
 - a store that lists but refuses signed GETs (SignatureDoesNotMatch,
   AccessDenied) fails the mount with one line naming the code, instead
   of EIO on every read; a probe that meets anything else mounts, a
@@ -479,6 +484,48 @@ def test_impossible_sizes(c):
 			c.check('peer port: z/after.bin serves its own bytes', r.read() == after)
 		with open(os.path.join(mnt, 'z/after.bin'), 'rb') as f:
 			c.check('mount: z/after.bin reads its own bytes', f.read() == after)
+
+
+def test_hostile_listing_keys(c):
+	# A listing of s3://fake/pfx in two pages that names keys outside the
+	# prefix, one key on both pages, and keys whose components, once
+	# url-decoded, are '..', '.' or empty: only the plain keys become
+	# files, each once, with its own bytes; the rest is skipped and
+	# counted, never a path outside the mount.
+	objs = {'pfx/good/a.bin': os.urandom(300), 'pfx/dup.bin': os.urandom(200),
+		'pfx/x/y.bin': os.urandom(100), 'other/outside.bin': os.urandom(50)}
+	with s3f.FakeS3(objs) as fake, ct.TempDirs() as td:
+		fake.pages = [
+			['other/outside.bin', 'pfx/dup.bin', 'pfx/good/a.bin', 'pfx/a/../b.bin'],
+			['pfx/dup.bin', 'pfx/./c.bin', 'pfx/d//e.bin', 'pfx/%2E%2E/etc/passwd',
+			 'pfx/%2e/f.bin', 'pfx/x%2Fy.bin', 'zzz/outside2.bin'],
+		]
+		env = dict(os.environ)
+		for k in list(env):
+			if k.startswith('AWS_'):
+				del env[k]
+		rc, _, err = ct.run_coordfs(['--endpoint=' + fake.endpoint, '--no-sign-request',
+					     '--no-kernel-cache',
+					     '--log-file=' + os.path.join(td.root, 'log'),
+					     f's3://{fake.bucket}/pfx', td.mnt], env=env)
+		if not c.check('hostile listing: mounts', rc == 0 and ct.is_mounted(td.mnt),
+			       f'rc={rc} {err.strip()}'):
+			return
+		found = sorted(os.path.relpath(os.path.join(d, f), td.mnt)
+			       for d, _, fs in os.walk(td.mnt) for f in fs)
+		c.eq('hostile listing: only the plain keys, each once', found,
+		     ['dup.bin', 'good/a.bin', 'x/y.bin'])
+		for rel in found:
+			with open(os.path.join(td.mnt, rel), 'rb') as f:
+				c.check(f'hostile listing: {rel} reads its own bytes',
+					f.read() == objs['pfx/' + rel])
+		st = ct.stats(td.mnt)
+		# '..', '.', '//', '%2E%2E', '%2e', the second dup.bin, and
+		# the two outside pfx/
+		c.eq('hostile listing: the keys outside the prefix counted too',
+		     st['source']['skipped_keys'], 8)
+		c.check('hostile listing: ... and told in one line',
+			sum('outside the prefix' in ln for ln in err.splitlines()) == 1, err)
 
 
 def test_signed_get_probe(c):
