@@ -569,6 +569,18 @@ class _FakeS3Handler(http.server.BaseHTTPRequestHandler):
 		hdr = [('ETag', etag)]
 		if mode == 'wrong_etag':
 			hdr = [('ETag', '"0000000000000000000000000000beef"')]
+		with fs.lock:
+			new = fs.replace_after.pop(key, None)
+			if new is not None:
+				# served this once more, then replaced (If-Match ignored)
+				fs.objects[key] = new
+		if mode == 'redirect':
+			return self._send(307, b'', [('Location', fs.redirect_to + self.path)])
+		if mode == 'gzip':
+			import gzip
+			body = gzip.compress(data[a:b + 1])
+			return self._send(206, body, hdr + [('Content-Encoding', 'gzip'), (
+				'Content-Range', f'bytes {a}-{b}/{total}')])
 		if mode == 'ignore_range':
 			return self._send(200, data, hdr)
 		if mode == 'wrong_range':
@@ -622,6 +634,11 @@ class FakeS3:
 	<EncodingType>url</EncodingType>), whatever prefix was asked: keys
 	outside it, repeated across pages, with '.', '..' or empty components
 	once decoded; sizes and ETags those of fake.objects[decoded key].
+	replace_after[key] = NEW: the next GET of key is answered, then the
+	object becomes NEW (another ETag), If-Match ignored as a store that
+	does not honour it would. GET modes redirect (307 to redirect_to +
+	the same path) and gzip (206, Content-Encoding: gzip, the range's
+	bytes compressed).
 	requests: (method, path, Range) seen;
 	headers: each request's headers (names lower-cased), in the same order."""
 
@@ -639,6 +656,8 @@ class FakeS3:
 		self.etags = {}
 		self.sizes = {}
 		self.pages = None
+		self.replace_after = {}
+		self.redirect_to = None
 		self.tls = tls
 		self.ca_file = None
 		self._tmp = None

@@ -30,6 +30,10 @@ so each mount comes up in well under a second. Checks:
   once url-decoded, %2E%2E): only the plain keys become files, each once,
   with its own bytes; the rest is skipped and counted in
   source.skipped_keys, those outside the prefix told in one line.
+- GET answers no honest store gives: a 307 to another host (never
+  followed), a gzip-encoded range, an object replaced between two GETs of
+  one read by a store that ignores If-Match: EIO, counted, never bytes of
+  another host or of two versions; the file reads again once answered.
 - a store that lists but refuses signed GETs (SignatureDoesNotMatch,
   AccessDenied) fails the mount with one line naming the code, instead
   of EIO on every read; a probe that meets anything else mounts, a
@@ -526,6 +530,48 @@ def test_hostile_listing_keys(c):
 		     st['source']['skipped_keys'], 8)
 		c.check('hostile listing: ... and told in one line',
 			sum('outside the prefix' in ln for ln in err.splitlines()) == 1, err)
+
+
+def test_hostile_gets(c):
+	# GET answers no honest store gives: a 307 to another host (never
+	# followed: its bytes are not the bucket's), a gzip-encoded range
+	# (not the object's bytes), and an object replaced between two GETs
+	# of one file by a store that ignores If-Match (never bytes of two
+	# versions in one read). Each read fails with EIO, counted, one log
+	# line; other objects still read.
+	kib64 = 64 * KIB
+	objs = {'a/ok.bin': os.urandom(10 * KIB), 'b/big.bin': os.urandom(4 * kib64),
+		'c/small.bin': os.urandom(5 * KIB)}
+	evil = {k: bytes(x ^ 0xFF for x in v) for k, v in objs.items()}
+	with s3f.FakeS3(objs) as fake, s3f.FakeS3(evil) as other, ct.TempDirs() as td:
+		if not mount_fake(c, td, fake, ['--no-kernel-cache', '--chunk-size=64K',
+						'--source-timeout=5'], 'hostile GETs: '):
+			return
+		fake.redirect_to = other.endpoint
+		for mode in ('redirect', 'gzip'):
+			fake.mode = mode
+			time.sleep(1.2)  # past the window a failed read is not retried in
+			before = ct.stats(td.mnt)['source']['errors']
+			res = read_timed_in_child(os.path.join(td.mnt, 'c/small.bin'), 20)
+			c.check(f'GET answered {mode}: the read fails with EIO',
+				res[:2] == ('errno', errno.EIO), f'{res}')
+			c.gt(f'GET answered {mode}: counted in source.errors',
+			     ct.stats(td.mnt)['source']['errors'], before)
+		c.eq('the 307 was never followed', other.gets(), 0)
+		fake.mode = 'ok'
+		# the first GET of big.bin is answered, then the object is
+		# replaced: the read must not mix the two versions
+		new = os.urandom(4 * kib64)
+		fake.replace_after['b/big.bin'] = new
+		res = read_timed_in_child(os.path.join(td.mnt, 'b/big.bin'), 20)
+		c.check('object replaced between GETs: EIO, never mixed bytes',
+			res[:2] == ('errno', errno.EIO), f'{res}')
+		c.ge('... (read in more than one GET)', fake.gets('b/'), 2)
+		res = read_timed_in_child(os.path.join(td.mnt, 'a/ok.bin'), 20)
+		c.eq('... another object still reads', res[:2], ('ok', 10 * KIB))
+		time.sleep(1.2)
+		with open(os.path.join(td.mnt, 'c/small.bin'), 'rb') as f:
+			c.check('... and the redirected one, now answered', f.read() == objs['c/small.bin'])
 
 
 def test_signed_get_probe(c):
