@@ -489,6 +489,23 @@ class _FakeS3Handler(http.server.BaseHTTPRequestHandler):
 			return self._trickle_page(q)
 		if mode == 'list_bad_xml':
 			return self._send(200, b'<ListBucketResult><Contents><Key>a</Key>')
+		if mode == 'list_empty_token':
+			# truncated, with a token that is there but empty
+			return self._send(200, b'<?xml version="1.0" encoding="UTF-8"?>'
+					  b'<ListBucketResult><IsTruncated>true</IsTruncated>'
+					  b'<NextContinuationToken></NextContinuationToken>'
+					  b'<Contents><Key>k</Key><Size>1</Size></Contents>'
+					  b'</ListBucketResult>')
+		if mode in ('list_doctype', 'list_error_doctype'):
+			# entity expansion ("billion laughs"): a DTD no parser of ours
+			# may read; as a page, or as a 503's error document
+			lol = ('<?xml version="1.0"?><!DOCTYPE r [<!ENTITY a "aaaaaaaaaa">' +
+			       ''.join(f'<!ENTITY {chr(98 + i)} "' + f'&{chr(97 + i)};' * 10 + '">'
+				       for i in range(9)) + ']>')
+			if mode == 'list_doctype':
+				return self._send(200, (lol + '<ListBucketResult><Name>&j;</Name>'
+							'</ListBucketResult>').encode())
+			return self._send(503, (lol + '<Error><Code>&j;</Code></Error>').encode())
 		if mode == 'list_huge':
 			body = b'<ListBucketResult><Name>' + b'x' * (33 << 20) + b'</Name>'
 			return self._send(200, body)
@@ -609,7 +626,9 @@ class FakeS3:
 	the whole object), wrong_range (shifted Content-Range), wrong_total,
 	no_content_range, long_body (more bytes than the range), short_body
 	(fewer than Content-Length, then closes); listing modes list_bad_xml,
-	list_huge (a 33 MiB page), list_repeat_token (always truncated, same
+	list_huge (a 33 MiB page), list_empty_token (truncated, with an empty
+	NextContinuationToken), list_doctype and list_error_doctype (a DTD
+	expanding an entity to 10^10 bytes, in a page or in a 503's body), list_repeat_token (always truncated, same
 	token), list_alternating_tokens (always truncated, tokens A, B, A, B),
 	list_endless (1000 new keys and a new token on every page, forever),
 	list_endless_prefixes (the same with 1000 new CommonPrefixes of 900

@@ -639,7 +639,10 @@ def test_lying_server(rng):
 			for mode, why, want in (('list_bad_xml', 'malformed', EIO),
 						('list_huge', 'oversized', EIO),
 						('list_repeat_token', 'repeats its continuation token',
-						 ELOOP)):
+						 ELOOP),
+						('list_empty_token', 'malformed', EIO),
+						('list_doctype', 'malformed', EIO),
+						('list_error_doctype', 'HTTP 503', EIO)):
 				fake.mode = mode
 				for par in (1, 4):
 					head, got = c.list(par)
