@@ -14,6 +14,7 @@
 #include "fs/fs.h"
 #include "fs/peer.h"
 #include "fs/snapshot.h"
+#include "fs/source.h"
 #include "remote/remote.h"
 
 static int unit_relpath(struct fs_ctx *fs, uint32_t node, char *buf, size_t len)
@@ -47,11 +48,15 @@ static bool power_of_two(uint64_t n)
 }
 
 /* About how long reading len bytes of SOURCE takes here, in ms (0: no
- * read timed yet): the average read's time, scaled up for a longer read. */
+ * read timed yet, nor a probe at mount): the average read's time, scaled
+ * up for a longer read. */
 static unsigned source_estimate_ms(struct fs_ctx *fs, size_t len)
 {
 	uint64_t us = atomic_load_explicit(&fs->ctr.source_avg_us, memory_order_relaxed);
 	uint64_t bytes = atomic_load_explicit(&fs->ctr.source_avg_bytes, memory_order_relaxed);
+
+	if (!us) /* no read timed yet: the mount's probe, if any */
+		us = atomic_load_explicit(&fs->src->probe_us, memory_order_relaxed);
 
 	if (bytes && len > bytes)
 		us = us / bytes * len + us % bytes * len / bytes;

@@ -108,6 +108,11 @@ struct fs_source {
 	_Atomic uint64_t *logged;
 	_Atomic uint64_t unlogged;
 	_Atomic int64_t summary_at;
+	/* How long one small read took at mount, in microseconds (the object
+	 * store's probe GET; 0: none made): fs/peer.c's guess of a SOURCE
+	 * read's time until reads through fs are timed, so that a peer
+	 * reading through a slow store at start is not taken for slow. */
+	_Atomic uint64_t probe_us;
 };
 
 #define FS_SOURCE_SUMMARY_S 60

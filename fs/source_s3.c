@@ -127,10 +127,15 @@ static int s3_build_ns(struct fs_source *src, struct ns *ns, uint64_t chunk_size
 	 * read. */
 	int64_t probe_until = ss->probe_timeout_ms ? deadline_now_ms() + ss->probe_timeout_ms : 0;
 
+	uint64_t t0 = deadline_now_us();
+
 	if (ss->probe_key &&
 	    (rc = remote_s3_check_get(ss->s3, ss->probe_key, ss->probe_etag, ss->probe_size,
 				      probe_until, err, errlen)) < 0)
 		goto out;
+	if (ss->probe_key)
+		atomic_store_explicit(&src->probe_us, deadline_now_us() - t0 ?: 1,
+				      memory_order_relaxed);
 	rc = ns_build(ns, l, chunk_size, &ss->owner, &ss->skipped, err, errlen);
 	if (rc == 0) {
 		struct remote_s3_stats st;

@@ -439,6 +439,8 @@ class _FakeS3Handler(http.server.BaseHTTPRequestHandler):
 			fs.unstalled.wait(600)
 			self.close_connection = True
 			return
+		if fs.get_delay:
+			time.sleep(fs.get_delay)
 		self._get(fs, key, fs.objects[key], mode)
 
 	def _endless_error(self):
@@ -653,6 +655,7 @@ class FakeS3:
 	<EncodingType>url</EncodingType>), whatever prefix was asked: keys
 	outside it, repeated across pages, with '.', '..' or empty components
 	once decoded; sizes and ETags those of fake.objects[decoded key].
+	get_delay = S: every object GET answered S seconds late (a slow store).
 	replace_after[key] = NEW: the next GET of key is answered, then the
 	object becomes NEW (another ETag), If-Match ignored as a store that
 	does not honour it would. GET modes redirect (307 to redirect_to +
@@ -676,6 +679,7 @@ class FakeS3:
 		self.sizes = {}
 		self.pages = None
 		self.replace_after = {}
+		self.get_delay = 0
 		self.redirect_to = None
 		self.tls = tls
 		self.ca_file = None

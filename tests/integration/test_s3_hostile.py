@@ -34,6 +34,9 @@ so each mount comes up in well under a second. Checks:
   followed), a gzip-encoded range, an object replaced between two GETs of
   one read by a store that ignores If-Match: EIO, counted, never bytes of
   another host or of two versions; the file reads again once answered.
+- two nodes over a store answering every GET 1.2 s late: the peer that
+  reads through it for the other is not taken for slow (the reader has
+  read nothing itself, only timed the mount's probe GET).
 - a store that lists but refuses signed GETs (SignatureDoesNotMatch,
   AccessDenied) fails the mount with one line naming the code, instead
   of EIO on every read; a probe that meets anything else mounts, a
@@ -53,6 +56,7 @@ so each mount comes up in well under a second. Checks:
 
 import errno
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -572,6 +576,36 @@ def test_hostile_gets(c):
 		time.sleep(1.2)
 		with open(os.path.join(td.mnt, 'c/small.bin'), 'rb') as f:
 			c.check('... and the redirected one, now answered', f.read() == objs['c/small.bin'])
+
+
+def test_slow_store_cluster(c):
+	# Two nodes over a store that answers every GET 1.2 s late: a peer
+	# reading its units through it for the other node answers as late,
+	# which is no slower than the store itself. The reader has read
+	# nothing from the store yet (only the mount's probe GET, timed): its
+	# peer must not be taken for slow and left for the store, which would
+	# read objects twice.
+	rng = random.Random(int(time.time()) ^ 77)
+	with s3f.FakeS3({}) as fake, ct.Cluster(2) as cl:
+		for i in range(400):
+			key = f'f{i:03d}.bin'
+			if ct.unit_owner(cl.urls, key) == 1:
+				fake.objects[key] = rng.randbytes(2 * KIB)
+			if len(fake.objects) == 5:
+				break
+		fake.get_delay = 1.2
+		cl.src = 's3://' + fake.bucket
+		env = {k: v for k, v in os.environ.items() if not k.startswith('AWS_')}
+		for k in range(2):
+			cl.mount(k, ['--endpoint=' + fake.endpoint, '--no-sign-request',
+				     '--no-kernel-cache'], env=env)
+		for key in sorted(fake.objects):
+			c.check(f'slow store, two nodes: node 0 reads {key}',
+				ct.read_bytes(cl.path(0, key)) == fake.objects[key])
+		st = cl.stats(0)['peers']
+		c.eq('slow store: the peer is not taken for slow', st['slow_downs'], 0)
+		c.eq('slow store: every file came through the peer', st['fallbacks'], 0)
+		c.eq('slow store: ... its bytes', st['bytes'], 5 * 2 * KIB)
 
 
 def test_signed_get_probe(c):
