@@ -593,6 +593,16 @@ class _FakeS3Handler(http.server.BaseHTTPRequestHandler):
 			if new is not None:
 				# served this once more, then replaced (If-Match ignored)
 				fs.objects[key] = new
+		if mode == 'endless_headers':
+			self.wfile.write(b'HTTP/1.1 206 Partial Content\r\n')
+			pad = b'X-Pad: ' + b'p' * 1000 + b'\r\n'
+			try:
+				for _ in range(1 << 20):  # a GiB at most
+					self.wfile.write(pad * 64)
+			except OSError:
+				pass
+			self.close_connection = True
+			return
 		if mode == 'redirect':
 			return self._send(307, b'', [('Location', fs.redirect_to + self.path)])
 		if mode == 'gzip':
@@ -658,7 +668,8 @@ class FakeS3:
 	get_delay = S: every object GET answered S seconds late (a slow store).
 	replace_after[key] = NEW: the next GET of key is answered, then the
 	object becomes NEW (another ETag), If-Match ignored as a store that
-	does not honour it would. GET modes redirect (307 to redirect_to +
+	does not honour it would. GET modes endless_headers (header lines
+	without end), redirect (307 to redirect_to +
 	the same path) and gzip (206, Content-Encoding: gzip, the range's
 	bytes compressed).
 	requests: (method, path, Range) seen;

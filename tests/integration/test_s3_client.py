@@ -633,6 +633,11 @@ def test_lying_server(rng):
 			fake.mode = 'short_body'
 			eq('server answers short_body: -EAGAIN after the retries',
 			   c.get('d/obj.bin', et, 5000, 100, 200), -EAGAIN)
+			# Header lines without end: libcurl's cap on a response's
+			# headers ends each attempt, never memory.
+			fake.mode = 'endless_headers'
+			eq('server answers endless_headers: -EAGAIN after the retries',
+			   c.get('d/obj.bin', et, 5000, 100, 200), -EAGAIN)
 			fake.mode = 'ignore_range'
 			eq('a 200 for a whole-object read is fine', c.get('d/obj.bin', et, 5000, 0, 5000),
 			   data)
