@@ -70,6 +70,12 @@ struct strbuf;
  * headers complete) before it is dropped: defeats a header trickle. */
 #define REMOTE_SERVER_HEADER_DEADLINE_MS 5000
 #define REMOTE_SERVER_CONN_TIMEOUT_S 30	      /* idle keep-alive / stalled client */
+/* A response that holds a buffer of the memory budget (a unit not in the
+ * cache) must be taken by its client within this: three times the
+ * client's whole-request timeout, after which an honest client has given
+ * up. A peer that stopped reading (SIGSTOP, a dying host) or reads a byte
+ * at a time would otherwise hold the buffer as long as bytes trickle. */
+#define REMOTE_SERVER_SEND_DEADLINE_MS 15000
 /* libmicrohttpd's pool per connection: request line + headers (a 16 KiB
  * target and its signed headers fit), then the answer's headers. A
  * kept-alive connection holds all of it once it served a request
@@ -194,6 +200,8 @@ struct remote_server_stats {
 	uint64_t connections;  /* TCP connections accepted */
 	uint64_t dropped;      /* unauthenticated connections closed (deadline, cap) */
 	uint64_t recycled;     /* idle keep-alive connections closed to make room */
+	uint64_t slow_receivers; /* connections closed for not taking a buffered
+				    response within REMOTE_SERVER_SEND_DEADLINE_MS */
 	uint64_t busy;	       /* 503 answers: no memory for the response now */
 	uint64_t unavailable;  /* 409 answers: the file failed on this node */
 	uint64_t mismatched;   /* 412 answers: If-Match named another snapshot */

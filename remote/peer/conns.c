@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The peer server's connection policy: two lists under one mutex and a
+ * The peer server's connection policy: three lists under one mutex and a
  * reaper thread (conns.h says what it guarantees).
  */
 #include "remote/peer/conns.h"
@@ -20,8 +20,8 @@
 
 struct remote_conn {
 	int fd;
-	int64_t started_ms;
-	enum { LIST_NONE, LIST_UNAUTH, LIST_IDLE } list; /* which list it is on */
+	int64_t started_ms; /* opened, or (on the sending list) began sending */
+	enum { LIST_NONE, LIST_UNAUTH, LIST_IDLE, LIST_SENDING } list; /* which list it is on */
 	bool authed;	/* a request of it passed authentication */
 	bool recycling; /* closed for room, not yet reported closed */
 	struct remote_conn *prev, *next;
@@ -36,20 +36,24 @@ struct conn_list {
 struct remote_conns {
 	pthread_mutex_t lock;
 	pthread_cond_t reaper_wake;
-	struct conn_list unauth, idle;
+	struct conn_list unauth, idle, sending;
 	unsigned live, recycling; /* open; of those, closed for room and not gone yet */
 	_Atomic unsigned idle_limit;
 	_Atomic unsigned max_unauth;
 	_Atomic unsigned header_deadline_ms;
+	_Atomic unsigned send_deadline_ms;
 	bool stopping;
 	pthread_t reaper;
-	_Atomic uint64_t connections, dropped, recycled;
+	_Atomic uint64_t connections, dropped, recycled, slow_receivers;
 	_Atomic unsigned open; /* live, for the stats without the lock */
 };
 
 static struct conn_list *list_of(struct remote_conns *p, const struct remote_conn *c)
 {
-	return c->list == LIST_UNAUTH ? &p->unauth : c->list == LIST_IDLE ? &p->idle : NULL;
+	return c->list == LIST_UNAUTH	 ? &p->unauth
+	       : c->list == LIST_IDLE	 ? &p->idle
+	       : c->list == LIST_SENDING ? &p->sending
+					 : NULL;
 }
 
 /* Under lock. */
@@ -113,6 +117,9 @@ static void *reaper_main(void *arg)
 		while (p->unauth.head &&
 		       now - p->unauth.head->started_ms >= (int64_t)atomic_load(&p->header_deadline_ms))
 			drop_counted(p, p->unauth.head, &p->dropped);
+		while (p->sending.head &&
+		       now - p->sending.head->started_ms >= (int64_t)atomic_load(&p->send_deadline_ms))
+			drop_counted(p, p->sending.head, &p->slow_receivers);
 	}
 	pthread_mutex_unlock(&p->lock);
 	return NULL;
@@ -128,6 +135,7 @@ int remote_conns_create(unsigned header_deadline_ms, unsigned idle_limit, unsign
 	if (!p)
 		return -ENOMEM;
 	atomic_init(&p->header_deadline_ms, header_deadline_ms);
+	atomic_init(&p->send_deadline_ms, REMOTE_SERVER_SEND_DEADLINE_MS);
 	atomic_init(&p->idle_limit, idle_limit);
 	atomic_init(&p->max_unauth, max_unauth);
 	pthread_mutex_init(&p->lock, NULL);
@@ -233,8 +241,22 @@ void remote_conns_idle(struct remote_conns *p, struct remote_conn *c)
 	if (!c)
 		return;
 	pthread_mutex_lock(&p->lock);
+	if (c->list == LIST_SENDING)
+		unlist(p, c); /* its response is complete */
 	if (c->authed && c->list == LIST_NONE)
 		enlist(p, c, LIST_IDLE);
+	pthread_mutex_unlock(&p->lock);
+}
+
+void remote_conns_sending(struct remote_conns *p, struct remote_conn *c)
+{
+	if (!c)
+		return;
+	pthread_mutex_lock(&p->lock);
+	if (c->list == LIST_NONE) {
+		c->started_ms = deadline_now_ms();
+		enlist(p, c, LIST_SENDING);
+	}
 	pthread_mutex_unlock(&p->lock);
 }
 
@@ -243,6 +265,7 @@ void remote_conns_get_stats(const struct remote_conns *p, struct remote_conns_st
 	out->connections = atomic_load_explicit(&p->connections, memory_order_relaxed);
 	out->dropped = atomic_load_explicit(&p->dropped, memory_order_relaxed);
 	out->recycled = atomic_load_explicit(&p->recycled, memory_order_relaxed);
+	out->slow_receivers = atomic_load_explicit(&p->slow_receivers, memory_order_relaxed);
 	out->open = atomic_load_explicit(&p->open, memory_order_relaxed);
 }
 
@@ -254,6 +277,11 @@ void remote_conns_set_header_deadline_ms(struct remote_conns *p, unsigned ms)
 void remote_conns_set_idle_limit(struct remote_conns *p, unsigned n)
 {
 	atomic_store(&p->idle_limit, n);
+}
+
+void remote_conns_set_send_deadline_ms(struct remote_conns *p, unsigned ms)
+{
+	atomic_store(&p->send_deadline_ms, ms);
 }
 
 void remote_conns_set_max_unauth(struct remote_conns *p, unsigned n)

@@ -13,6 +13,11 @@
  * authenticates while more than the idle limit are open, the least
  * recently used idle one is closed (`recycled`), so idle connections of
  * many peers cannot fill the server, and no stranger can push a peer out.
+ * A connection sending a response that holds a buffer of the memory
+ * budget sits on the "sending" list, oldest first, until the response is
+ * complete; the reaper closes it once it has sent for longer than the send
+ * deadline (`slow_receivers`): a client that stopped reading would hold
+ * the buffer as long as it takes a byte now and then.
  * Closing is shutdown(2) under the lock: the server's event loop sees the end
  * and libmicrohttpd reports the connection closed (remote_conns_closed)
  * before it closes the descriptor, so the one shut down is always its own.
@@ -43,12 +48,16 @@ void remote_conns_authed(struct remote_conns *p, struct remote_conn *c);
 void remote_conns_busy(struct remote_conns *p, struct remote_conn *c);
 /* A request ended and the connection stays open: the most recently used idle one. */
 void remote_conns_idle(struct remote_conns *p, struct remote_conn *c);
+/* c's response holds a buffer: on the sending list until it is complete
+ * (remote_conns_idle) or closed. */
+void remote_conns_sending(struct remote_conns *p, struct remote_conn *c);
 
 struct remote_conns_stats {
-	uint64_t connections; /* accepted */
-	uint64_t dropped;     /* unauthenticated ones closed at the deadline or cap */
-	uint64_t recycled;    /* idle authenticated ones closed for room */
-	uint64_t open;	      /* open now */
+	uint64_t connections;	 /* accepted */
+	uint64_t dropped;	 /* unauthenticated ones closed at the deadline or cap */
+	uint64_t recycled;	 /* idle authenticated ones closed for room */
+	uint64_t slow_receivers; /* sending ones closed at the send deadline */
+	uint64_t open;		 /* open now */
 };
 void remote_conns_get_stats(const struct remote_conns *p, struct remote_conns_stats *out);
 
@@ -56,5 +65,6 @@ void remote_conns_get_stats(const struct remote_conns *p, struct remote_conns_st
 void remote_conns_set_header_deadline_ms(struct remote_conns *p, unsigned ms);
 void remote_conns_set_idle_limit(struct remote_conns *p, unsigned n);
 void remote_conns_set_max_unauth(struct remote_conns *p, unsigned n);
+void remote_conns_set_send_deadline_ms(struct remote_conns *p, unsigned ms);
 
 #endif

@@ -36,6 +36,9 @@ unsigned remote__node_backoff_ms(const struct remote_client *c, unsigned node);
 /* Set the server's header deadline (REMOTE_SERVER_HEADER_DEADLINE_MS by
  * default), so that the tests of it need not wait the full 5 s. */
 void remote__server_set_header_deadline_ms(struct remote_server *s, unsigned ms);
+/* Set the send deadline of responses that hold a buffer
+ * (REMOTE_SERVER_SEND_DEADLINE_MS by default), for its test. */
+void remote__server_set_send_deadline_ms(struct remote_server *s, unsigned ms);
 /* Set the open connections over which a new one recycles idle ones
  * (REMOTE_SERVER_IDLE_LIMIT by default), for its test. */
 void remote__server_set_idle_limit(struct remote_server *s, unsigned n);

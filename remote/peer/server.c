@@ -106,6 +106,8 @@ struct stream {
 	bool have_slice;
 };
 
+static struct remote_conn *conn_of(struct MHD_Connection *mc);
+
 static void slice_release(struct remote_slice *sl)
 {
 	if (sl->release)
@@ -490,6 +492,7 @@ static enum MHD_Result serve_path(struct remote_server *s, struct MHD_Connection
 	    (!s->ops->held || !s->ops->held(s->arg, file_id, start)))
 		return queue_text(s, conn, MHD_HTTP_NOT_FOUND, not_held_text);
 	char mac[REMOTE_REPLY_MAC_HEX + 1] = "";
+	bool holds_buffer = false;
 	if (len == 0) {
 		reply_mac(s, conn, status, etag, start, len, size, "", mac);
 		r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
@@ -515,6 +518,9 @@ static enum MHD_Result serve_path(struct remote_server *s, struct MHD_Connection
 		 * another node, asks one unit at a time, never such a range). */
 		if (sl.len >= len)
 			reply_mac(s, conn, status, etag, start, len, size, sl.data, mac);
+		/* A buffer of the memory budget, held until the client has
+		 * taken it all: timed (REMOTE_SERVER_SEND_DEADLINE_MS). */
+		holds_buffer = sl.release != NULL && sl.len >= len;
 		r = body_response(s, conn, file_id, start, len, &sl);
 	}
 	if (!r)
@@ -534,6 +540,8 @@ static enum MHD_Result serve_path(struct remote_server *s, struct MHD_Connection
 	req->body_len = len;
 	ret = MHD_queue_response(conn, status, r);
 	MHD_destroy_response(r);
+	if (ret == MHD_YES && holds_buffer)
+		remote_conns_sending(s->conns, conn_of(conn));
 	return ret;
 }
 
@@ -912,6 +920,7 @@ void remote_server_get_stats(const struct remote_server *s, struct remote_server
 	out->connections = cs.connections;
 	out->dropped = cs.dropped;
 	out->recycled = cs.recycled;
+	out->slow_receivers = cs.slow_receivers;
 	out->busy = atomic_load_explicit(&s->busy, memory_order_relaxed);
 	out->unavailable = atomic_load_explicit(&s->unavailable, memory_order_relaxed);
 	out->mismatched = atomic_load_explicit(&s->mismatched, memory_order_relaxed);
@@ -940,6 +949,11 @@ void remote__server_set_idle_limit(struct remote_server *s, unsigned n)
 void remote__server_set_queue_cap(struct remote_server *s, unsigned n)
 {
 	remote_workers_set_queue_cap(s->workers, n);
+}
+
+void remote__server_set_send_deadline_ms(struct remote_server *s, unsigned ms)
+{
+	remote_conns_set_send_deadline_ms(s->conns, ms);
 }
 
 void remote__server_set_max_unauth(struct remote_server *s, unsigned n)

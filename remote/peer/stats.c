@@ -80,6 +80,8 @@ json_t *remote_stats_json_summary(const struct remote_client *c, const struct re
 					json_integer((json_int_t)cs.slow_answers)) < 0 ||
 		    json_object_set_new(obj, "slow_downs", json_integer((json_int_t)cs.slow_downs)) <
 			    0 ||
+		    json_object_set_new(obj, "slow_receivers",
+					json_integer((json_int_t)ss.slow_receivers)) < 0 ||
 		    json_object_set_new(obj, "node_count", json_integer(count)) < 0 ||
 		    json_object_set_new(obj, "nodes_up", json_integer(up)) < 0 ||
 		    json_object_set_new(obj, "nodes", peers_json_value(c, listed_max)) < 0 ||
@@ -156,6 +158,9 @@ void remote_metrics(const struct remote_client *c, const struct remote_server *s
 	     "Unauthenticated connections dropped (header deadline or cap).", ss.dropped},
 	    {"coordfs_peer_recycled_total", "counter",
 	     "Idle keep-alive connections closed to make room for new ones.", ss.recycled},
+	    {"coordfs_peer_slow_receivers_total", "counter",
+	     "Connections closed for not taking a buffered response within 15 s.",
+	     ss.slow_receivers},
 	    {"coordfs_peer_busy_total", "counter",
 	     "Peer requests answered 503: no memory for the response.", ss.busy},
 	    {"coordfs_peer_inline_answers_total", "counter",

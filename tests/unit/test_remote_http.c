@@ -625,6 +625,69 @@ START_TEST(header_deadline_closes_trickle)
 }
 END_TEST
 
+/* A client that asks for a unit the server must buffer (a copy charged to
+ * the memory budget), then stops reading: the server closes it at the send
+ * deadline and the buffer is released, where it was held as long as the
+ * client took a byte now and then (or 30 s of nothing). An honest client
+ * before it is served in full and not counted. */
+START_TEST(send_deadline_releases_stalled_buffer)
+{
+	const size_t size = 16u << 20; /* far more than socket buffers hold */
+	unsigned char *huge = malloc(size);
+	struct strbuf resp;
+	unsigned port;
+
+	ck_assert_ptr_nonnull(huge);
+	for (size_t i = 0; i < size; i++)
+		huge[i] = pattern_byte(i);
+	add_file("huge.bin", huge, size, KIND_COPY);
+	stub.max_slice = size; /* one buffer for the whole answer */
+	struct remote_server *s = start_server(NULL, &port);
+
+	remote__server_set_send_deadline_ms(s, 600);
+	/* honest: read at once, in full */
+	strbuf_init(&resp);
+	ck_assert_int_eq(http_raw(port, "GET", "/v1/files/huge.bin", NULL, &resp), 200);
+	size_t blen;
+
+	body_of(&resp, &blen);
+	ck_assert_uint_eq(blen, size);
+	strbuf_fini(&resp);
+	ck_assert_uint_eq(atomic_load(&stub.releases), atomic_load(&stub.copies));
+
+	struct remote_server_stats ss;
+
+	remote_server_get_stats(s, &ss);
+	ck_assert_uint_eq(ss.slow_receivers, 0);
+	/* stalled: a small receive window, nothing read */
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int small = 4096;
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ck_assert_int_eq(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)), 0);
+	ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	unsigned copies = atomic_load(&stub.copies);
+
+	ck_assert_int_eq(send_get(fd, "/v1/files/huge.bin", NULL), 0);
+	int64_t t0 = mono_ms();
+
+	while (atomic_load(&stub.copies) == copies && mono_ms() - t0 < 3000)
+		sleep_ms(10);
+	ck_assert_uint_gt(atomic_load(&stub.copies), copies);
+	while (atomic_load(&stub.releases) < atomic_load(&stub.copies) && mono_ms() - t0 < 5000)
+		sleep_ms(20);
+	ck_assert_msg(atomic_load(&stub.releases) == atomic_load(&stub.copies),
+		      "a stalled client still held its buffer after %lld ms",
+		      (long long)(mono_ms() - t0));
+	remote_server_get_stats(s, &ss);
+	ck_assert_uint_eq(ss.slow_receivers, 1);
+	close(fd);
+	remote_server_stop(s);
+	free(huge);
+}
+END_TEST
+
 struct flooder {
 	unsigned port;
 	atomic_bool stop;
@@ -730,5 +793,6 @@ void remote_http_tests(TCase *net)
 	tcase_add_test(net, idle_keepalive_recycled);
 	tcase_add_test(net, caps_headers_and_connections);
 	tcase_add_test(net, header_deadline_closes_trickle);
+	tcase_add_test(net, send_deadline_releases_stalled_buffer);
 	tcase_add_test(net, authenticated_through_flood);
 }
