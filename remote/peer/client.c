@@ -275,8 +275,8 @@ static void node_failed(struct remote_client *c, unsigned k, bool probe, int rc)
 	pthread_mutex_unlock(&ns->lock);
 }
 
-/* Whether a correct answer of len bytes that took ms is slow (see
- * remote_client_config.slow_ms). */
+/* Whether an answer (len bytes of body, 0 for one about one file) that
+ * took ms is slow (see remote_client_config.slow_ms). */
 static bool answer_slow(const struct remote_client *c, size_t len, const struct remote_expect *exp,
 			int64_t ms)
 {
@@ -287,7 +287,7 @@ static bool answer_slow(const struct remote_client *c, size_t len, const struct 
 	return ms > 0 && (uint64_t)ms > limit;
 }
 
-/* A correct but slow answer from node k: the run of them grows, and at
+/* A slow answer from node k: the run of them grows, and at
  * slow_streak (or on the re-probe of a node already down for it) the node
  * goes down for a back-off period as a failed one does, so readers stop
  * waiting on it and read SOURCE. */
