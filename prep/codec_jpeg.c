@@ -250,6 +250,141 @@ static bool jpeg_has_eoi(const uint8_t *data, size_t len)
 	}
 }
 
+/* ---- PIL's reading of an arithmetic-coded JPEG ---- */
+
+/*
+ * PIL hands libjpeg its file in 64 KiB reads (ImageFile.load, MAXBLOCK)
+ * through a suspending source: every fill_input_buffer suspends, the
+ * decoder returns, and PIL calls it again with what is left of the bytes
+ * read so far plus the next 64 KiB. libjpeg's Huffman decoder resumes; its
+ * arithmetic decoder cannot (JERR_CANT_SUSPEND), so PIL fails ("broken data
+ * stream") every arithmetic-coded file whose entropy data runs past the
+ * bytes read when its scan is decoded: any such file over 64 KiB, give or
+ * take its tail. Which ones, only a decode fed the same way tells; this is
+ * that decode, run before ours on arithmetic-coded files only (rare), so
+ * that a file PIL refuses is refused here too, not served.
+ */
+#define PIL_READ 65536 /* PIL's ImageFile.MAXBLOCK */
+
+struct pil_src {
+	struct jpeg_source_mgr pub;
+	size_t skip; /* bytes still to skip past the buffer, as PIL's source */
+};
+
+static void pil_src_init(j_decompress_ptr ci)
+{
+}
+
+static boolean pil_src_fill(j_decompress_ptr ci)
+{
+	return FALSE; /* suspend: the caller gives the next read */
+}
+
+static void pil_src_skip(j_decompress_ptr ci, long n)
+{
+	struct pil_src *s = (struct pil_src *)ci->src;
+
+	if (n <= 0)
+		return;
+	if ((size_t)n > s->pub.bytes_in_buffer) {
+		s->skip = (size_t)n - s->pub.bytes_in_buffer;
+		s->pub.next_input_byte += s->pub.bytes_in_buffer;
+		s->pub.bytes_in_buffer = 0;
+	} else {
+		s->pub.next_input_byte += n;
+		s->pub.bytes_in_buffer -= (size_t)n;
+		s->skip = 0;
+	}
+}
+
+static void pil_src_term(j_decompress_ptr ci)
+{
+}
+
+static void jerr_quiet(j_common_ptr ci, int level)
+{
+}
+
+/* Does PIL fail this file, fed as ImageFile.load feeds its JPEG decoder
+ * (JpegDecode.c's states: header, start, rows, finish)? Any libjpeg error
+ * fails it, as in PIL; warnings do not; running out of bytes to read is
+ * PIL's "image file is truncated". The rows are decoded at 1/8: the
+ * entropy data, which alone decides, is read whole at any scale. */
+static bool pil_fails_arith(const uint8_t *data, size_t len)
+{
+	struct jpeg_decompress_struct ci;
+	struct jpeg_progress_mgr prog = {.progress_monitor = jprogress};
+	struct pil_src src;
+	struct jerr err;
+	uint8_t *volatile row = NULL;
+	volatile bool fails = true;
+	volatile int state = 1;
+	volatile size_t end = 0;
+
+	memset(&ci, 0, sizeof(ci));
+	memset(&src, 0, sizeof(src));
+	ci.err = jpeg_std_error(&err.pub);
+	err.pub.error_exit = jerr_exit;
+	err.pub.emit_message = jerr_quiet;
+	err.pub.output_message = jerr_output;
+	err.code = 0;
+	if (setjmp(err.jb))
+		goto out;
+	jpeg_create_decompress(&ci);
+	ci.progress = &prog;
+	ci.mem->max_memory_to_use = PREP__JPEG_MAX_MEM;
+	src.pub.init_source = pil_src_init;
+	src.pub.fill_input_buffer = pil_src_fill;
+	src.pub.skip_input_data = pil_src_skip;
+	src.pub.resync_to_restart = jpeg_resync_to_restart;
+	src.pub.term_source = pil_src_term;
+	src.pub.next_input_byte = data;
+	ci.src = &src.pub;
+	for (;;) {
+		/* one call of PIL's decoder: the bytes read and not consumed */
+		if (end >= len)
+			goto out; /* the read is empty: "image file is truncated" */
+		end = len - end > PIL_READ ? end + PIL_READ : len;
+		src.pub.bytes_in_buffer = end - (size_t)(src.pub.next_input_byte - data);
+		if (src.skip) {
+			pil_src_skip(&ci, (long)src.skip);
+			if (src.skip)
+				continue;
+		}
+		if (state == 1) {
+			int ok;
+			while ((ok = jpeg_read_header(&ci, FALSE)) == JPEG_HEADER_TABLES_ONLY)
+				;
+			if (ok == JPEG_SUSPENDED)
+				continue;
+			ci.scale_num = 1;
+			ci.scale_denom = 8;
+			state = 2;
+		}
+		if (state == 2) {
+			if (!jpeg_start_decompress(&ci))
+				continue;
+			row = malloc((size_t)ci.output_width * ci.output_components);
+			if (!row)
+				goto out;
+			state = 3;
+		}
+		JSAMPROW r = row;
+		while (ci.output_scanline < ci.output_height && jpeg_read_scanlines(&ci, &r, 1) == 1)
+			;
+		if (ci.output_scanline < ci.output_height)
+			continue;
+		/* every row is out: PIL is done even if finishing suspends */
+		jpeg_finish_decompress(&ci);
+		fails = false;
+		goto out;
+	}
+out:
+	jpeg_destroy_decompress(&ci);
+	free(row);
+	return fails;
+}
+
 static int decode_jpeg(const uint8_t *data, size_t len, struct prep__sink *d)
 {
 	struct jpeg_decompress_struct ci;
@@ -289,6 +424,10 @@ static int decode_jpeg(const uint8_t *data, size_t len, struct prep__sink *d)
 		cmyk = true;
 		break;
 	default:
+		rc = -EIO;
+		goto out;
+	}
+	if (ci.arith_code && pil_fails_arith(data, len)) {
 		rc = -EIO;
 		goto out;
 	}

@@ -227,6 +227,47 @@ START_TEST(truncated_and_corrupt_fail)
 }
 END_TEST
 
+/* Arithmetic-coded JPEGs as PIL reads them: it feeds libjpeg 64 KiB reads
+ * through a suspending source, which libjpeg's arithmetic decoder cannot
+ * resume from, so PIL fails one whose entropy data runs past its first read
+ * ("broken data stream") and loads a smaller one. Served, the larger file
+ * gave a sample where PIL + torchvision raise. Huffman coding resumes. */
+START_TEST(arith_jpeg_as_pil)
+{
+	struct prep_recipe center;
+	uint8_t *out, *ref;
+	size_t l, olen, rlen;
+
+	prep_recipe_parse("center64", &center);
+	for (int prog = 0; prog < 2; prog++) {
+		struct jopts small = {.kind = J_RGB, .hsamp = 2, .arith = true, .progressive = prog};
+		struct jopts big = {.kind = J_RGB, .arith = true, .progressive = prog, .restart = 4};
+		struct jopts huff = {.kind = J_RGB, .progressive = prog, .restart = 4};
+		uint8_t *a = make_jpeg(200, 150, photo_pixel, &small, &l);
+		ck_assert_uint_lt(l, 65536);
+		ck_assert_int_eq(prep_render(&center, a, l, 1, 2, 0, &out, &olen), 0);
+		free(out);
+		/* the same file with 70 KB after its EOI: the scan lies in
+		 * PIL's first read, which it loads */
+		uint8_t *t = calloc(1, l + 70000);
+		memcpy(t, a, l);
+		ck_assert_int_eq(prep_render(&center, t, l + 70000, 1, 2, 0, &out, &olen), 0);
+		free(out);
+		free(t);
+		free(a);
+		a = make_jpeg(700, 500, photo_pixel, &big, &l);
+		ck_assert_uint_gt(l, 65536);
+		ck_assert_int_eq(prep_render(&center, a, l, 1, 2, 0, &out, &olen), -EIO);
+		free(a);
+		a = make_jpeg(700, 500, photo_pixel, &huff, &l);
+		ck_assert_uint_gt(l, 65536);
+		ck_assert_int_eq(prep_render(&center, a, l, 1, 2, 0, &ref, &rlen), 0);
+		free(ref);
+		free(a);
+	}
+}
+END_TEST
+
 /* A PNG whose rows are all there decodes whatever follows them (no IEND,
  * nor the last IDAT's CRC), as PIL loads it, interlaced or not; cut inside
  * its image data it still fails. */
@@ -385,6 +426,7 @@ void prep_codec_tests(TCase *tc)
 	tcase_add_test(tc, eoi_decides_the_tail);
 	tcase_add_test(tc, truncated_and_corrupt_fail);
 	tcase_add_test(tc, png_tail_after_rows);
+	tcase_add_test(tc, arith_jpeg_as_pil);
 	tcase_add_test(tc, tiff_work_from_strips);
 	tcase_add_test(tc, corpus_replay);
 }

@@ -103,6 +103,7 @@ uint8_t *make_jpeg(unsigned w, unsigned h, pixel_fn px, const struct jopts *o, s
 	if (o->progressive)
 		jpeg_simple_progression(&ci);
 	ci.restart_interval = o->restart;
+	ci.arith_code = o->arith;
 	jpeg_start_compress(&ci, TRUE);
 	for (unsigned y = 0; y < h; y++) {
 		for (unsigned x = 0; x < w; x++) {

@@ -45,6 +45,7 @@ struct jopts {
 	int hsamp;	  /* luma h sampling factor: 1 (4:4:4), 2 (4:2:0) or 4 */
 	int vsamp;	  /* luma v sampling factor; 0: as hsamp */
 	int quality;
+	bool arith; /* arithmetic coding */
 };
 
 /* Every kind of JPEG the decoder handles, at q90. */
