@@ -289,6 +289,54 @@ def compare_png_crcs(d):
                   f"{name}: prep loads it as PIL does")
 
 
+def variant_cases(d):
+    """Files of the other formats and layouts a real dataset holds, each
+    (path, whether PIL loads it): every one must be served exactly as PIL +
+    torchvision make it, or fail where PIL fails."""
+    out = []
+
+    def add(name, loads, write):
+        path = os.path.join(d, name)
+        write(path)
+        out.append((path, loads))
+    base = Image.fromarray(photo(301, 203, 21))
+    other = Image.fromarray(photo(301, 203, 22))
+    rgba = base.copy()
+    rgba.putalpha(Image.fromarray(photo(301, 203, 23)[..., 1]))
+    # animated WebP: PIL shows the first frame (libwebp's animation
+    # decoder: a transparent black canvas, the frame drawn on it)
+    add("anim.webp", True, lambda p: base.save(p, "WEBP", save_all=True, append_images=[other],
+                                               duration=100))
+    add("anim_lossless.webp", True, lambda p: base.save(p, "WEBP", save_all=True, lossless=True,
+                                                        append_images=[other], duration=100))
+    add("anim_alpha.webp", True, lambda p: rgba.save(p, "WEBP", save_all=True,
+                                                     append_images=[rgba.rotate(10)], duration=100))
+    framed = Image.new("RGBA", base.size, (0, 0, 0, 0))
+    framed.paste(base.crop((40, 30, 200, 150)), (40, 30))
+    add("anim_subframe.webp", True, lambda p: framed.save(p, "WEBP", save_all=True, lossless=True,
+                                                          append_images=[rgba], duration=100))
+    return out
+
+
+def compare_variants(d):
+    for path, loads in variant_cases(d):
+        name = os.path.basename(path)
+        for recipe in ("center224", "resize64"):
+            try:
+                ref = reference(path, recipe)
+            except Exception:  # noqa: BLE001 - PIL's failure is what is compared
+                ref = None
+            try:
+                ours = read_ppm(run_cli("--scale", 8, recipe, path))
+            except RuntimeError:
+                ours = None
+            if not loads:
+                check(ref is None and ours is None, f"{name} {recipe}: PIL fails it, so does prep")
+                continue
+            check(ref is not None and ours is not None and ours.shape == ref.shape and
+                  bool((ours == ref).all()), f"{name} {recipe}: identical to PIL + torchvision")
+
+
 def compare_rrc_params():
     for (w, h) in [(500, 375), (100, 1000), (1000, 60)]:
         n = 4000
@@ -356,6 +404,7 @@ def main():
         compare_deterministic(imgs)
         check_cut_scan_with_eoi(d, imgs)
         compare_png_crcs(d)
+        compare_variants(d)
         compare_rrc_params()
         compare_rrc_render(imgs)
     print(f"{passed} passed, {failed} failed")
