@@ -52,6 +52,8 @@ static uint64_t work_png(const uint8_t *p, size_t len, unsigned W, unsigned H)
 struct pngsrc {
 	const uint8_t *data;
 	size_t len, pos;
+	size_t cut_at;	    /* length field of an IDAT the file ends inside, or 0 */
+	uint8_t cut_len[4]; /* what it reads as: the bytes the file has */
 };
 
 static void png_read_mem(png_structp png, png_bytep out, size_t n)
@@ -61,7 +63,38 @@ static void png_read_mem(png_structp png, png_bytep out, size_t n)
 	if (n > s->len - s->pos)
 		png_error(png, "truncated");
 	memcpy(out, s->data + s->pos, n);
+	if (s->cut_at && s->pos <= s->cut_at && s->cut_at + 4 <= s->pos + n)
+		memcpy(out + (s->cut_at - s->pos), s->cut_len, 4);
 	s->pos += n;
+}
+
+/* A file that ends inside an IDAT's data (cut in the zlib checksum, or in
+ * the last bytes of the stream after the last row): PIL inflates what is
+ * there and loads the image if every row comes out. libpng reads a chunk's
+ * data in whole pieces and fails at the short read before inflating the
+ * bytes it has; told the chunk is as long as what is left, it inflates
+ * them all, and then fails reading on, which png_read_last takes for the
+ * tail if every row is in, and the decode fails if not. */
+static void png_find_cut(struct pngsrc *s)
+{
+	size_t i = 8;
+
+	while (s->len - i >= 8) {
+		uint32_t n = (uint32_t)s->data[i] << 24 | (uint32_t)s->data[i + 1] << 16 |
+			     (uint32_t)s->data[i + 2] << 8 | s->data[i + 3];
+		if (n > s->len - i - 8) {
+			if (memcmp(s->data + i + 4, "IDAT", 4) == 0) {
+				size_t have = s->len - i - 8;
+				s->cut_at = i;
+				for (int k = 0; k < 4; k++)
+					s->cut_len[k] = (uint8_t)(have >> (24 - 8 * k));
+			}
+			return;
+		}
+		if (s->len - i - 8 - n < 4)
+			return;
+		i += 12 + (size_t)n;
+	}
 }
 
 static void png_err(png_structp png, png_const_charp msg)
@@ -152,7 +185,7 @@ static int decode_png(const uint8_t *data, size_t len, struct prep__sink *d)
 {
 	png_structp png;
 	png_infop info = NULL;
-	struct pngsrc src = {data, len, 0};
+	struct pngsrc src = {data, len, 0, 0, {0}};
 	uint8_t *volatile row = NULL, *volatile whole = NULL;
 	png_bytep *volatile rowp = NULL;
 	volatile int rc = 0;
@@ -173,6 +206,7 @@ static int decode_png(const uint8_t *data, size_t len, struct prep__sink *d)
 	}
 	png_set_user_limits(png, PREP_MAX_SIDE, PREP_MAX_SIDE);
 	png_set_chunk_malloc_max(png, 16u << 20);
+	png_find_cut(&src);
 	png_set_read_fn(png, &src, png_read_mem);
 	/* CRCs as PIL checks them: every chunk's before the image data (where
 	 * libpng only warns about an ancillary chunk's, PIL fails the file),

@@ -19,6 +19,7 @@ Run with /usr/bin/python3 (it has torch, torchvision, PIL, numpy):
    PIL crop+resize+flip with the same parameters.
 Prints one line per check and a closing "N passed, N failed" line.
 """
+import io
 import math
 import os
 import subprocess
@@ -315,6 +316,15 @@ def variant_cases(d):
     framed.paste(base.crop((40, 30, 200, 150)), (40, 30))
     add("anim_subframe.webp", True, lambda p: framed.save(p, "WEBP", save_all=True, lossless=True,
                                                           append_images=[rgba], duration=100))
+    # a PNG cut inside its zlib checksum (PIL stops inflating at the last
+    # row: it loads) or before it, in the image data (it fails)
+    buf = io.BytesIO()
+    base.save(buf, "PNG")
+    png = buf.getvalue()
+    end = png.index(b"IEND") - 4 - 4 - 4  # the last IDAT's checksum starts here
+    for k in (0, 1, 3):
+        add(f"cut_adler{k}.png", True, lambda p, k=k: open(p, "wb").write(png[:end + k]))
+    add("cut_image_data.png", False, lambda p: open(p, "wb").write(png[:end - 40]))
     return out
 
 

@@ -269,7 +269,7 @@ START_TEST(arith_jpeg_as_pil)
 END_TEST
 
 /* A PNG whose rows are all there decodes whatever follows them (no IEND,
- * nor the last IDAT's CRC), as PIL loads it, interlaced or not; cut inside
+ * nor the last IDAT's CRC or zlib checksum), as PIL loads it, interlaced or not; cut inside
  * its image data it still fails. */
 START_TEST(png_tail_after_rows)
 {
@@ -282,7 +282,10 @@ START_TEST(png_tail_after_rows)
 		uint8_t *ref, *out;
 
 		ck_assert_int_eq(prep_render(&center, png, pl, 1, 2, 0, &ref, &rlen), 0);
-		for (size_t cut = 12; cut <= 16; cut += 4) { /* IEND; IEND and a CRC */
+		/* IEND; IEND and a CRC; and 1-4 bytes of the zlib checksum too
+		 * (PIL loads those: it stops inflating at the last row, while
+		 * libpng read the last IDAT's data whole and failed short) */
+		for (size_t cut = 12; cut <= 20; cut += cut < 16 ? 4 : 1) {
 			ck_assert_msg(prep_render(&center, png, pl - cut, 1, 2, 0, &out, &olen) == 0,
 				      "interlace %d, %zu bytes cut", interlace, cut);
 			ck_assert(olen == rlen && memcmp(out, ref, rlen) == 0);
