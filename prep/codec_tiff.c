@@ -14,14 +14,21 @@
 #include "prep/sink.h"
 
 /*
- * The first image of a TIFF, in strips, uncompressed or in any compression
- * libtiff decodes but JPEG, with the sample layouts Pillow maps to L, 1,
- * RGB, RGBX, RGBA and P: 8-bit gray (MinIsBlack or MinIsWhite), bilevel,
- * 8-bit RGB (alone, or with an unspecified or unassociated fourth sample,
- * dropped as convert("RGB") does), 8-bit palette (16-bit colormap entries
- * taken as v / 256, as Pillow does), contiguous. Every row is read, as
- * Pillow does. Other layouts (tiles, 16-bit, YCbCr, CMYK, premultiplied
- * alpha, planar) give -EIO.
+ * The first image of a TIFF, in strips or tiles, in any compression libtiff
+ * decodes (JPEG included; old-style JPEG not), contiguous, with the sample
+ * layouts of Pillow's OPEN_INFO table that end in L, 1, I;16, LA, RGB, RGBX,
+ * RGBA, CMYK, P or PA, converted as its convert("RGB") does: gray of 1, 2, 4
+ * or 8 bits (MinIsWhite inverted; 2/4 bits scaled by 85/17), 16-bit gray
+ * (mode I;16, clipped to 255, never inverted: Pillow's table maps
+ * MinIsWhite 16-bit to plain I;16), gray + unassociated alpha, RGB of 8 bits
+ * (3 samples, or with the extra samples Pillow names: none, unspecified, or
+ * unassociated alpha first then unspecified; alpha dropped) or 16 bits
+ * (high byte), 8-bit CMYK (ink, as Pillow's cmyk2rgb), palette of 1-8 bits
+ * (16-bit colormap entries taken as v / 256, as Pillow does) with or without
+ * unassociated alpha, and YCbCr compressed as JPEG, which libtiff's JPEG
+ * codec turns into RGB as Pillow has it do. Every row is read, as Pillow
+ * does. Other layouts (planar, premultiplied alpha, uncompressed YCbCr,
+ * 16-bit CMYK or palette, LAB, float, 12 or 32 bits) give -EIO.
  */
 struct tiffsrc {
 	const uint8_t *data;
@@ -101,7 +108,7 @@ static TIFF *tif_open(struct tiffsrc *src)
 	return t;
 }
 
-enum tif_kind { TIF_GRAY, TIF_BILEVEL, TIF_RGB, TIF_PALETTE };
+enum tif_kind { TIF_GRAY, TIF_GRAY16, TIF_RGB, TIF_RGB16, TIF_CMYK, TIF_PALETTE };
 
 /* The Orientation tag, 1 (rows top to bottom, left to right) when absent
  * or out of range. Pillow applies it when it loads a TIFF (a transpose in
@@ -144,31 +151,59 @@ static int probe_tiff(const uint8_t *data, size_t len, unsigned *w, unsigned *h)
 /* How one scanline of a TIFF becomes RGB. */
 struct tif_layout {
 	enum tif_kind kind;
-	bool invert; /* MinIsWhite */
-	unsigned spp;
+	bool invert;   /* MinIsWhite */
+	unsigned spp;  /* samples per pixel: the first ones are used */
+	unsigned bits; /* per sample: 1, 2, 4 or 8 (gray, palette), 8 or 16 */
 	uint8_t pal[256][3];
 };
+
+/* Sample x of a row of 1, 2, 4 or 8-bit samples, spp per pixel. */
+static unsigned tif_sample(const uint8_t *line, unsigned bits, size_t i)
+{
+	if (bits == 8)
+		return line[i];
+	unsigned per = 8 / bits;
+
+	return (line[i / per] >> (8 - bits - (unsigned)(i % per) * bits)) & ((1u << bits) - 1);
+}
 
 /* Columns [x0, x1) of a scanline to RGB at dst. */
 static void tif_row_rgb(const struct tif_layout *l, const uint8_t *line, unsigned x0, unsigned x1,
 			uint8_t *dst)
 {
+	/* Pillow's unpackers: L;1 (bilevel) gives 0/255, L;2 v * 85, L;4 v * 17 */
+	static const unsigned scale[9] = {0, 255, 85, 0, 17, 0, 0, 0, 1};
+
 	for (unsigned x = x0; x < x1; x++, dst += 3) {
-		uint8_t v;
+		const uint16_t *w = (const uint16_t *)(const void *)line + (size_t)x * l->spp;
+		unsigned v;
 		switch (l->kind) {
 		case TIF_GRAY:
-			v = l->invert ? (uint8_t)(255 - line[x]) : line[x];
-			dst[0] = dst[1] = dst[2] = v;
+			v = tif_sample(line, l->bits, (size_t)x * l->spp) * scale[l->bits];
+			dst[0] = dst[1] = dst[2] = (uint8_t)(l->invert ? 255 - v : v);
 			break;
-		case TIF_BILEVEL:
-			v = (line[x / 8] >> (7 - x % 8)) & 1 ? 255 : 0;
-			dst[0] = dst[1] = dst[2] = l->invert ? (uint8_t)(255 - v) : v;
+		case TIF_GRAY16: /* I;16 -> RGB clips */
+			dst[0] = dst[1] = dst[2] = (uint8_t)(w[0] > 255 ? 255 : w[0]);
 			break;
 		case TIF_RGB:
 			memcpy(dst, line + (size_t)x * l->spp, 3);
 			break;
+		case TIF_RGB16: /* RGB;16N: the high byte */
+			for (int c = 0; c < 3; c++)
+				dst[c] = (uint8_t)(w[c] >> 8);
+			break;
+		case TIF_CMYK: { /* Pillow's cmyk2rgb, ink not inverted */
+			const uint8_t *p = line + (size_t)x * l->spp;
+			int nk = 255 - p[3];
+			for (int c = 0; c < 3; c++) {
+				int tmp = p[c] * nk + 128;
+				int o = nk - (((tmp >> 8) + tmp) >> 8);
+				dst[c] = (uint8_t)(o < 0 ? 0 : o);
+			}
+			break;
+		}
 		case TIF_PALETTE:
-			memcpy(dst, l->pal[line[x]], 3);
+			memcpy(dst, l->pal[tif_sample(line, l->bits, (size_t)x * l->spp)], 3);
 			break;
 		}
 	}
@@ -182,6 +217,10 @@ static const uint8_t *tif_oriented_px(const uint8_t *img, unsigned W, unsigned H
 	unsigned sx, sy;
 
 	switch (o) {
+	case 1:
+		sx = x;
+		sy = y;
+		break;
 	case 2:
 		sx = W - 1 - x;
 		sy = y;
@@ -214,21 +253,51 @@ static const uint8_t *tif_oriented_px(const uint8_t *img, unsigned W, unsigned H
 	return img + ((size_t)sy * W + sx) * 3;
 }
 
-/* An oriented TIFF: every stored row to RGB in img (W x H), then the
- * region's oriented rows to the sink. */
-static int tif_read_oriented(TIFF *t, const struct tif_layout *l, uint8_t *line, unsigned W,
-			     unsigned H, unsigned o, struct prep__sink *d)
+/* Every stored pixel to RGB in img (W x H), from the strips' rows or the
+ * tiles (line holds a scanline or a tile). */
+static int tif_read_image(TIFF *t, const struct tif_layout *l, uint8_t *line, unsigned W,
+			  unsigned H, uint8_t *img)
+{
+	if (!TIFFIsTiled(t)) {
+		for (uint32_t y = 0; y < H; y++) {
+			if (TIFFReadScanline(t, line, y, 0) < 0)
+				return -EIO;
+			tif_row_rgb(l, line, 0, W, img + (size_t)y * W * 3);
+		}
+		return 0;
+	}
+	uint32_t tw = 0, th = 0;
+	TIFFGetField(t, TIFFTAG_TILEWIDTH, &tw);
+	TIFFGetField(t, TIFFTAG_TILELENGTH, &th);
+	tmsize_t rs = TIFFTileRowSize(t);
+	if (tw == 0 || th == 0 || rs <= 0)
+		return -EIO;
+	for (uint32_t ty = 0; ty < H; ty += th) {
+		for (uint32_t tx = 0; tx < W; tx += tw) {
+			if (TIFFReadTile(t, line, tx, ty, 0, 0) < 0)
+				return -EIO;
+			unsigned cw = W - tx < tw ? W - tx : tw;
+			for (uint32_t y = 0; y < th && ty + y < H; y++)
+				tif_row_rgb(l, line + (size_t)y * (size_t)rs, 0, cw,
+					    img + ((size_t)(ty + y) * W + tx) * 3);
+		}
+	}
+	return 0;
+}
+
+/* A tiled or oriented TIFF: the whole image to RGB, then the region's
+ * oriented rows to the sink. */
+static int tif_read_whole(TIFF *t, const struct tif_layout *l, uint8_t *line, unsigned W,
+			  unsigned H, unsigned o, struct prep__sink *d)
 {
 	uint8_t *img = malloc((size_t)W * H * 3);
+	int rc;
 
 	if (!img)
 		return -ENOMEM;
-	for (uint32_t y = 0; y < H; y++) {
-		if (TIFFReadScanline(t, line, y, 0) < 0) {
-			free(img);
-			return -EIO;
-		}
-		tif_row_rgb(l, line, 0, W, img + (size_t)y * W * 3);
+	if ((rc = tif_read_image(t, l, line, W, H, img)) < 0) {
+		free(img);
+		return rc;
 	}
 	for (unsigned y = d->ry0; y < d->ry1; y++) {
 		uint8_t *dst = prep__sink_row(d);
@@ -238,6 +307,79 @@ static int tif_read_oriented(TIFF *t, const struct tif_layout *l, uint8_t *line,
 	}
 	free(img);
 	return 0;
+}
+
+/* The layout of Pillow's OPEN_INFO this image has, in l (extra samples
+ * as Pillow names them: 0 unspecified, 1 associated, 2 unassociated
+ * alpha); false when Pillow has none or it is one not decoded here. */
+static bool tif_layout_of(TIFF *t, uint16_t photo, uint16_t bps, uint16_t spp, uint16_t nextra,
+			  const uint16_t *extra, uint16_t comp, struct tif_layout *l)
+{
+	uint16_t *cmap[3] = {NULL, NULL, NULL};
+	unsigned base = spp - nextra;
+	bool unassoc = nextra >= 1 && extra[0] == EXTRASAMPLE_UNASSALPHA;
+
+	/* past the first extra sample, Pillow knows only unspecified ones */
+	for (unsigned i = 1; i < nextra; i++)
+		if (extra[i] != EXTRASAMPLE_UNSPECIFIED)
+			return false;
+	l->invert = photo == PHOTOMETRIC_MINISWHITE;
+	l->spp = spp;
+	l->bits = bps;
+	switch (photo) {
+	case PHOTOMETRIC_MINISBLACK:
+	case PHOTOMETRIC_MINISWHITE:
+		if (spp == 1 && (bps == 1 || bps == 2 || bps == 4 || bps == 8))
+			l->kind = TIF_GRAY;
+		else if (spp == 1 && bps == 16)
+			l->kind = TIF_GRAY16;
+		else if (spp == 2 && nextra == 1 && unassoc && bps == 8 &&
+			 photo == PHOTOMETRIC_MINISBLACK)
+			l->kind = TIF_GRAY; /* LA */
+		else
+			return false;
+		return true;
+	case PHOTOMETRIC_RGB:
+		/* RGB, RGBA without ExtraSamples, RGBX..., RGBA... */
+		if (base != 3 || spp > 6 || (bps == 16 && spp > 4) ||
+		    (nextra >= 1 && extra[0] != EXTRASAMPLE_UNSPECIFIED && !unassoc) ||
+		    (spp == 4 && nextra == 0 && bps == 16))
+			return spp == 4 && nextra == 0 && bps == 8 ? (l->kind = TIF_RGB, true) : false;
+		if (bps == 8)
+			l->kind = TIF_RGB;
+		else if (bps == 16)
+			l->kind = TIF_RGB16;
+		else
+			return false;
+		return true;
+	case PHOTOMETRIC_SEPARATED:
+		if (bps != 8 || base != 4 || spp > 6 ||
+		    (nextra >= 1 && extra[0] != EXTRASAMPLE_UNSPECIFIED))
+			return false;
+		l->kind = TIF_CMYK;
+		return true;
+	case PHOTOMETRIC_YCBCR:
+		/* compressed as JPEG, contiguous: libtiff's JPEG codec gives
+		 * RGB, as Pillow has it do (JPEGCOLORMODE_RGB) */
+		if (comp != COMPRESSION_JPEG || bps != 8 || spp != 3 ||
+		    !TIFFSetField(t, TIFFTAG_JPEGCOLORMODE, JPEGCOLORMODE_RGB))
+			return false;
+		l->kind = TIF_RGB;
+		return true;
+	case PHOTOMETRIC_PALETTE:
+		if (!(bps == 1 || bps == 2 || bps == 4 || bps == 8) ||
+		    !(spp == 1 || (spp == 2 && bps == 8 && nextra == 1 && unassoc)) ||
+		    !TIFFGetField(t, TIFFTAG_COLORMAP, &cmap[0], &cmap[1], &cmap[2]))
+			return false;
+		l->kind = TIF_PALETTE;
+		memset(l->pal, 0, sizeof(l->pal));
+		for (unsigned i = 0; i < 1u << bps; i++)
+			for (unsigned c = 0; c < 3; c++)
+				l->pal[i][c] = (uint8_t)(cmap[c][i] / 256);
+		return true;
+	default:
+		return false;
+	}
 }
 
 static int decode_tiff(const uint8_t *data, size_t len, struct prep__sink *d)
@@ -253,7 +395,6 @@ static int decode_tiff(const uint8_t *data, size_t len, struct prep__sink *d)
 	uint32_t W = 0, H = 0;
 	uint16_t bps = 1, spp = 1, photo = 0xffff, planar = PLANARCONFIG_CONTIG, comp = 1;
 	uint16_t sfmt = SAMPLEFORMAT_UINT, nextra = 0, *extra = NULL;
-	uint16_t *cmap[3] = {NULL, NULL, NULL};
 	TIFFGetField(t, TIFFTAG_IMAGEWIDTH, &W);
 	TIFFGetField(t, TIFFTAG_IMAGELENGTH, &H);
 	TIFFGetFieldDefaulted(t, TIFFTAG_BITSPERSAMPLE, &bps);
@@ -262,39 +403,24 @@ static int decode_tiff(const uint8_t *data, size_t len, struct prep__sink *d)
 	TIFFGetFieldDefaulted(t, TIFFTAG_COMPRESSION, &comp);
 	TIFFGetFieldDefaulted(t, TIFFTAG_SAMPLEFORMAT, &sfmt);
 	TIFFGetFieldDefaulted(t, TIFFTAG_EXTRASAMPLES, &nextra, &extra);
-	if (!TIFFGetField(t, TIFFTAG_PHOTOMETRIC, &photo) || TIFFIsTiled(t) ||
-	    comp == COMPRESSION_JPEG || comp == COMPRESSION_OJPEG || sfmt != SAMPLEFORMAT_UINT ||
-	    (spp > 1 && planar != PLANARCONFIG_CONTIG))
+	if (!TIFFGetField(t, TIFFTAG_PHOTOMETRIC, &photo) || comp == COMPRESSION_OJPEG ||
+	    sfmt != SAMPLEFORMAT_UINT || (spp > 1 && planar != PLANARCONFIG_CONTIG) ||
+	    nextra >= spp || !tif_layout_of(t, photo, bps, spp, nextra, extra, comp, &l))
 		goto out;
-	enum tif_kind kind = TIF_GRAY;
-	if ((photo == PHOTOMETRIC_MINISBLACK || photo == PHOTOMETRIC_MINISWHITE) && spp == 1 &&
-	    nextra == 0 && (bps == 8 || bps == 1)) {
-		kind = bps == 8 ? TIF_GRAY : TIF_BILEVEL;
-	} else if (photo == PHOTOMETRIC_RGB && bps == 8 &&
-		   ((spp == 3 && nextra == 0) || (spp == 4 && nextra == 1 &&
-						  (extra[0] == EXTRASAMPLE_UNSPECIFIED ||
-						   extra[0] == EXTRASAMPLE_UNASSALPHA)))) {
-		kind = TIF_RGB;
-	} else if (photo == PHOTOMETRIC_PALETTE && bps == 8 && spp == 1 && nextra == 0 &&
-		   TIFFGetField(t, TIFFTAG_COLORMAP, &cmap[0], &cmap[1], &cmap[2])) {
-		kind = TIF_PALETTE;
-		for (unsigned i = 0; i < 256; i++)
-			for (unsigned c = 0; c < 3; c++)
-				l.pal[i][c] = (uint8_t)(cmap[c][i] / 256);
-	} else {
-		goto out;
-	}
-	l.kind = kind;
-	l.invert = photo == PHOTOMETRIC_MINISWHITE;
-	l.spp = spp;
 	unsigned o = tif_orientation(t);
 	unsigned OW = o >= 5 ? H : W, OH = o >= 5 ? W : H;
 	if ((rc = prep__sink_scale(d, OW, OH, false)) < 0 ||
 	    (rc = prep__sink_region(d, OW, OH)) < 0 ||
 	    (rc = prep__sink_alloc(d, d->rx1 - d->rx0, 3)) < 0)
 		goto out;
-	tmsize_t ls = TIFFScanlineSize(t);
-	if (ls <= 0 || (uint64_t)ls < ((uint64_t)W * spp * bps + 7) / 8) {
+	bool tiled = TIFFIsTiled(t);
+	uint32_t tw = 0;
+	if (tiled)
+		TIFFGetField(t, TIFFTAG_TILEWIDTH, &tw);
+	tmsize_t ls = tiled ? TIFFTileSize(t) : TIFFScanlineSize(t);
+	if (ls <= 0 || (tiled && (tw == 0 || TIFFTileRowSize(t) <
+					      ((tmsize_t)tw * spp * bps + 7) / 8)) ||
+	    (!tiled && (uint64_t)ls < ((uint64_t)W * spp * bps + 7) / 8)) {
 		rc = -EIO;
 		goto out;
 	}
@@ -303,8 +429,8 @@ static int decode_tiff(const uint8_t *data, size_t len, struct prep__sink *d)
 		goto out;
 	}
 	d->bx0 = d->rx0;
-	if (o != 1) {
-		if ((rc = tif_read_oriented(t, &l, line, W, H, o, d)) < 0)
+	if (o != 1 || tiled) {
+		if ((rc = tif_read_whole(t, &l, line, W, H, o, d)) < 0)
 			goto out;
 	} else {
 		for (uint32_t y = 0; y < H; y++) {
@@ -354,7 +480,8 @@ static uint64_t work_tiff(const uint8_t *p, size_t len, unsigned W, unsigned H)
 	}
 	raw = raw < len ? raw : len;
 	uint64_t n = strip + raw + (uint64_t)ns * 16 + (uint64_t)W * 8 + (64u << 10);
-	uint64_t oriented = tif_orientation(t) != 1 ? (uint64_t)W * H * 3 : 0; /* the RGB image */
+	/* an oriented or tiled image is read whole to RGB first */
+	uint64_t oriented = tif_orientation(t) != 1 || TIFFIsTiled(t) ? (uint64_t)W * H * 3 : 0;
 	TIFFClose(t);
 	return (strip && n < whole ? n : whole) + oriented;
 }

@@ -290,6 +290,66 @@ def compare_png_crcs(d):
                   f"{name}: prep loads it as PIL does")
 
 
+def write_tiff(path, w, h, bps, spp, photometric, samples, tile=None, extra=(), colormap=None,
+               minisw=False):
+    """An uncompressed little-endian TIFF of the sample values given (an
+    (h, w, spp) array), in one strip or in tiles of tile = (tw, th)."""
+    import struct
+    samples = np.asarray(samples).reshape(h, w, spp)
+
+    def pack(rows):  # rows of samples -> bytes, each row padded to a byte
+        if bps == 16:
+            return b"".join(r.astype("<u2").tobytes() for r in rows)
+        if bps == 8:
+            return b"".join(r.astype(np.uint8).tobytes() for r in rows)
+        return b"".join(np.packbits(np.unpackbits(r.astype(np.uint8).reshape(-1, 1), axis=1)
+                                    [:, 8 - bps:].ravel()).tobytes() for r in rows)
+    blocks = []
+    if tile:
+        tw, th = tile
+        for ty in range(0, h, th):
+            for tx in range(0, w, tw):
+                t = np.zeros((th, tw, spp), samples.dtype)
+                part = samples[ty:ty + th, tx:tx + tw]
+                t[:part.shape[0], :part.shape[1]] = part
+                blocks.append(pack(list(t)))
+    else:
+        blocks.append(pack(list(samples)))
+    entries = [(256, 4, [w]), (257, 4, [h]), (258, 3, [bps] * spp), (259, 3, [1]),
+               (262, 3, [photometric]), (277, 3, [spp]), (284, 3, [1])]
+    if colormap is not None:
+        entries.append((320, 3, list(colormap)))
+    if extra:
+        entries.append((338, 3, list(extra)))
+    offs_tag, counts_tag = (324, 325) if tile else (273, 279)
+    if tile:
+        entries += [(322, 3, [tile[0]]), (323, 3, [tile[1]])]
+    else:
+        entries.append((278, 4, [h]))
+    data_at = 8
+    offsets, pos = [], data_at
+    for b in blocks:
+        offsets.append(pos)
+        pos += len(b)
+    entries += [(offs_tag, 4, offsets), (counts_tag, 4, [len(b) for b in blocks])]
+    entries.sort()
+    ifd_at = pos + (pos & 1)
+    n = len(entries)
+    ext = ifd_at + 2 + 12 * n + 4  # where values too long for an entry go
+    ifd, extdata = b"", b""
+    for tag, typ, vals in entries:
+        fmt = "<H" if typ == 3 else "<I"
+        raw = b"".join(struct.pack(fmt, v) for v in vals)
+        if len(raw) <= 4:
+            ifd += struct.pack("<HHI", tag, typ, len(vals)) + raw.ljust(4, b"\0")
+        else:
+            ifd += struct.pack("<HHII", tag, typ, len(vals), ext + len(extdata))
+            extdata += raw + (b"\0" if len(raw) & 1 else b"")
+    with open(path, "wb") as f:
+        f.write(b"II*\0" + struct.pack("<I", ifd_at) + b"".join(blocks) +
+                b"\0" * (ifd_at - pos) + struct.pack("<H", n) + ifd + b"\0" * 4 + extdata)
+
+
 def variant_cases(d):
     """Files of the other formats and layouts a real dataset holds, each
     (path, whether PIL loads it): every one must be served exactly as PIL +
@@ -325,6 +385,35 @@ def variant_cases(d):
     for k in (0, 1, 3):
         add(f"cut_adler{k}.png", True, lambda p, k=k: open(p, "wb").write(png[:end + k]))
     add("cut_image_data.png", False, lambda p: open(p, "wb").write(png[:end - 40]))
+    # TIFF layouts of Pillow's OPEN_INFO table beyond 8-bit gray/RGB/palette
+    arr = np.asarray(base)
+    rng = np.random.default_rng(24)
+    h, w = arr.shape[:2]
+    add("cmyk.tif", True, lambda p: base.convert("CMYK").save(p))
+    add("jpeg_rgb.tif", True, lambda p: base.save(p, compression="jpeg"))
+    add("jpeg_ycbcr.tif", True, lambda p: base.convert("YCbCr").save(p, compression="jpeg"))
+    add("la.tif", True, lambda p: base.convert("LA").save(p))
+    g16 = arr[..., 1].astype(np.int64) * 257 // rng.integers(1, 4, (h, w))
+    g16[:, :20] = np.arange(20) * 30  # values around 255, where I;16 -> RGB clips
+    add("gray16.tif", True, lambda p: write_tiff(p, w, h, 16, 1, 1, g16))
+    add("gray16_miniswhite.tif", True, lambda p: write_tiff(p, w, h, 16, 1, 0, g16))
+    rgb16 = arr.astype(np.int64) * 257 + rng.integers(0, 257, arr.shape)
+    add("rgb16.tif", True, lambda p: write_tiff(p, w, h, 16, 3, 2, rgb16))
+    rgba16 = np.concatenate([rgb16, rgb16[..., :1]], -1)
+    add("rgba16.tif", True, lambda p: write_tiff(p, w, h, 16, 4, 2, rgba16, extra=[2]))
+    add("gray4.tif", True, lambda p: write_tiff(p, w, h, 4, 1, 1, arr[..., 0] >> 4))
+    add("gray2_miniswhite.tif", True, lambda p: write_tiff(p, w, h, 2, 1, 0, arr[..., 0] >> 6))
+    cmap = list(rng.integers(0, 65536, 48))
+    add("palette4.tif", True, lambda p: write_tiff(p, w, h, 4, 1, 3, arr[..., 2] >> 4,
+                                                  colormap=cmap))
+    cmyk = np.concatenate([arr, 255 - arr[..., :1], arr[..., 1:2]], -1)
+    add("cmyk_extra.tif", True, lambda p: write_tiff(p, w, h, 8, 5, 5, cmyk, extra=[0]))
+    add("rgbx_extra2.tif", True, lambda p: write_tiff(p, w, h, 8, 5, 2, cmyk, extra=[0, 0]))
+    add("tiled_rgb.tif", True, lambda p: write_tiff(p, w, h, 8, 3, 2, arr, tile=(64, 48)))
+    add("tiled_gray16.tif", True, lambda p: write_tiff(p, w, h, 16, 1, 1, g16, tile=(32, 32)))
+    # Pillow has no layout for these: it fails them, and so must we
+    add("la_associated.tif", False, lambda p: write_tiff(p, w, h, 8, 2, 1, cmyk[..., :2],
+                                                         extra=[1]))
     return out
 
 

@@ -20,10 +20,11 @@ undecodable files under bad/. Checks:
   - undecodable files give EIO, count in prep.errors, and leave the
     daemon serving everything else;
   - the other formats ImageFolder lists (raw/): binary PPM/PGM/PBM,
-    uncompressed BMP, WebP and TIFF (gray, bilevel, RGB(A), palette; raw,
-    LZW, deflate, G4; every Orientation, which Pillow applies) samples are
-    identical to PIL + torchvision's, byte for byte; JPEG-in-TIFF and CMYK TIFF are listed (ImageFolder sees the
-    same samples there) and open, but every read fails with EIO;
+    uncompressed BMP, WebP and TIFF (gray, bilevel, RGB(A), palette, CMYK;
+    raw, LZW, deflate, G4, JPEG; every Orientation, which Pillow applies)
+    samples are identical to PIL + torchvision's, byte for byte; a float
+    TIFF is listed (ImageFolder sees the same samples there) and opens, but
+    every read fails with EIO;
   - the same --seed after a remount gives the same version 0 of every rrc
     sample, another seed different ones;
   - a SOURCE with a top-level `prepared` entry is refused with a hint to
@@ -149,8 +150,9 @@ RAW_DECODED = ['rgb24.bmp', 'pal8.bmp', 'gray8.bmp', 'bw1.bmp', 'rgba32.bmp',
 	       'p6.ppm', 'p5.pgm', 'p4_bits.pgm', 'upper.BMP', 'lossy.webp',
 	       'lossless.webp', 'alpha.webp', 'x.tif', 'lzw.tiff', 'gray.tif',
 	       'pal.tif', 'bw_g4.tif', 'rgba.tif'] + \
-	[f'orient{o}.tif' for o in range(2, 9)] + ['gray_orient6.tif']
-RAW_UNDECODED = ['jpeg.tif', 'cmyk.tif']
+	[f'orient{o}.tif' for o in range(2, 9)] + ['gray_orient6.tif', 'jpeg.tif',
+						   'cmyk.tif']
+RAW_UNDECODED = ['float.tif']
 
 
 def make_raw_formats(d):
@@ -187,6 +189,8 @@ def make_raw_formats(d):
 			       tiffinfo={274: 6}, compression='tiff_lzw')
 	base.save(os.path.join(d, 'jpeg.tif'), compression='jpeg')
 	base.convert('CMYK').save(os.path.join(d, 'cmyk.tif'))
+	# float samples: Pillow reads them (mode F), prep does not
+	base.convert('F').save(os.path.join(d, 'float.tif'))
 	base.save(os.path.join(d, 'lossy.webp'), quality=80)
 	base.save(os.path.join(d, 'lossless.webp'), lossless=True)
 	rgba.save(os.path.join(d, 'alpha.webp'), quality=85)
