@@ -17,17 +17,21 @@
 /*
  * The layouts Pillow reads with its raw decoder, decoded as it does:
  * binary PBM (P4), PGM (P5) and PPM (P6) with maxval 255; BMP with a 12,
- * 40, 64, 108 or 124-byte header, 1/4/8-bit palette, 24-bit BGR and 32-bit
- * pixels (BI_RGB, or BI_BITFIELDS with the byte-aligned masks Pillow
- * knows), bottom-up or top-down. Others (plain-text PNM, other maxvals,
- * 16-bit or RLE BMP) give -EIO: Pillow reads them, but not bit for bit
- * like this, so they are not claimed.
+ * 40, 64, 108 or 124-byte header, 1/4/8-bit palette, 16-bit (BI_RGB 5-5-5,
+ * or BI_BITFIELDS 5-6-5 or 5-5-5, as Pillow's BGR;16 and BGR;15 unpackers
+ * scale them), 24-bit BGR and 32-bit pixels (BI_RGB, or BI_BITFIELDS with
+ * the byte-aligned masks Pillow knows), bottom-up or top-down; and RLE8 and
+ * RLE4 BMP, run through Pillow's BmpRleDecoder's steps (bmp_rle) into an
+ * index image first. Others (plain-text PNM, other maxvals) give -EIO.
  */
 struct raw_img {
 	const uint8_t *data; /* first byte of pixel data */
 	size_t stride;	     /* bytes per stored row */
 	unsigned w, h;
-	unsigned bits;	   /* per pixel: 1 (PBM/BMP), 4, 8, 24, 32 */
+	unsigned bits;	   /* per pixel: 1 (PBM/BMP), 4, 8, 16, 24, 32 */
+	unsigned rle;	   /* BMP: 8 (RLE8) or 4 (RLE4) run-length coded, else 0 */
+	bool g6;	   /* 16-bit BMP: 5-6-5, else 5-5-5 */
+	bool gray_pal;	   /* BMP: a palette Pillow takes for L: the index is the gray */
 	bool gray;	   /* PGM: one byte of gray */
 	bool pbm;	   /* P4: bit 1 is black */
 	bool rgb_order;	   /* PPM: R G B; else BMP's byte offsets below */
@@ -158,9 +162,17 @@ static int bmp_parse(const uint8_t *p, size_t len, struct raw_img *im, bool need
 		return rc;
 	unsigned b = im->bits;
 	if (compression == 0) {
-		if (b != 1 && b != 4 && b != 8 && b != 24 && b != 32)
+		if (b != 1 && b != 4 && b != 8 && b != 16 && b != 24 && b != 32)
 			return -EIO;
 		im->off[0] = 2, im->off[1] = 1, im->off[2] = 0; /* BGR, BGRX */
+	} else if ((compression == 1 && b == 8) || (compression == 2 && b == 4)) {
+		im->rle = b;
+	} else if (compression == 3 && b == 16 && masks[1] == 0x7e0 && masks[0] == 0xf800 &&
+		   masks[2] == 0x1f) {
+		im->g6 = true;
+	} else if (compression == 3 && b == 16 && masks[0] == 0x7c00 && masks[1] == 0x3e0 &&
+		   masks[2] == 0x1f) {
+		/* 5-5-5, as BI_RGB */
 	} else if (compression == 3 && b == 24 && masks[0] == 0xff0000 && masks[1] == 0xff00 &&
 		   masks[2] == 0xff) {
 		im->off[0] = 2, im->off[1] = 1, im->off[2] = 0;
@@ -200,21 +212,107 @@ static int bmp_parse(const uint8_t *p, size_t len, struct raw_img *im, bool need
 		}
 		if (offset == 14 + hsize) /* Pillow: an offset that forgot the palette */
 			offset += 4 * im->ncolors;
+		/* Pillow: a palette of grays (i, i, i), or black and white for
+		 * two colours, makes the image L (or 1): the index is the gray */
+		im->gray_pal = true;
+		for (unsigned c = 0; c < im->ncolors; c++) {
+			unsigned v = im->ncolors == 2 ? c * 255 : c;
+			if (im->pal[c][0] != v || im->pal[c][1] != v || im->pal[c][2] != v)
+				im->gray_pal = false;
+		}
+		/* as 1, Pillow unpacks an 8-bit or RLE image as bits, and as L a
+		 * 1 or 4-bit one as bytes: not the picture; not claimed */
+		if (im->gray_pal && (im->ncolors == 2 ? b != 1 || im->rle : b < 8 && !im->rle))
+			return -EIO;
 	}
 	if (offset == 0)
 		offset = (uint32_t)(pal_at + (b <= 8 ? (size_t)im->ncolors * pal_entry : 0));
 	im->stride = (((size_t)im->w * b + 31) >> 3) & ~(size_t)3;
-	if (need_data) {
-		if (offset > len || (len - offset) / im->stride < im->h)
-			return -EIO; /* truncated: Pillow wants every row whole */
-	}
+	if (need_data && offset > len)
+		return -EIO;
+	if (need_data && !im->rle && (len - offset) / im->stride < im->h)
+		return -EIO; /* truncated: Pillow wants every row whole */
 	im->data = p + offset;
 	return 0;
 }
 
-/* RGB of stored image row y (top = 0), columns [x0, x1), into dst. 0, or
- * -EIO for a palette index past the palette. */
-static int raw_row(const struct raw_img *im, unsigned y, unsigned x0, unsigned x1, uint8_t *dst)
+/*
+ * An RLE8 or RLE4 BMP's pixel data to W x H indexes in the order stored,
+ * as Pillow's BmpRleDecoder (9.x) makes them, quirks included, so that a
+ * sample shows what PIL gives: a run is cut at the row's end, an end of
+ * line pads the row with index 0, a delta reads two bytes and then takes
+ * its offsets from the next two, an RLE4 literal of n pixels reads n / 2
+ * bytes (an odd last pixel lost), a literal is followed by a pad byte when
+ * it ends at an odd offset in the file, and pixels past the image are
+ * dropped. Data that ends (end of bitmap, or the file) before the image is
+ * filled fails, as in Pillow ("not enough image data").
+ */
+static int bmp_rle(const uint8_t *p, size_t len, size_t i, unsigned W, unsigned H, bool rle4,
+		   uint8_t *out)
+{
+	size_t n = (size_t)W * H, have = 0, x = 0;
+
+#define PUT(v)                                                                                    \
+	do {                                                                                       \
+		if (have < n)                                                                      \
+			out[have] = (uint8_t)(v);                                                  \
+		have++;                                                                            \
+	} while (0)
+	memset(out, 0, n);
+	while (have < n) {
+		if (i >= len || len - i < 2)
+			break;
+		size_t cnt = p[i];
+		unsigned b = p[i + 1];
+		i += 2;
+		if (cnt) { /* a run */
+			if (x + cnt > W)
+				cnt = x < W ? W - x : 0;
+			for (size_t k = 0; k < cnt; k++)
+				PUT(rle4 ? (k % 2 ? b & 15 : b >> 4) : b);
+			x += cnt;
+		} else if (b == 0) { /* end of line */
+			while (have % W)
+				PUT(0);
+			x = 0;
+		} else if (b == 1) { /* end of bitmap */
+			break;
+		} else if (b == 2) { /* delta */
+			if (i >= len || len - i < 2)
+				break;
+			i += 2;
+			if (i >= len || len - i < 2)
+				return -EIO; /* Pillow: too few values to unpack */
+			size_t skip = p[i] + (size_t)p[i + 1] * W;
+			i += 2;
+			have = have + skip < n ? have + skip : n;
+			x = have % W;
+		} else { /* a literal of b pixels */
+			size_t bytes = rle4 ? b / 2 : b, got = len - i < bytes ? len - i : bytes;
+			for (size_t k = 0; k < got; k++) {
+				if (rle4) {
+					PUT(p[i + k] >> 4);
+					PUT(p[i + k] & 15);
+				} else {
+					PUT(p[i + k]);
+				}
+			}
+			i += got;
+			if (got < bytes)
+				break;
+			x += b;
+			if (i % 2)
+				i++;
+		}
+	}
+#undef PUT
+	return have < n ? -EIO : 0;
+}
+
+/* RGB of stored image row y (top = 0), columns [x0, x1), into dst. A
+ * palette index past the palette shows PIL's default palette there, the
+ * gray (i, i, i), as Pillow's convert("RGB") does. */
+static void raw_row(const struct raw_img *im, unsigned y, unsigned x0, unsigned x1, uint8_t *dst)
 {
 	const uint8_t *row = im->data + (size_t)(im->bottom_up ? im->h - 1 - y : y) * im->stride;
 
@@ -226,6 +324,11 @@ static int raw_row(const struct raw_img *im, unsigned y, unsigned x0, unsigned x
 			dst[0] = dst[1] = dst[2] = row[x];
 		} else if (im->rgb_order) {
 			memcpy(dst, row + (size_t)x * 3, 3);
+		} else if (im->bits == 16) { /* Pillow's BGR;15 / BGR;16 */
+			unsigned v = row[2 * (size_t)x] | (unsigned)row[2 * (size_t)x + 1] << 8;
+			dst[0] = (uint8_t)(im->g6 ? (v >> 11 & 31) * 255 / 31 : (v >> 10 & 31) * 255 / 31);
+			dst[1] = (uint8_t)(im->g6 ? (v >> 5 & 63) * 255 / 63 : (v >> 5 & 31) * 255 / 31);
+			dst[2] = (uint8_t)((v & 31) * 255 / 31);
 		} else if (im->bits >= 24) {
 			const uint8_t *px = row + (size_t)x * (im->bits / 8);
 			dst[0] = px[im->off[0]];
@@ -239,12 +342,17 @@ static int raw_row(const struct raw_img *im, unsigned y, unsigned x0, unsigned x
 				idx = (row[x / 2] >> (x % 2 ? 0 : 4)) & 15;
 			else
 				idx = (row[x / 8] >> (7 - x % 8)) & 1;
-			if (idx >= im->ncolors)
-				return -EIO;
+			if (im->gray_pal && im->bits == 8) { /* L: any index is a gray */
+				dst[0] = dst[1] = dst[2] = (uint8_t)idx;
+				continue;
+			}
+			if (idx >= im->ncolors) {
+				dst[0] = dst[1] = dst[2] = (uint8_t)idx;
+				continue;
+			}
 			memcpy(dst, im->pal[idx], 3);
 		}
 	}
-	return 0;
 }
 
 /* The size of a PNM (bmp false) or BMP from its headers. */
@@ -274,10 +382,13 @@ static int probe_bmp(const uint8_t *p, size_t len, unsigned *w, unsigned *h)
 	return probe_raw(p, len, w, h, true);
 }
 
-/* Rows are read where they lie: the parsed headers and one row. */
+/* Rows are read where they lie: the parsed headers and one row; an RLE
+ * BMP's indexes first, whole. */
 static uint64_t work_raw(const uint8_t *p, size_t len, unsigned W, unsigned H)
 {
-	return sizeof(struct raw_img) + (uint64_t)W * 3;
+	bool rle = len >= 34 && p[0] == 'B' && le32(p + 14) >= 40 && (le32(p + 30) == 1 || le32(p + 30) == 2);
+
+	return sizeof(struct raw_img) + (uint64_t)W * 3 + (rle ? (uint64_t)W * H : 0);
 }
 
 static int decode_raw(const uint8_t *data, size_t len, struct prep__sink *d, bool bmp)
@@ -287,9 +398,20 @@ static int decode_raw(const uint8_t *data, size_t len, struct prep__sink *d, boo
 
 	if (!im)
 		return -ENOMEM;
+	uint8_t *idx = NULL;
 	rc = bmp ? bmp_parse(data, len, im, true) : pnm_parse(data, len, im, true);
 	if (rc == -ENODATA)
 		rc = -EIO;
+	if (rc == 0 && im->rle) { /* to an 8-bit index image, stored order */
+		idx = malloc((size_t)im->w * im->h + PREP__PAD);
+		if (!idx)
+			rc = -ENOMEM;
+		else
+			rc = bmp_rle(data, len, (size_t)(im->data - data), im->w, im->h, im->rle == 4, idx);
+		im->data = idx;
+		im->stride = im->w;
+		im->bits = 8;
+	}
 	if (rc == 0)
 		rc = prep__sink_scale(d, im->w, im->h, false);
 	if (rc == 0)
@@ -298,21 +420,13 @@ static int decode_raw(const uint8_t *data, size_t len, struct prep__sink *d, boo
 		rc = prep__sink_alloc(d, d->rx1 - d->rx0, 3);
 	if (rc == 0) {
 		d->bx0 = d->rx0;
-		/* Pillow decodes every row: a bad palette index anywhere fails */
-		uint8_t *scratch = im->bits <= 8 && !im->gray && !im->pbm
-				       ? malloc((size_t)im->w * 3 + PREP__PAD)
-				       : NULL;
-		for (unsigned y = 0; rc == 0 && scratch && y < im->h; y++)
-			if (y < d->ry0 || y >= d->ry1)
-				rc = raw_row(im, y, 0, im->w, scratch);
-		free(scratch);
-		for (unsigned y = d->ry0; rc == 0 && y < d->ry1; y++) {
-			rc = raw_row(im, y, d->rx0, d->rx1, prep__sink_row(d));
+		for (unsigned y = d->ry0; y < d->ry1; y++) {
+			raw_row(im, y, d->rx0, d->rx1, prep__sink_row(d));
 			prep__sink_push(d);
 		}
-		if (rc == 0)
-			prep__sink_flush(d);
+		prep__sink_flush(d);
 	}
+	free(idx);
 	free(im);
 	return rc;
 }

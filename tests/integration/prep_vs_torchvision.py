@@ -414,7 +414,96 @@ def variant_cases(d):
     # Pillow has no layout for these: it fails them, and so must we
     add("la_associated.tif", False, lambda p: write_tiff(p, w, h, 8, 2, 1, cmyk[..., :2],
                                                          extra=[1]))
+    # BMP: 16-bit (BI_RGB 5-5-5, BI_BITFIELDS 5-6-5 and 5-5-5), RLE8/RLE4
+    # (in rle_cases too), an index past the palette (PIL's default: gray)
+    a16 = ((arr[..., 0].astype(np.uint16) >> 3) << 10 | (arr[..., 1].astype(np.uint16) >> 3) << 5 |
+           arr[..., 2] >> 3)
+    a565 = ((arr[..., 0].astype(np.uint16) >> 3) << 11 | (arr[..., 1].astype(np.uint16) >> 2) << 5 |
+            arr[..., 2] >> 3)
+    add("rgb555.bmp", True, lambda p: write_bmp(p, a16, 16, 0))
+    add("rgb565_bitfields.bmp", True, lambda p: write_bmp(p, a565, 16, 3, masks=(0xf800, 0x7e0, 0x1f)))
+    add("rgb555_bitfields.bmp", True, lambda p: write_bmp(p, a16, 16, 3, masks=(0x7c00, 0x3e0, 0x1f)))
+    add("rgb444_bitfields.bmp", False, lambda p: write_bmp(p, a16, 16, 3, masks=(0xf00, 0xf0, 0xf)))
+    pal = [tuple(int(v) for v in rng.integers(0, 256, 3)) for _ in range(40)]
+    add("index_past_palette.bmp", True, lambda p: write_bmp(p, arr[..., 0], 8, 0, palette=pal))
     return out
+
+
+def write_bmp(path, px, bits, compression, masks=None, palette=None, data=None, topdown=False):
+    """A BMP (40-byte header) of px (h x w values of 8 or 16 bits), or of
+    the pixel data given (RLE)."""
+    import struct
+    h, w = px.shape[:2]
+    if data is None:
+        stride = (w * bits + 31) // 32 * 4
+        rows = px if topdown else px[::-1]
+        data = b"".join(r.astype("<u2" if bits == 16 else np.uint8).tobytes().ljust(stride, b"\0")
+                        for r in rows)
+    pal = b"".join(bytes([b, g, r, 0]) for r, g, b in (palette or []))
+    extra = struct.pack("<III", *masks) if masks else b""
+    hdr = struct.pack("<IiiHHIIiiII", 40, w, -h if topdown else h, 1, bits, compression, len(data),
+                      2835, 2835, len(palette or []), 0)
+    off = 14 + len(hdr) + len(extra) + len(pal)
+    with open(path, "wb") as f:
+        f.write(b"BM" + struct.pack("<IHHI", off + len(data), 0, 0, off) + hdr + extra + pal + data)
+
+
+def rle_cases(d, n=120):
+    """Random RLE8/RLE4 streams (runs, literals odd and even, ends of line,
+    deltas, early ends) over small images: PIL's BmpRleDecoder decides which
+    load and what they show."""
+    import random
+    r = random.Random(11)
+    out = []
+    for k in range(n):
+        rle4 = k % 2 == 1
+        w, h = r.randint(1, 19), r.randint(1, 9)
+        ncol = 16 if rle4 else r.choice([16, 200, 256])
+        gray = k % 7 == 0
+        pal = [(i, i, i) if gray else tuple(r.randrange(256) for _ in range(3)) for i in range(ncol)]
+        data = b""
+        for _ in range(r.randint(1, 40)):
+            c = r.random()
+            if c < 0.45:
+                data += bytes([r.randint(1, 12), r.randrange(256)])
+            elif c < 0.6:
+                data += b"\0\0"
+            elif c < 0.65:
+                data += b"\0\2" + bytes(r.randint(0, 3) for _ in range(4))
+            elif c < 0.9:
+                m = r.randint(3, 12)
+                data += bytes([0, m]) + bytes(r.randrange(256 if rle4 else ncol)
+                                              for _ in range((m // 2 if rle4 else m) + r.randint(0, 1)))
+            else:
+                data += b"\0\1"
+        if r.random() < 0.5:
+            data += b"\0\0" * h + b"\0\1"
+        path = os.path.join(d, f"rle{k:03d}.bmp")
+        write_bmp(path, np.zeros((h, w)), 4 if rle4 else 8, 2 if rle4 else 1, palette=pal, data=data,
+                  topdown=k % 11 == 0)
+        out.append(path)
+    return out
+
+
+def compare_rle(d):
+    loaded = 0
+    for path in rle_cases(d):
+        try:
+            ref = reference(path, "resize64")
+            loaded += 1
+        except Exception:  # noqa: BLE001 - PIL's failure is what is compared
+            ref = None
+        try:
+            ours = read_ppm(run_cli("resize64", 1, 0, path))
+        except RuntimeError:
+            ours = None
+        name = os.path.basename(path)
+        if ref is None:
+            check(ours is None, f"{name}: PIL fails it, so does prep")
+        else:
+            check(ours is not None and ours.shape == ref.shape and bool((ours == ref).all()),
+                  f"{name}: identical to PIL + torchvision")
+    check(loaded >= 30, f"RLE BMPs: PIL loads {loaded} of them")
 
 
 def compare_variants(d):
@@ -504,6 +593,7 @@ def main():
         check_cut_scan_with_eoi(d, imgs)
         compare_png_crcs(d)
         compare_variants(d)
+        compare_rle(d)
         compare_rrc_params()
         compare_rrc_render(imgs)
     print(f"{passed} passed, {failed} failed")
