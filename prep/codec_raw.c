@@ -5,6 +5,7 @@
  * them. Two codecs (PNM, BMP) over one row reader.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,13 +17,14 @@
 
 /*
  * The layouts Pillow reads with its raw decoder, decoded as it does:
- * binary PBM (P4), PGM (P5) and PPM (P6) with maxval 255; BMP with a 12,
+ * binary PBM (P4), PGM (P5) and PPM (P6), any maxval (scaled as Pillow's
+ * PpmDecoder does, pnm_sample); BMP with a 12,
  * 40, 64, 108 or 124-byte header, 1/4/8-bit palette, 16-bit (BI_RGB 5-5-5,
  * or BI_BITFIELDS 5-6-5 or 5-5-5, as Pillow's BGR;16 and BGR;15 unpackers
  * scale them), 24-bit BGR and 32-bit pixels (BI_RGB, or BI_BITFIELDS with
  * the byte-aligned masks Pillow knows), bottom-up or top-down; and RLE8 and
  * RLE4 BMP, run through Pillow's BmpRleDecoder's steps (bmp_rle) into an
- * index image first. Others (plain-text PNM, other maxvals) give -EIO.
+ * index image first. Others (plain-text PNM) give -EIO.
  */
 struct raw_img {
 	const uint8_t *data; /* first byte of pixel data */
@@ -35,6 +37,7 @@ struct raw_img {
 	bool gray;	   /* PGM: one byte of gray */
 	bool pbm;	   /* P4: bit 1 is black */
 	bool rgb_order;	   /* PPM: R G B; else BMP's byte offsets below */
+	unsigned maxval;   /* PGM/PPM: 1-65535; samples of 2 bytes past 255 */
 	bool bottom_up;	   /* BMP: the first stored row is the bottom one */
 	unsigned off[3];   /* 24/32-bit BMP: byte of R, G, B in a pixel */
 	uint8_t pal[256][3]; /* palette, RGB */
@@ -93,12 +96,13 @@ static int pnm_parse(const uint8_t *p, size_t len, struct raw_img *im, bool need
 		return rc;
 	if ((rc = prep__check_caps(im->w, im->h)) < 0)
 		return rc;
-	if (maxval != 255)
-		return -EIO;
+	if (maxval == 0 || maxval > 65535)
+		return -EIO; /* Pillow: "maxval must be greater than 0 and less than 65536" */
 	im->pbm = p[1] == '4';
 	im->gray = p[1] == '5';
 	im->rgb_order = true;
-	im->bits = im->pbm ? 1 : im->gray ? 8 : 24;
+	im->maxval = maxval;
+	im->bits = (im->pbm ? 1 : im->gray ? 8 : 24) * (maxval > 255 ? 2 : 1);
 	im->stride = im->pbm ? (im->w + 7) / 8 : (size_t)im->w * (im->bits / 8);
 	if (need_data && (i > len || (len - i) / im->stride < im->h))
 		return -EIO; /* truncated */
@@ -237,6 +241,24 @@ static int bmp_parse(const uint8_t *p, size_t len, struct raw_img *im, bool need
 }
 
 /*
+ * A PGM/PPM sample as Pillow makes it. maxval 255: the byte. Else its
+ * PpmDecoder: round(v / maxval * 255) (Python's round, half to even, on
+ * the same doubles), capped at 255; a PGM past maxval 255 is mode I,
+ * scaled to 65535 the same way (65535: read raw), which convert("RGB")
+ * then clips at 255.
+ */
+static uint8_t pnm_sample(const struct raw_img *im, const uint8_t *p)
+{
+	if (im->maxval == 255)
+		return p[0];
+	unsigned v = im->maxval > 255 ? (unsigned)p[0] << 8 | p[1] : p[0];
+	double out = im->gray && im->maxval > 255 ? 65535.0 : 255.0;
+	double r = nearbyint((double)v / (double)im->maxval * out);
+
+	return (uint8_t)(r > 255.0 ? 255 : r);
+}
+
+/*
  * An RLE8 or RLE4 BMP's pixel data to W x H indexes in the order stored,
  * as Pillow's BmpRleDecoder (9.x) makes them, quirks included, so that a
  * sample shows what PIL gives: a run is cut at the row's end, an end of
@@ -321,9 +343,11 @@ static void raw_row(const struct raw_img *im, unsigned y, unsigned x0, unsigned 
 			uint8_t v = (row[x / 8] >> (7 - x % 8)) & 1 ? 0 : 255;
 			dst[0] = dst[1] = dst[2] = v;
 		} else if (im->gray) {
-			dst[0] = dst[1] = dst[2] = row[x];
+			dst[0] = dst[1] = dst[2] = pnm_sample(im, row + (size_t)x * (im->bits / 8));
 		} else if (im->rgb_order) {
-			memcpy(dst, row + (size_t)x * 3, 3);
+			size_t b = im->bits / 24;
+			for (size_t c = 0; c < 3; c++)
+				dst[c] = pnm_sample(im, row + ((size_t)x * 3 + c) * b);
 		} else if (im->bits == 16) { /* Pillow's BGR;15 / BGR;16 */
 			unsigned v = row[2 * (size_t)x] | (unsigned)row[2 * (size_t)x + 1] << 8;
 			dst[0] = (uint8_t)(im->g6 ? (v >> 11 & 31) * 255 / 31 : (v >> 10 & 31) * 255 / 31);

@@ -426,6 +426,21 @@ def variant_cases(d):
     add("rgb444_bitfields.bmp", False, lambda p: write_bmp(p, a16, 16, 3, masks=(0xf00, 0xf0, 0xf)))
     pal = [tuple(int(v) for v in rng.integers(0, 256, 3)) for _ in range(40)]
     add("index_past_palette.bmp", True, lambda p: write_bmp(p, arr[..., 0], 8, 0, palette=pal))
+    # binary PGM/PPM of other maxvals (Pillow's PpmDecoder: round(v / maxval
+    # * 255), half to even; PGM past 255 is mode I, clipped by convert)
+    def pnm(magic, maxval, vals):
+        big = maxval > 255
+        head = f"{magic}\n{w} {h}\n{maxval}\n".encode()
+        return lambda p: open(p, "wb").write(head + vals.astype(">u2" if big else np.uint8).tobytes())
+    g = arr[..., 0].astype(np.int64)
+    for maxval in (1, 2, 100, 254, 256, 510, 1023, 65535):
+        v = g * maxval // 255
+        v[0, :4] = [0, maxval, maxval // 2, maxval + 1 if maxval < (65535 if maxval > 255 else 255) else 0]
+        add(f"p5_max{maxval}.pgm", True, pnm("P5", maxval, v))
+        add(f"p6_max{maxval}.ppm", True, pnm("P6", maxval, arr.astype(np.int64) * maxval // 255))
+    add("p5_max0.pgm", False, pnm("P5", 0, g))
+    add("p6_max1023_cut.ppm", False, lambda p: pnm("P6", 1023, arr.astype(np.int64) * 4)(p) and
+        open(p, "r+b").truncate(os.path.getsize(p) - 7))
     return out
 
 
