@@ -24,7 +24,8 @@
  * scale them), 24-bit BGR and 32-bit pixels (BI_RGB, or BI_BITFIELDS with
  * the byte-aligned masks Pillow knows), bottom-up or top-down; and RLE8 and
  * RLE4 BMP, run through Pillow's BmpRleDecoder's steps (bmp_rle) into an
- * index image first. Others (plain-text PNM) give -EIO.
+ * index image first; plain-text PBM, PGM and PPM (P1-P3) through the
+ * steps of Pillow's PpmPlainDecoder (pnm_plain) into bytes first.
  */
 struct raw_img {
 	const uint8_t *data; /* first byte of pixel data */
@@ -38,6 +39,7 @@ struct raw_img {
 	bool pbm;	   /* P4: bit 1 is black */
 	bool rgb_order;	   /* PPM: R G B; else BMP's byte offsets below */
 	unsigned maxval;   /* PGM/PPM: 1-65535; samples of 2 bytes past 255 */
+	bool plain;	   /* P1-P3: samples in text from data on */
 	bool bottom_up;	   /* BMP: the first stored row is the bottom one */
 	unsigned off[3];   /* 24/32-bit BMP: byte of R, G, B in a pixel */
 	uint8_t pal[256][3]; /* palette, RGB */
@@ -79,7 +81,7 @@ static int pnm_token(const uint8_t *p, size_t len, size_t *i, unsigned *val)
 
 static bool pnm_magic(const uint8_t *p, size_t len)
 {
-	return len >= 3 && p[0] == 'P' && p[1] >= '4' && p[1] <= '6' &&
+	return len >= 3 && p[0] == 'P' && p[1] >= '1' && p[1] <= '6' &&
 	       (p[2] == ' ' || (p[2] >= 0x09 && p[2] <= 0x0d));
 }
 
@@ -92,19 +94,22 @@ static int pnm_parse(const uint8_t *p, size_t len, struct raw_img *im, bool need
 	memset(im, 0, sizeof(*im));
 	if ((rc = pnm_token(p, len, &i, &im->w)) < 0 || (rc = pnm_token(p, len, &i, &im->h)) < 0)
 		return rc;
-	if (p[1] != '4' && (rc = pnm_token(p, len, &i, &maxval)) < 0)
+	if (p[1] != '4' && p[1] != '1' && (rc = pnm_token(p, len, &i, &maxval)) < 0)
 		return rc;
 	if ((rc = prep__check_caps(im->w, im->h)) < 0)
 		return rc;
 	if (maxval == 0 || maxval > 65535)
 		return -EIO; /* Pillow: "maxval must be greater than 0 and less than 65536" */
-	im->pbm = p[1] == '4';
-	im->gray = p[1] == '5';
+	im->plain = p[1] <= '3';
+	im->pbm = p[1] == '4' || p[1] == '1';
+	im->gray = p[1] == '5' || p[1] == '2' || p[1] == '1';
 	im->rgb_order = true;
-	im->maxval = maxval;
+	im->maxval = p[1] == '1' ? 1 : maxval;
 	im->bits = (im->pbm ? 1 : im->gray ? 8 : 24) * (maxval > 255 ? 2 : 1);
 	im->stride = im->pbm ? (im->w + 7) / 8 : (size_t)im->w * (im->bits / 8);
-	if (need_data && (i > len || (len - i) / im->stride < im->h))
+	if (need_data && i > len)
+		return -EIO;
+	if (need_data && !im->plain && (len - i) / im->stride < im->h)
 		return -EIO; /* truncated */
 	im->data = p + i;
 	return 0;
@@ -247,15 +252,170 @@ static int bmp_parse(const uint8_t *p, size_t len, struct raw_img *im, bool need
  * scaled to 65535 the same way (65535: read raw), which convert("RGB")
  * then clips at 255.
  */
+static uint8_t pnm_scale(unsigned v, unsigned maxval, bool gray)
+{
+	double out = gray && maxval > 255 ? 65535.0 : 255.0;
+	double r = nearbyint((double)v / (double)maxval * out);
+
+	return (uint8_t)(r > 255.0 ? 255 : r);
+}
+
 static uint8_t pnm_sample(const struct raw_img *im, const uint8_t *p)
 {
 	if (im->maxval == 255)
 		return p[0];
-	unsigned v = im->maxval > 255 ? (unsigned)p[0] << 8 | p[1] : p[0];
-	double out = im->gray && im->maxval > 255 ? 65535.0 : 255.0;
-	double r = nearbyint((double)v / (double)im->maxval * out);
+	return pnm_scale(im->maxval > 255 ? (unsigned)p[0] << 8 | p[1] : p[0], im->maxval, im->gray);
+}
 
-	return (uint8_t)(r > 255.0 ? 255 : r);
+#define PIL_SAFEBLOCK (1u << 20) /* Pillow's ImageFile.SAFEBLOCK: its plain PNM reads */
+
+static bool pnm_space(int c)
+{
+	return c == ' ' || (c >= 0x09 && c <= 0x0d);
+}
+
+/* Pillow's plain PNM reading state: the file read in blocks, and whether
+ * a comment runs on past the last block. */
+struct plain_rd {
+	const uint8_t *p;
+	size_t len, pos;
+	bool spans;
+};
+
+/* fd.read(SAFEBLOCK) into b. */
+static size_t plain_read(struct plain_rd *r, uint8_t *b)
+{
+	size_t n = r->len - r->pos < PIL_SAFEBLOCK ? r->len - r->pos : PIL_SAFEBLOCK;
+
+	memcpy(b, r->p + r->pos, n);
+	r->pos += n;
+	return n;
+}
+
+/* _find_comment_end: the first LF or CR from `from` on, as Pillow picks it
+ * (min of the two if a * b > 0, else max: an LF at 0 with a CR later
+ * gives the CR). -1 when none. */
+static long long plain_comment_end(const uint8_t *b, size_t n, size_t from)
+{
+	const uint8_t *lf = memchr(b + from, '\n', n - from), *cr = memchr(b + from, '\r', n - from);
+	long long a = lf ? lf - b : -1, c = cr ? cr - b : -1;
+
+	return a * c > 0 ? (a < c ? a : c) : (a > c ? a : c);
+}
+
+/* _ignore_comments on the n bytes at b (in place, reading on while a
+ * comment spans blocks); the bytes left. */
+static size_t plain_uncomment(struct plain_rd *r, uint8_t *b, size_t n)
+{
+	if (r->spans) {
+		while (n) {
+			long long e = plain_comment_end(b, n, 0);
+			if (e >= 0) {
+				memmove(b, b + e + 1, n - (size_t)e - 1);
+				n -= (size_t)e + 1;
+				break;
+			}
+			n = plain_read(r, b);
+		}
+	}
+	r->spans = false;
+	for (;;) {
+		const uint8_t *h = memchr(b, '#', n);
+		if (!h)
+			break;
+		size_t cs = (size_t)(h - b);
+		long long ce = plain_comment_end(b, n, cs);
+		if (ce < 0) {
+			n = cs;
+			r->spans = true;
+			break;
+		}
+		memmove(b + cs, b + ce + 1, n - (size_t)ce - 1);
+		n -= (size_t)ce + 1 - cs;
+	}
+	return n;
+}
+
+/*
+ * A plain PBM/PGM/PPM's samples, from p[i] on, to W x H x bands bytes at out,
+ * step by step as Pillow's PpmPlainDecoder (9.x) makes them, since its
+ * quirks decide the pixels: 1 MiB blocks, comments (from '#' to CR or LF,
+ * both removed, so "12#c\n3" is 123) removed block by block; P1: every
+ * non-space byte of a block read must be 0 or 1 (1 black); P2/P3: a token
+ * cut by a block's end is kept and put before the next block, and kept
+ * again (never cleared) when a later block ends in a space: put before
+ * every block after, it adds a sample or joins a token (a Pillow bug, which
+ * shifts the image or fails it); at the end of the file it is repeated
+ * until the samples are all there. Tokens of over 10 characters, or over
+ * maxval, fail; samples scale as pnm_scale. Too few samples fail ("not
+ * enough image data"). A token Python's int() takes that is not all digits
+ * (a sign, an underscore) fails here where PIL may read it.
+ */
+static int pnm_plain(const uint8_t *p, size_t len, size_t i, const struct raw_img *im,
+		     uint8_t *out)
+{
+	struct plain_rd r = {p, len, i, false};
+	size_t need = (size_t)im->w * im->h * (im->gray ? 1 : 3), have = 0, hn = 0;
+	uint8_t half[16];
+	uint8_t *buf = malloc(PIL_SAFEBLOCK + sizeof(half));
+	int rc = -EIO;
+
+	if (!buf)
+		return -ENOMEM;
+	while (have < need) {
+		uint8_t *b = buf + sizeof(half);
+		size_t n = plain_read(&r, b);
+		if (n == 0 && (im->pbm || !hn))
+			break; /* the end of the file */
+		if (n == 0)
+			b[n++] = ' '; /* flushes the kept token */
+		n = plain_uncomment(&r, b, n);
+		if (im->pbm) { /* every byte of the block is checked */
+			for (size_t k = 0; k < n; k++)
+				if (!pnm_space(b[k]) && b[k] != '0' && b[k] != '1')
+					goto out;
+			for (size_t k = 0; k < n && have < need; k++)
+				if (!pnm_space(b[k]))
+					out[have++] = b[k] == '1' ? 0 : 255;
+			continue;
+		}
+		if (hn) { /* the kept token, before the block */
+			b -= hn;
+			memcpy(b, half, hn);
+			n += hn;
+		}
+		size_t end = n;
+		if (n && !pnm_space(b[n - 1])) { /* keep the last token */
+			size_t ts = n;
+			while (ts > 0 && !pnm_space(b[ts - 1]))
+				ts--;
+			if (n - ts > 10)
+				goto out;
+			hn = n - ts;
+			memcpy(half, b + ts, hn);
+			end = ts;
+		}
+		for (size_t k = 0; k < end && have < need;) {
+			if (pnm_space(b[k])) {
+				k++;
+				continue;
+			}
+			uint64_t v = 0;
+			size_t t = 0;
+			for (; k < end && !pnm_space(b[k]); k++, t++) {
+				if (t >= 10 || b[k] < '0' || b[k] > '9')
+					goto out;
+				v = v * 10 + (unsigned)(b[k] - '0');
+			}
+			if (v > im->maxval)
+				goto out;
+			out[have++] = pnm_scale((unsigned)v, im->maxval, im->gray);
+		}
+	}
+	rc = have < need ? -EIO : 0;
+out:
+	free(buf);
+	return rc;
 }
 
 /*
@@ -407,12 +567,14 @@ static int probe_bmp(const uint8_t *p, size_t len, unsigned *w, unsigned *h)
 }
 
 /* Rows are read where they lie: the parsed headers and one row; an RLE
- * BMP's indexes first, whole. */
+ * BMP's indexes or a plain PNM's samples first, whole. */
 static uint64_t work_raw(const uint8_t *p, size_t len, unsigned W, unsigned H)
 {
 	bool rle = len >= 34 && p[0] == 'B' && le32(p + 14) >= 40 && (le32(p + 30) == 1 || le32(p + 30) == 2);
+	bool plain = len >= 2 && p[0] == 'P' && p[1] >= '1' && p[1] <= '3';
 
-	return sizeof(struct raw_img) + (uint64_t)W * 3 + (rle ? (uint64_t)W * H : 0);
+	return sizeof(struct raw_img) + (uint64_t)W * 3 + (rle ? (uint64_t)W * H : 0) +
+	       (plain ? (uint64_t)W * H * 3 + PIL_SAFEBLOCK : 0);
 }
 
 static int decode_raw(const uint8_t *data, size_t len, struct prep__sink *d, bool bmp)
@@ -426,6 +588,18 @@ static int decode_raw(const uint8_t *data, size_t len, struct prep__sink *d, boo
 	rc = bmp ? bmp_parse(data, len, im, true) : pnm_parse(data, len, im, true);
 	if (rc == -ENODATA)
 		rc = -EIO;
+	if (rc == 0 && im->plain) { /* to bytes: P5 or P6 of maxval 255 */
+		idx = malloc((size_t)im->w * im->h * (im->gray ? 1 : 3) + PREP__PAD);
+		if (!idx)
+			rc = -ENOMEM;
+		else
+			rc = pnm_plain(data, len, (size_t)(im->data - data), im, idx);
+		im->data = idx;
+		im->pbm = false;
+		im->maxval = 255;
+		im->bits = im->gray ? 8 : 24;
+		im->stride = (size_t)im->w * (im->bits / 8);
+	}
 	if (rc == 0 && im->rle) { /* to an 8-bit index image, stored order */
 		idx = malloc((size_t)im->w * im->h + PREP__PAD);
 		if (!idx)
@@ -465,8 +639,7 @@ static int decode_bmp(const uint8_t *p, size_t len, struct prep__sink *d)
 	return decode_raw(p, len, d, true);
 }
 
-/* Any PNM magic (plain-text P1-P3 too): those are PNM that this decoder
- * refuses with -EIO, not unknown data (-EINVAL). */
+/* Any PNM magic, binary or plain-text. */
 static bool sniff_pnm(const uint8_t *p, size_t len)
 {
 	return len >= 3 && p[0] == 'P' && p[1] >= '1' && p[1] <= '6' &&

@@ -441,6 +441,49 @@ def variant_cases(d):
     add("p5_max0.pgm", False, pnm("P5", 0, g))
     add("p6_max1023_cut.ppm", False, lambda p: pnm("P6", 1023, arr.astype(np.int64) * 4)(p) and
         open(p, "r+b").truncate(os.path.getsize(p) - 7))
+    # plain PBM/PGM/PPM, read as Pillow's PpmPlainDecoder does, its quirks
+    # included: a comment joins the tokens around it, a file short of samples
+    # that ends inside a token repeats it, a token cut by a 1 MiB block's end
+    # is put again before every block after one ending in a space
+    def plain(magic, maxval, vals, sep=" ", tail="\n"):
+        head = f"{magic}\n# a comment\n{w} {h}\n" + ("" if magic == "P1" else f"{maxval}\n")
+        body = ("" if magic == "P1" else sep).join(str(int(v)) for v in np.asarray(vals).ravel())
+        return lambda p: open(p, "w", newline="").write(head + body + tail)
+    bits = (arr[..., 0] > 128).astype(int)
+    add("p1.pbm", True, plain("P1", 1, bits))
+    add("p1_junk_after.pbm", False, plain("P1", 1, bits, tail=" x"))
+    add("p2_max15.pgm", True, plain("P2", 15, arr[..., 0] >> 4, sep="\n"))
+    add("p2_max4000.pgm", True, plain("P2", 4000, g * 4000 // 255, sep=" #c\r"))
+    add("p2_joined.pgm", False, plain("P2", 255, g, sep="#c\n"))  # 12#c\n34 is 1234
+    add("p3.ppm", True, plain("P3", 255, arr, sep="\t"))
+    add("p3_max1000.ppm", True, plain("P3", 1000, arr.astype(np.int64) * 1000 // 255))
+    add("p3_over_maxval.ppm", False, plain("P3", 100, arr))
+    add("p2_short_repeats.pgm", True, plain("P2", 255, g.ravel()[:-5], tail=""))
+    add("p2_short.pgm", False, plain("P2", 255, g.ravel()[:-5]))
+
+    def shifted(p):  # block 1 ends inside a token, block 2 in a space
+        blk = 1 << 20
+        hw = (1000, 850)
+        head = f"P2\n{hw[0]} {hw[1]}\n255\n"
+        toks = iter(str(v % 200 + 10) for v in range(hw[0] * hw[1] + 10))
+        body = []
+        size = 0
+
+        def fill(limit):
+            nonlocal size
+            while size + 4 < limit:
+                t = next(toks) + " "
+                body.append(t)
+                size += len(t)
+        fill(blk - 10)
+        body.append(" " * (blk - 2 - size) + "11" + "1 ")
+        size = blk + 2
+        fill(2 * blk - 10)
+        body.append(" " * (2 * blk - size) + "  ")
+        body.extend(t + " " for t in toks)
+        with open(p, "w") as f:
+            f.write(head + "".join(body))
+    add("p2_block_quirk.pgm", True, shifted)
     return out
 
 
