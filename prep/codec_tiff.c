@@ -15,7 +15,8 @@
 
 /*
  * The first image of a TIFF, in strips or tiles, in any compression libtiff
- * decodes (JPEG included; old-style JPEG not), contiguous, with the sample
+ * decodes (JPEG included; old-style JPEG not), contiguous (or 8-bit
+ * samples in separate planes, strips only), with the sample
  * layouts of Pillow's OPEN_INFO table that end in L, 1, I;16, LA, RGB, RGBX,
  * RGBA, CMYK, P or PA, converted as its convert("RGB") does: gray of 1, 2, 4
  * or 8 bits (MinIsWhite inverted; 2/4 bits scaled by 85/17), 16-bit gray
@@ -27,8 +28,10 @@
  * (16-bit colormap entries taken as v / 256, as Pillow does) with or without
  * unassociated alpha, and YCbCr compressed as JPEG, which libtiff's JPEG
  * codec turns into RGB as Pillow has it do. Every row is read, as Pillow
- * does. Other layouts (planar, premultiplied alpha, uncompressed YCbCr,
- * 16-bit CMYK or palette, LAB, float, 12 or 32 bits) give -EIO.
+ * does; premultiplied RGBA (8-bit) as Pillow's RGBa unpacker divides it;
+ * separate 8-bit planes (strips) read plane by plane. Other layouts
+ * (uncompressed YCbCr, 16-bit CMYK or palette, LAB, float, 12 or 32 bits,
+ * tiled or 16-bit planes, which Pillow reads as bytes) give -EIO.
  */
 struct tiffsrc {
 	const uint8_t *data;
@@ -108,7 +111,7 @@ static TIFF *tif_open(struct tiffsrc *src)
 	return t;
 }
 
-enum tif_kind { TIF_GRAY, TIF_GRAY16, TIF_RGB, TIF_RGB16, TIF_CMYK, TIF_PALETTE };
+enum tif_kind { TIF_GRAY, TIF_GRAY16, TIF_RGB, TIF_RGBA_PREMUL, TIF_RGB16, TIF_CMYK, TIF_PALETTE };
 
 /* The Orientation tag, 1 (rows top to bottom, left to right) when absent
  * or out of range. Pillow applies it when it loads a TIFF (a transpose in
@@ -188,6 +191,14 @@ static void tif_row_rgb(const struct tif_layout *l, const uint8_t *line, unsigne
 		case TIF_RGB:
 			memcpy(dst, line + (size_t)x * l->spp, 3);
 			break;
+		case TIF_RGBA_PREMUL: { /* Pillow's RGBa unpacker: c * 255 / a */
+			const uint8_t *p = line + (size_t)x * l->spp;
+			for (int c = 0; c < 3; c++) {
+				unsigned o = p[3] ? p[c] * 255u / p[3] : 0;
+				dst[c] = (uint8_t)(o > 255 ? 255 : o);
+			}
+			break;
+		}
 		case TIF_RGB16: /* RGB;16N: the high byte */
 			for (int c = 0; c < 3; c++)
 				dst[c] = (uint8_t)(w[c] >> 8);
@@ -253,11 +264,44 @@ static const uint8_t *tif_oriented_px(const uint8_t *img, unsigned W, unsigned H
 	return img + ((size_t)sy * W + sx) * 3;
 }
 
+/* A planar image's 8-bit samples (W x H x l->spp), interleaved in raw:
+ * each plane read whole in turn (plane by plane, a compressed strip is
+ * decoded once), then every row to RGB in img. */
+static int tif_read_planar(TIFF *t, const struct tif_layout *l, uint8_t *line, unsigned W,
+			   unsigned H, uint8_t *img)
+{
+	size_t px = l->spp;
+	uint8_t *raw = malloc((size_t)W * H * px + PREP__PAD);
+
+	if (!raw)
+		return -ENOMEM;
+	for (unsigned c = 0; c < l->spp; c++) {
+		for (uint32_t y = 0; y < H; y++) {
+			if (TIFFReadScanline(t, line, y, (uint16_t)c) < 0) {
+				free(raw);
+				return -EIO;
+			}
+			uint8_t *o = raw + (size_t)y * W * px + c;
+			for (unsigned x = 0; x < W; x++, o += px)
+				*o = line[x];
+		}
+	}
+	for (uint32_t y = 0; y < H; y++)
+		tif_row_rgb(l, raw + (size_t)y * W * px, 0, W, img + (size_t)y * W * 3);
+	free(raw);
+	return 0;
+}
+
 /* Every stored pixel to RGB in img (W x H), from the strips' rows or the
  * tiles (line holds a scanline or a tile). */
 static int tif_read_image(TIFF *t, const struct tif_layout *l, uint8_t *line, unsigned W,
 			  unsigned H, uint8_t *img)
 {
+	uint16_t planar = PLANARCONFIG_CONTIG;
+
+	TIFFGetFieldDefaulted(t, TIFFTAG_PLANARCONFIG, &planar);
+	if (planar == PLANARCONFIG_SEPARATE && l->spp > 1)
+		return tif_read_planar(t, l, line, W, H, img);
 	if (!TIFFIsTiled(t)) {
 		for (uint32_t y = 0; y < H; y++) {
 			if (TIFFReadScanline(t, line, y, 0) < 0)
@@ -318,6 +362,7 @@ static bool tif_layout_of(TIFF *t, uint16_t photo, uint16_t bps, uint16_t spp, u
 	uint16_t *cmap[3] = {NULL, NULL, NULL};
 	unsigned base = spp - nextra;
 	bool unassoc = nextra >= 1 && extra[0] == EXTRASAMPLE_UNASSALPHA;
+	bool assoc = nextra >= 1 && extra[0] == EXTRASAMPLE_ASSOCALPHA;
 
 	/* past the first extra sample, Pillow knows only unspecified ones */
 	for (unsigned i = 1; i < nextra; i++)
@@ -341,6 +386,10 @@ static bool tif_layout_of(TIFF *t, uint16_t photo, uint16_t bps, uint16_t spp, u
 		return true;
 	case PHOTOMETRIC_RGB:
 		/* RGB, RGBA without ExtraSamples, RGBX..., RGBA... */
+		if (base == 3 && spp <= 6 && assoc && bps == 8) { /* RGBa */
+			l->kind = TIF_RGBA_PREMUL;
+			return true;
+		}
 		if (base != 3 || spp > 6 || (bps == 16 && spp > 4) ||
 		    (nextra >= 1 && extra[0] != EXTRASAMPLE_UNSPECIFIED && !unassoc) ||
 		    (spp == 4 && nextra == 0 && bps == 16))
@@ -404,8 +453,14 @@ static int decode_tiff(const uint8_t *data, size_t len, struct prep__sink *d)
 	TIFFGetFieldDefaulted(t, TIFFTAG_SAMPLEFORMAT, &sfmt);
 	TIFFGetFieldDefaulted(t, TIFFTAG_EXTRASAMPLES, &nextra, &extra);
 	if (!TIFFGetField(t, TIFFTAG_PHOTOMETRIC, &photo) || comp == COMPRESSION_OJPEG ||
-	    sfmt != SAMPLEFORMAT_UINT || (spp > 1 && planar != PLANARCONFIG_CONTIG) ||
+	    sfmt != SAMPLEFORMAT_UINT ||
+	    (spp > 1 && planar != PLANARCONFIG_CONTIG && (TIFFIsTiled(t) || bps != 8)) ||
 	    nextra >= spp || !tif_layout_of(t, photo, bps, spp, nextra, extra, comp, &l))
+		goto out;
+	/* Pillow reads separate planes band by band with one-letter raw
+	 * modes: 16-bit samples as bytes, and "a" or YCbCr not at all */
+	if (spp > 1 && planar != PLANARCONFIG_CONTIG &&
+	    (l.kind == TIF_RGBA_PREMUL || photo == PHOTOMETRIC_YCBCR))
 		goto out;
 	unsigned o = tif_orientation(t);
 	unsigned OW = o >= 5 ? H : W, OH = o >= 5 ? W : H;
@@ -417,10 +472,13 @@ static int decode_tiff(const uint8_t *data, size_t len, struct prep__sink *d)
 	uint32_t tw = 0;
 	if (tiled)
 		TIFFGetField(t, TIFFTAG_TILEWIDTH, &tw);
+	/* separate planes: a scanline holds one sample of each pixel */
+	bool sep = spp > 1 && planar == PLANARCONFIG_SEPARATE;
+	unsigned lspp = sep ? 1 : spp;
 	tmsize_t ls = tiled ? TIFFTileSize(t) : TIFFScanlineSize(t);
 	if (ls <= 0 || (tiled && (tw == 0 || TIFFTileRowSize(t) <
 					      ((tmsize_t)tw * spp * bps + 7) / 8)) ||
-	    (!tiled && (uint64_t)ls < ((uint64_t)W * spp * bps + 7) / 8)) {
+	    (!tiled && (uint64_t)ls < ((uint64_t)W * lspp * bps + 7) / 8)) {
 		rc = -EIO;
 		goto out;
 	}
@@ -429,7 +487,7 @@ static int decode_tiff(const uint8_t *data, size_t len, struct prep__sink *d)
 		goto out;
 	}
 	d->bx0 = d->rx0;
-	if (o != 1 || tiled) {
+	if (o != 1 || tiled || sep) {
 		if ((rc = tif_read_whole(t, &l, line, W, H, o, d)) < 0)
 			goto out;
 	} else {
@@ -480,8 +538,15 @@ static uint64_t work_tiff(const uint8_t *p, size_t len, unsigned W, unsigned H)
 	}
 	raw = raw < len ? raw : len;
 	uint64_t n = strip + raw + (uint64_t)ns * 16 + (uint64_t)W * 8 + (64u << 10);
-	/* an oriented or tiled image is read whole to RGB first */
-	uint64_t oriented = tif_orientation(t) != 1 || TIFFIsTiled(t) ? (uint64_t)W * H * 3 : 0;
+	/* an oriented, tiled or planar image is read whole to RGB first (a
+	 * planar one's samples whole too, up to 6 bytes a pixel) */
+	uint16_t planar = PLANARCONFIG_CONTIG;
+	TIFFGetFieldDefaulted(t, TIFFTAG_PLANARCONFIG, &planar);
+	uint64_t oriented = tif_orientation(t) != 1 || TIFFIsTiled(t) || planar != PLANARCONFIG_CONTIG
+				? (uint64_t)W * H * 3
+				: 0;
+	if (planar != PLANARCONFIG_CONTIG)
+		oriented += (uint64_t)W * H * 6;
 	TIFFClose(t);
 	return (strip && n < whole ? n : whole) + oriented;
 }

@@ -291,9 +291,10 @@ def compare_png_crcs(d):
 
 
 def write_tiff(path, w, h, bps, spp, photometric, samples, tile=None, extra=(), colormap=None,
-               minisw=False):
+               planar=False):
     """An uncompressed little-endian TIFF of the sample values given (an
-    (h, w, spp) array), in one strip or in tiles of tile = (tw, th)."""
+    (h, w, spp) array), in one strip (one per sample if planar) or in tiles
+    of tile = (tw, th)."""
     import struct
     samples = np.asarray(samples).reshape(h, w, spp)
 
@@ -313,10 +314,12 @@ def write_tiff(path, w, h, bps, spp, photometric, samples, tile=None, extra=(), 
                 part = samples[ty:ty + th, tx:tx + tw]
                 t[:part.shape[0], :part.shape[1]] = part
                 blocks.append(pack(list(t)))
+    elif planar:
+        blocks += [pack(list(samples[..., c:c + 1])) for c in range(spp)]
     else:
         blocks.append(pack(list(samples)))
     entries = [(256, 4, [w]), (257, 4, [h]), (258, 3, [bps] * spp), (259, 3, [1]),
-               (262, 3, [photometric]), (277, 3, [spp]), (284, 3, [1])]
+               (262, 3, [photometric]), (277, 3, [spp]), (284, 3, [2 if planar else 1])]
     if colormap is not None:
         entries.append((320, 3, list(colormap)))
     if extra:
@@ -411,6 +414,13 @@ def variant_cases(d):
     add("rgbx_extra2.tif", True, lambda p: write_tiff(p, w, h, 8, 5, 2, cmyk, extra=[0, 0]))
     add("tiled_rgb.tif", True, lambda p: write_tiff(p, w, h, 8, 3, 2, arr, tile=(64, 48)))
     add("tiled_gray16.tif", True, lambda p: write_tiff(p, w, h, 16, 1, 1, g16, tile=(32, 32)))
+    add("planar_rgb.tif", True, lambda p: write_tiff(p, w, h, 8, 3, 2, arr, planar=True))
+    add("planar_rgba.tif", True, lambda p: write_tiff(p, w, h, 8, 4, 2, cmyk[..., :4], extra=[2],
+                                                      planar=True))
+    premul = cmyk[..., :4].copy()
+    premul[..., 3] = rng.integers(0, 256, (h, w))
+    premul[:, :8, 3] = 0  # no alpha: black; and colour over alpha: clipped at 255
+    add("premultiplied.tif", True, lambda p: write_tiff(p, w, h, 8, 4, 2, premul, extra=[1]))
     # Pillow has no layout for these: it fails them, and so must we
     add("la_associated.tif", False, lambda p: write_tiff(p, w, h, 8, 2, 1, cmyk[..., :2],
                                                          extra=[1]))
