@@ -298,14 +298,48 @@ static int check_paths(struct fs_options *o)
 	return 0;
 }
 
-/* A decimal count in [lo, hi] into *out: 0, or -1. */
+/* Whether arg is one or more decimal digits and nothing else: strtol and
+ * strtoull also take leading blanks, a sign ("-1" wraps to 2^64-1 in
+ * strtoull) and, in base 0, hexadecimal and octal ("010" is 8). */
+static bool all_digits(const char *arg)
+{
+	if (!*arg)
+		return false;
+	for (const char *p = arg; *p; p++)
+		if (*p < '0' || *p > '9')
+			return false;
+	return true;
+}
+
+/* Whether arg is decimal digits with at most one point among or after
+ * them ("0.5", "2", "2."): strtod also takes blanks, signs, hexadecimal
+ * ("0x1p1" is 2), exponents, "inf" and "nan". */
+static bool plain_decimal(const char *arg)
+{
+	size_t digits = 0;
+	bool point = false;
+
+	for (const char *p = arg; *p; p++) {
+		if (*p >= '0' && *p <= '9')
+			digits++;
+		else if (*p == '.' && !point)
+			point = true;
+		else
+			return false;
+	}
+	return digits > 0;
+}
+
+/* A decimal count in [lo, hi] (lo >= 0) into *out: 0, or -1. */
 static int parse_count(const char *arg, long lo, long hi, int *out)
 {
 	char *end;
 
+	if (!all_digits(arg))
+		return -1;
 	errno = 0;
 	long n = strtol(arg, &end, 10);
-	if (errno || *end || end == arg || n < lo || n > hi)
+	if (errno || *end || n < lo || n > hi)
 		return -1;
 	*out = (int)n;
 	return 0;
@@ -652,17 +686,17 @@ static int parse_sizes(struct fs_options *o)
 		char *end;
 		errno = 0;
 		o->prep_ahead_idle = strtod(o->prep_ahead_idle_arg, &end);
-		if (errno || *end || end == o->prep_ahead_idle_arg || !(o->prep_ahead_idle >= 0) ||
-		    o->prep_ahead_idle > 4096)
+		if (!plain_decimal(o->prep_ahead_idle_arg) || errno || *end ||
+		    !(o->prep_ahead_idle >= 0) || o->prep_ahead_idle > 4096)
 			return -fs_fail("bad --prep-ahead-idle '%s': want a number of cores, 0 or more",
 					o->prep_ahead_idle_arg);
 	}
 	if (o->seed) {
 		char *end;
 		errno = 0;
-		o->seed_value = strtoull(o->seed, &end, 0);
-		if (errno || *end || !*o->seed || o->seed[0] == '-')
-			return -fs_fail("bad --seed '%s': want an unsigned integer", o->seed);
+		o->seed_value = strtoull(o->seed, &end, 10);
+		if (!all_digits(o->seed) || errno || *end)
+			return -fs_fail("bad --seed '%s': want a decimal integer, 0 or more", o->seed);
 	} else if (getrandom(&o->seed_value, sizeof(o->seed_value), 0) != sizeof(o->seed_value)) {
 		o->seed_value = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
 	}

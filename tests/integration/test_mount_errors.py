@@ -100,6 +100,13 @@ def test_bad_command_lines(c):
 				expect_failure(c, f'{opt}={bad}',
 					       [f'{opt}={bad}', td.src, td.mnt],
 					       bad, td)
+		# Counts and the seed are decimal digits: strtol/strtoull took
+		# blanks, signs (' -1' was seed 2^64-1) and, for the seed and
+		# --prep-ahead-idle, hexadecimal ('0x10'; '010' was seed 8).
+		for arg in ('--seed=0x10', '--seed= -1', '--seed=+1', '--prep-threads=+4',
+			    '--prep-threads= 4', '--prep-ahead-idle=0x1p1',
+			    '--prep-ahead-idle=1e0'):
+			expect_failure(c, arg, [arg, td.src, td.mnt], arg.split('=')[0], td)
 		expect_failure(c, 'unknown option',
 			       ['--no-such-option', td.src, td.mnt],
 			       'no-such-option', td)
