@@ -196,6 +196,10 @@ static int parse_interval(const char *arg, double *out)
 		*out = 1.0;
 		return 0;
 	}
+	/* Digits and one point only: strtod also takes hexadecimal ("0x10"
+	 * is 16 s), exponents, blanks and signs, which fsstat(1) does not. */
+	if (arg[strspn(arg, "0123456789.")] || strchr(arg, '.') != strrchr(arg, '.'))
+		return -EINVAL;
 	errno = 0;
 	v = strtod(arg, &end);
 	if (errno || end == arg || *end != '\0' || !isfinite(v) || v < 0.01 || v > WATCH_MAX_SECONDS)

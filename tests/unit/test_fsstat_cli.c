@@ -212,6 +212,14 @@ START_TEST(cli_errors)
 	assert_contains(r->err, "--watch=0");
 	run_fsstat(dir, (char *const[]){ (char *)fsstat_bin(), "--watch=1x", dir, NULL }, r);
 	ck_assert_int_eq(r->status, 2);
+	/* decimal only: strtod took these as 16 s and 1 s, watching */
+	run_fsstat(dir, (char *const[]){ (char *)fsstat_bin(), "--watch=0x10", dir, NULL }, r);
+	ck_assert_int_eq(r->status, 2);
+	assert_contains(r->err, "--watch=0x10");
+	run_fsstat(dir, (char *const[]){ (char *)fsstat_bin(), "--watch=1e0", dir, NULL }, r);
+	ck_assert_int_eq(r->status, 2);
+	run_fsstat(dir, (char *const[]){ (char *)fsstat_bin(), "--watch=1.5.", dir, NULL }, r);
+	ck_assert_int_eq(r->status, 2);
 	run_fsstat(dir, (char *const[]){ (char *)fsstat_bin(), "--watch", "2", dir, NULL }, r);
 	ck_assert_int_eq(r->status, 2);
 	assert_contains(r->err, "--watch=2");
