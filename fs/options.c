@@ -229,8 +229,13 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 		    asprintf(&o->parse_error, "-o blksize is for FUSE mounts of a block device "
 			     "(fuseblk), which coordfs is not") < 0)
 			o->parse_error = NULL;
+		/* -o peers=URL,URL: the comma ended the value, and the next URL
+		 * came as an option of its own; libfuse takes "\," as a comma. */
 		if (known < 0 && !o->parse_error &&
-		    asprintf(&o->parse_error, "unknown mount option '%s' (see --help)", arg) < 0)
+		    asprintf(&o->parse_error, "unknown mount option '%s' (%s)", arg,
+			     strstr(arg, "://") && !strchr(arg, '=')
+				     ? "a comma inside a -o value, as in a peers list, is written \\,"
+				     : "see --help") < 0)
 			o->parse_error = NULL;
 		return known > 0; /* an -o option for FUSE itself (allow_other, ...) */
 	}

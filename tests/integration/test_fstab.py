@@ -154,7 +154,14 @@ def test_dash_o(c):
 		verify_mount(c, 'two -o before SOURCE', m, 2 * MIB, 64 * KIB,
 			     big)
 
-	for args, must in ((['-o', 'cache_size=12Q'], '12Q'),
+	# A comma inside a value is written '\,' (coordfs(1), OPTIONS); a
+	# lone one splits a peers list, and the line says how to write it.
+	p1, p2 = ct.free_port(), ct.free_port()
+	peers = f'peers=http://127.0.0.1:{p1}\\,http://127.0.0.1:{p2},node=0'
+	with ct.Mount(['-o', peers], populate=lambda s: populate(s, 1000)) as m:
+		c.eq('-o peers=URL\\,URL: both nodes', m.stats()['peers']['node_count'], 2)
+	for args, must in ((['-o', peers.replace('\\,', ',')], '\\,'),
+			   (['-o', 'cache_size=12Q'], '12Q'),
 			   (['-o', 'chunk_size=-1'], '-1'),
 			   (['-o', 'no_such_key=1'], 'no_such_key')):
 		with ct.TempDirs() as td:
