@@ -149,10 +149,11 @@ def test_dash_o(c):
 		      populate=lambda s: populate(s, big)) as m:
 		verify_mount(c, '-o cache_size=1M,chunk_size=64K,ro', m,
 			     MIB, 64 * KIB, big)
-	with ct.Mount(['-o', 'cache_size=2M', '-o', 'chunk_size=64K'],
+	# coordfs(1): an option given twice counts as given last (mount(8)'s rule)
+	with ct.Mount(['--cache-size=7M', '-o', 'cache_size=2M', '-o', 'chunk_size=64K'],
 		      populate=lambda s: populate(s, big)) as m:
-		verify_mount(c, 'two -o before SOURCE', m, 2 * MIB, 64 * KIB,
-			     big)
+		verify_mount(c, 'two -o before SOURCE, the last cache size counting', m,
+			     2 * MIB, 64 * KIB, big)
 
 	# A comma inside a value is written '\,' (coordfs(1), OPTIONS); a
 	# lone one splits a peers list, and the line says how to write it.
