@@ -289,6 +289,12 @@ static int start_prepmount(struct fs_ctx *fs, struct fs_prepmount **pm)
 	return 0;
 }
 
+/* While the session is made and mounted, libfuse's errors are kept here
+ * rather than logged, to end the one line that says the mount failed
+ * (coordfs(1), EXIT STATUS): "cannot mount at M: mount failed: EINVAL". */
+static bool fuse_errors_kept;
+static char fuse_error[512];
+
 /* libfuse logs a message in pieces; gather them per thread into one line. */
 static void fuse_log_to_ours(enum fuse_log_level level, const char *fmt, va_list ap)
 {
@@ -302,8 +308,16 @@ static void fuse_log_to_ours(enum fuse_log_level level, const char *fmt, va_list
 		return;
 	while (used && line[used - 1] == '\n')
 		line[--used] = '\0';
-	if ((int)level <= log_threshold)
-		log_write((int)level, "fuse: %s", line);
+	/* libfuse starts most of its lines with "fuse: " already */
+	const char *text = strncmp(line, "fuse: ", 6) ? line : line + 6;
+	size_t kept = strlen(fuse_error);
+	if (fuse_errors_kept && level <= FUSE_LOG_ERR && kept < sizeof(fuse_error) - 1) {
+		/* a reason too long for the line is cut, as any */
+		if (snprintf(fuse_error + kept, sizeof(fuse_error) - kept, "%s%s",
+			     kept ? "; " : "", text) < 0)
+			fuse_error[kept] = '\0';
+	} else if ((int)level <= log_threshold)
+		log_write((int)level, "fuse: %s", text);
 	used = 0;
 }
 
@@ -518,18 +532,24 @@ int main(int argc, char *argv[])
 	/* The parent exits 0 only once the kernel's INIT has been answered. */
 	ops = fs_ops;
 	ops.init = init_then_report;
+	fuse_errors_kept = true;
 	se = fuse_session_new(&args, &ops, sizeof(ops), fs);
-	if (!se)
-		goto out; /* libfuse printed the reason */
+	if (!se) {
+		ret = fs_fail("cannot start the FUSE session: %s",
+			      fuse_error[0] ? fuse_error : "libfuse gave no reason");
+		goto out;
+	}
 	if (fuse_set_signal_handlers(se) < 0 || chain_stop_signals() < 0) {
 		ret = fs_fail("cannot install signal handlers");
 		goto out;
 	}
 	if (fuse_session_mount(se, fs->opt.mountpoint) < 0) {
-		ret = fs_fail("cannot mount at '%s' (see the message above)", fs->opt.mountpoint);
+		ret = fs_fail("cannot mount at '%s': %s", fs->opt.mountpoint,
+			      fuse_error[0] ? fuse_error : "libfuse gave no reason");
 		goto out;
 	}
 	mounted = true;
+	fuse_errors_kept = false;
 	raise_readahead(fs->opt.mountpoint);
 	char human[32] = "sizes taken at first lookup";
 	if (atomic_load(&fs->ns.known_files) == fs->ns.nfiles)
@@ -594,6 +614,7 @@ int main(int argc, char *argv[])
 	ret = rc < 0 ? 1 : 0;
 	log_msg(LOG_NOTICE, "unmounting %s", fs->opt.mountpoint);
 out:
+	fuse_errors_kept = false;
 	/* The view's own session first: it serves from the view freed below. */
 	view_free = fs_prepmount_stop(pm);
 	fs->prep_link = NULL;

@@ -571,6 +571,19 @@ def test_fuse_mount_options(c):
 		with ct.TempDirs() as td:
 			rc, _, err = run(['--cache-size=1M', '-o', opt, td.src, td.mnt])
 			check_failed_start(c, f'-o {opt}', td, rc, err, word)
+	# A mount(2) that fails (an SELinux context= the kernel does not
+	# take): one line with libfuse's reason, not its line and then "see
+	# the message above" (with "fuse: fuse:").
+	with ct.TempDirs() as td:
+		rc, _, err = run(['--cache-size=1M', '-o', 'context=system_u:object_r:coordfs_no_t:s0',
+				  td.src, td.mnt])
+		if rc == 0:
+			print('# note: the kernel took context= (SELinux): not checked')
+			ct.force_unmount(td.mnt)
+		else:
+			check_failed_start(c, '-o context= refused by mount(2)', td, rc, err,
+					   'cannot mount at')
+			c.check('... the line gives the reason', b'mount failed' in err, err)
 
 
 def test_source_errors_rate_limited(c):
