@@ -810,10 +810,36 @@ int fs_options_parse(struct fuse_args *args, struct fs_options *o)
 	return 0;
 }
 
+/*
+ * --peers=file:PATH made absolute: the daemon changes to "/" when it
+ * detaches, and re-reads the file (and watches its directory) from then
+ * on, so a relative PATH read at mount would fail every re-read, or read
+ * another file of that name under "/". Not through realpath: a
+ * ConfigMap's file is a symbolic link that an update swaps, to be
+ * followed at each read. 0, or -1 after one line.
+ */
+static int absolute_peers_file(struct fs_options *o)
+{
+	char cwd[PATH_MAX], *abs;
+
+	if (!o->peers || strncmp(o->peers, "file:", 5) != 0 || o->peers[5] == '/' ||
+	    !o->peers[5])
+		return 0;
+	if (!getcwd(cwd, sizeof(cwd)))
+		return -fs_fail("--peers=%s: cannot tell the current directory: %s", o->peers,
+				strerror(errno));
+	if (asprintf(&abs, "file:%s/%s", strcmp(cwd, "/") ? cwd : "", o->peers + 5) < 0)
+		return -fs_fail("out of memory");
+	free(o->peers);
+	o->peers = abs;
+	return 0;
+}
+
 int fs_options_check(struct fs_options *o)
 {
 	return parse_sizes(o) || check_paths(o) || check_mountpoint_owners(o->mountpoint) ||
-		       check_log_file(o->log_file) || check_disk_cache(o)
+		       check_log_file(o->log_file) || check_disk_cache(o) ||
+		       absolute_peers_file(o)
 		       ? -1
 		       : 0;
 }

@@ -239,6 +239,30 @@ def test_slurm(c, root):
 		c.check('  the line names SLURM_NODEID', 'SLURM_NODEID' in line, line)
 
 
+def test_file_relative(c):
+	"""--peers=file:PATH relative to the caller's directory is followed once
+	detached (the daemon changes to /): every re-read failed with ENOENT,
+	keeping the list of the mount."""
+	with ct.TempDirs() as td:
+		ct.write_file(os.path.join(td.src, 'f'), b'x')
+		port, other = ct.free_port(), ct.free_port()
+		pf = os.path.join(td.root, 'peers.txt')
+		with open(pf, 'w') as f:
+			f.write(ct.peer_url(port) + '\n')
+		rc, _, err = ct.run_coordfs(['--peers=file:peers.txt', f'--listen=127.0.0.1:{port}',
+					     '--peers-refresh=1', '--cache-size=1M', td.src, td.mnt],
+					    cwd=td.root)
+		if not c.eq('relative file: mounts', (rc, 'error' in err), (0, False)):
+			return
+		with open(pf + '.new', 'w') as f:
+			f.write(ct.peer_url(port) + '\n' + ct.peer_url(other) + '\n')
+		os.rename(pf + '.new', pf)
+		ct.wait_until(lambda: ct.stats(td.mnt)['peers']['node_count'] == 2, 10)
+		st = ct.stats(td.mnt)
+		c.eq('relative file: re-read once detached (nodes, refresh failures)',
+		     (st['peers']['node_count'], st['membership']['refresh_failures']), (2, 0))
+
+
 def main():
 	# /etc/hosts and /etc/resolv.conf bound over for this test and its daemons only.
 	ct.own_mount_namespace(__file__)
@@ -257,6 +281,7 @@ def main():
 		sh('mount', '--bind', os.path.join(root, 'resolv.conf'), '/etc/resolv.conf')
 		sh('mount', '--bind', os.path.join(root, 'hosts'), '/etc/hosts')
 		c.group(test_file, c)
+		c.group(test_file_relative, c)
 		c.group(test_dns, c, root)
 		c.group(test_slurm, c, root)
 	finally:
