@@ -116,7 +116,8 @@ static const char fs_options_usage[] =
 	"  --prep-threads=N         decode threads (cores)\n"
 	"  --prep-ahead=N           low-priority threads decoding samples ahead (0: off)\n"
 	"  --prep-ahead-idle=CORES  idle cores they wait for (0.5; 0: do not wait)\n"
-	"  --prep-mem=SIZE          memory for prepared samples (1G + the tier beyond half)\n"
+	"  --prep-mem=SIZE          memory for prepared samples (1G, plus the tier\n"
+	"                           beyond half of it)\n"
 	"  --prep-decoded-mem=SIZE  of it, for decoded images kept across epochs (auto)\n"
 	"  --seed=N                 seed of the prepared view (random, logged)\n"
 	"  --log-file=FILE          log here instead of syslog once detached\n"
@@ -131,7 +132,8 @@ static const char fs_options_usage[] =
 	"credentials and config files, or the container/instance role; never options):\n"
 	"  --endpoint=URL           S3-compatible endpoint, http(s)://host[:port] (AWS)\n"
 	"  --region=NAME            region (AWS_REGION, the profile's, else us-east-1)\n"
-	"  --profile=NAME           profile of the shared files (AWS_PROFILE, else default)\n"
+	"  --profile=NAME           profile of the shared files (AWS_PROFILE, else\n"
+	"                           default)\n"
 	"  --no-sign-request        anonymous requests (public buckets)\n"
 	"  --s3-addressing=path|virtual  bucket in the path or the host name (virtual on\n"
 	"                           AWS, path with --endpoint)\n"
@@ -139,9 +141,10 @@ static const char fs_options_usage[] =
 	"  --file-mode=OCTAL        mode of the objects (0444)\n"
 	"  --dir-mode=OCTAL         mode of the directories (0555)\n"
 	"  --list-timeout=SECONDS   the longest the listing at mount may take (900)\n"
-	"  -o OPT[,OPT...]          the same as key=value (cache_size=8G), and FUSE mount options\n"
-	"                           (-o allow_other: let other users in; by default only the\n"
-	"                           user who mounted, root included, can use the mount)\n"
+	"  -o OPT[,OPT...]          the same as key=value (cache_size=8G; a comma in a\n"
+	"                           value as \\,), and FUSE mount options (-o allow_other:\n"
+	"                           let other users in; by default only the user who\n"
+	"                           mounted, root included, can use the mount)\n"
 	"  -V, --version, -h, --help\n";
 
 /* Mount options: 1 passed on to libfuse and the kernel, 0 dropped as harmless

@@ -15,6 +15,7 @@
 import errno
 import os
 import random
+import re
 import signal
 import sys
 
@@ -124,6 +125,18 @@ def test_bad_command_lines(c):
 def test_help_version(c):
 	rc, out, err = ct.run_coordfs(['--help'], timeout=10)
 	c.eq('--help: exit status', rc, 0)
+	wide = [ln for ln in out.splitlines() if len(ln) > 80]
+	c.check('--help: fits 80 columns', not wide, wide)
+	man = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'fs',
+			   'coordfs.1')
+	with open(man, encoding='utf-8') as f:
+		text = f.read()
+	section = text[text.index('\n.SH OPTIONS'):text.index('\n.SH THE MOUNT')]
+	documented = set(re.findall(r'^\.B[IR]? \\-\\-([a-z0-9\\-]+)', section, re.M))
+	documented = {'--' + o.replace('\\-', '-') for o in documented}
+	missing = sorted(o for o in documented if o not in out)
+	c.check(f'--help: names each of the {len(documented)} options of coordfs(1)',
+		len(documented) > 30 and not missing, missing)
 	c.check('--help: prints usage with every documented option',
 		'usage' in (out + err).lower() and all(
 			o in out + err for o in (
