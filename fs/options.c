@@ -358,7 +358,7 @@ static int parse_number(const char *arg, int base, unsigned long max, uint32_t *
 {
 	char *end;
 
-	if (!arg[0] || arg[0] == '-' || arg[0] == '+' || arg[0] == ' ')
+	if (!all_digits(arg)) /* a tab or newline got past a check of ' ' */
 		return -1;
 	errno = 0;
 	unsigned long n = strtoul(arg, &end, base);

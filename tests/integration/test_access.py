@@ -126,6 +126,9 @@ def test_bad_values(c):
 				   (['--dir-mode=01777', 's3://b'], '--dir-mode'),
 				   (['--uid=-1', 's3://b'], '--uid'),
 				   (['--gid=4294967295', 's3://b'], '--gid'),
+				   # strtoul skips a tab: it got past a check of ' '
+				   (['--uid=\t5', 's3://b'], '--uid'),
+				   (['--file-mode=\t644', 's3://b'], '--file-mode'),
 				   (['--uid=0', td.src], 's3://')):
 			rc, _, err = ct.run_coordfs(['--endpoint=http://127.0.0.1:9'] * (td.src not in args)
 						    + args + [td.mnt])
