@@ -2,7 +2,10 @@
 /* Whole-file reads (file.h): the test helpers' and benchmarks' one copy. */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -73,4 +76,17 @@ int file_open_regular(const char *path)
 	if (rc < 0 && fd >= 0)
 		close(fd);
 	return rc < 0 ? rc : fd;
+}
+
+char *file_path_absolute(const char *path)
+{
+	char cwd[PATH_MAX], *abs;
+
+	if (path[0] == '/')
+		return strdup(path);
+	if (!getcwd(cwd, sizeof(cwd)))
+		return NULL;
+	if (asprintf(&abs, "%s/%s", strcmp(cwd, "/") ? cwd : "", path) < 0)
+		return NULL;
+	return abs;
 }

@@ -25,4 +25,12 @@ int file_read_fd(int fd, size_t max, uint8_t **data, size_t *len);
  */
 int file_open_regular(const char *path);
 
+/*
+ * path made absolute against the current directory, malloc'd; NULL with
+ * errno set. Not resolved (no realpath): a symbolic link, such as a
+ * Kubernetes volume's file that an update swaps, is still followed at each
+ * open. For paths a daemon opens again after it changed to "/".
+ */
+char *file_path_absolute(const char *path);
+
 #endif

@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/file.h"
 #include "common/size.h"
 #include "fs/membership.h"
 #include "fs/options.h"
@@ -823,16 +824,19 @@ int fs_options_parse(struct fuse_args *args, struct fs_options *o)
  */
 static int absolute_peers_file(struct fs_options *o)
 {
-	char cwd[PATH_MAX], *abs;
+	char *path, *abs;
 
 	if (!o->peers || strncmp(o->peers, "file:", 5) != 0 || o->peers[5] == '/' ||
 	    !o->peers[5])
 		return 0;
-	if (!getcwd(cwd, sizeof(cwd)))
+	if (!(path = file_path_absolute(o->peers + 5)))
 		return -fs_fail("--peers=%s: cannot tell the current directory: %s", o->peers,
 				strerror(errno));
-	if (asprintf(&abs, "file:%s/%s", strcmp(cwd, "/") ? cwd : "", o->peers + 5) < 0)
+	if (asprintf(&abs, "file:%s", path) < 0) {
+		free(path);
 		return -fs_fail("out of memory");
+	}
+	free(path);
 	free(o->peers);
 	o->peers = abs;
 	return 0;

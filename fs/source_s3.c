@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "common/deadline.h"
+#include "common/file.h"
 #include "common/log.h"
 #include "common/size.h"
 #include "fs/source.h"
@@ -292,6 +293,37 @@ static int dup_opt(const char *in, char **out)
 	return *out ? 0 : -ENOMEM;
 }
 
+/*
+ * The files the environment names for the S3 client, made absolute: the
+ * client that serves reads is made after the daemon changed to "/" (and
+ * reads the token file at each renewal), so a relative name, read from the
+ * caller's directory for the listing, was then looked for under "/" and the
+ * mount failed once listed ("cannot start reading source"). Done here, on
+ * the main thread before any other starts: setenv is not thread-safe.
+ */
+static int absolute_env_files(char *err, size_t errlen)
+{
+	static const char *const names[] = { "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE",
+					     "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE",
+					     "AWS_CA_BUNDLE" };
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		const char *v = getenv(names[i]);
+		char *abs;
+
+		if (!v || !*v || v[0] == '/')
+			continue;
+		if (!(abs = file_path_absolute(v)) || setenv(names[i], abs, 1) < 0) {
+			snprintf(err, errlen, "%s: cannot make '%s' absolute: %s", names[i], v,
+				 strerror(errno));
+			free(abs);
+			return -EINVAL;
+		}
+		free(abs);
+	}
+	return 0;
+}
+
 int fs_source_s3_create(const struct fs_source_s3_options *o, struct fs_source **out, char *err,
 			size_t errlen)
 {
@@ -300,6 +332,8 @@ int fs_source_s3_create(const struct fs_source_s3_options *o, struct fs_source *
 
 	if (!ss)
 		return -ENOMEM;
+	if ((rc = absolute_env_files(err, errlen)) < 0)
+		goto fail;
 	ss->base.ops = &s3_ops;
 	ss->owner = (struct ns_owner){ o->uid, o->gid, o->file_mode, o->dir_mode };
 	if ((rc = fs_source_s3_parse_url(o->url, &ss->bucket, &ss->prefix, err, errlen)) < 0)

@@ -242,6 +242,34 @@ def test_hostile_credential_document(c):
 			not any('x-injected' in h for h in fake.headers), f'{fake.headers}')
 
 
+def test_relative_token_file(c):
+	"""AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE relative to the caller's
+	directory: read at mount, and again at each renewal once the daemon
+	has changed to "/" (it was looked for there: the renewal failed and
+	reads failed once the credentials expired)."""
+	objs = {'a.bin': os.urandom(KIB)}
+	with s3f.FakeS3(objs) as fake, s3f.FakeCredServer('AKFAKE', 'secret', ttl_s=4,
+							   token='tok') as cs, ct.TempDirs() as td:
+		with open(os.path.join(td.root, 'token'), 'w') as f:
+			f.write(cs.auth_token + '\n')
+		env = {k: v for k, v in os.environ.items() if not k.startswith('AWS_')}
+		env.update(AWS_CONTAINER_CREDENTIALS_FULL_URI=cs.container_uri,
+			   AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE='token',
+			   AWS_EC2_METADATA_DISABLED='true')
+		rc, _, err = ct.run_coordfs(['--endpoint=' + fake.endpoint, '--cache-size=0',
+					     '--no-kernel-cache', 's3://' + fake.bucket, td.mnt],
+					    env=env, cwd=td.root)
+		if not c.check('relative token file: mounts', rc == 0, f'rc={rc} {err.strip()}'):
+			return
+		results = []
+		for _ in range(12):  # 6 s: past the first renewal (2 s) and expiry (4 s)
+			results.append(read_timed_in_child(os.path.join(td.mnt, 'a.bin'), 20)[:2])
+			time.sleep(0.5)
+		c.eq('relative token file: every read through the renewals succeeds',
+		     set(results), {('ok', KIB)})
+		c.check('... credentials were renewed', cs.fetches >= 2, f'{cs.fetches} fetches')
+
+
 def test_unmount_with_stalled_prefill(c):
 	objs = {f'p/{i:02d}.bin': os.urandom(10 * KIB) for i in range(8)}
 	objs['a.bin'] = b'a' * 10  # the mount's probe GET: answered
@@ -682,6 +710,7 @@ def main():
 	c.group(test_stalled_store, c)
 	c.group(test_unmount_with_stalled_prefill, c)
 	c.group(test_hostile_credential_document, c)
+	c.group(test_relative_token_file, c)
 	c.group(test_transient_answers, c)
 	c.group(test_endless_listings, c)
 	c.group(test_odd_keys_and_etags, c)
