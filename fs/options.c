@@ -677,6 +677,10 @@ static int parse_sizes(struct fs_options *o)
 		if (size_parse(o->prep_decoded_mem, phys, &o->prep_decoded_bytes) < 0)
 			return -fs_fail("bad --prep-decoded-mem '%s': want bytes, K/M/G/T, or N%%",
 					o->prep_decoded_mem);
+		/* coordfs(1): without --prep-mem, it is 1G plus what the tier
+		 * takes beyond half of that; only a --prep-mem given bounds it */
+		if (o->prep_mem_default && o->prep_decoded_bytes > o->prep_mem_bytes / 2)
+			o->prep_mem_bytes += o->prep_decoded_bytes - o->prep_mem_bytes / 2;
 		if (o->prep_decoded_bytes > o->prep_mem_bytes)
 			return -fs_fail("--prep-decoded-mem '%s' is more than --prep-mem '%s'",
 					o->prep_decoded_mem, o->prep_mem);

@@ -531,6 +531,14 @@ def test_option_checks(c):
 		phys = os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES')
 		rc, _, err = run([f'--cache-size={phys * 2}', td.src, td.mnt])
 		check_failed_start(c, '--cache-size twice the memory', td, rc, err, 'memory')
+		# coordfs(1): without --prep-mem, it is 1G plus what the decoded
+		# tier takes beyond half of that: a 1.5G tier needs no --prep-mem
+		# (it was refused as "more than --prep-mem '1G'", never given)
+		if mount_src(c, td, td.src, ['--cache-size=1M', '--prepared',
+					     '--prep-decoded-mem=1536M'], label='--prep-decoded-mem=1536M'):
+			c.eq('--prep-decoded-mem=1536M: the tier\'s share',
+			     ct.stats(td.mnt)['prep']['decoded_mem'], 1536 << 20)
+			ct.force_unmount(td.mnt)
 		if mount_src(c, td, td.src, ['--cache-size=0'], label='--cache-size=0'):
 			c.check('--cache-size=0: warns that nothing is cached',
 				'warning' in td.mount_stderr and 'nothing' in td.mount_stderr,
