@@ -759,6 +759,12 @@ static int parse_sizes(struct fs_options *o)
 		return -fs_fail("--accept-bearer needs --secret-file (the secret it accepts)");
 	if (!o->peers && o->listen)
 		return -fs_fail("--listen needs --peers");
+	/* Empty, each was taken as not given: AWS_REGION or us-east-1, and
+	 * AWS_PROFILE or default, credentials the command did not name. */
+	if (o->region && !*o->region)
+		return -fs_fail("bad --region '': want a region name (us-east-1, ...)");
+	if (o->profile && !*o->profile)
+		return -fs_fail("bad --profile '': want a profile name of the shared files");
 	if (o->s3_addressing && strcmp(o->s3_addressing, "path") && strcmp(o->s3_addressing, "virtual"))
 		return -fs_fail("bad --s3-addressing '%s': want path or virtual", o->s3_addressing);
 	if (!fs_source_is_s3(o->source)) {

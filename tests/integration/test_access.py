@@ -129,6 +129,9 @@ def test_bad_values(c):
 				   # strtoul skips a tab: it got past a check of ' '
 				   (['--uid=\t5', 's3://b'], '--uid'),
 				   (['--file-mode=\t644', 's3://b'], '--file-mode'),
+				   # empty: taken as not given (the default region, profile)
+				   (['--region=', 's3://b'], '--region'),
+				   (['-o', 'profile=', 's3://b'], '--profile'),
 				   (['--uid=0', td.src], 's3://')):
 			rc, _, err = ct.run_coordfs(['--endpoint=http://127.0.0.1:9'] * (td.src not in args)
 						    + args + [td.mnt])
