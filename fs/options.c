@@ -177,6 +177,19 @@ static int known_mount_option(const char *arg)
 	return -1;
 }
 
+/* Whether arg is an option that takes a value, given without one
+ * ("--cache-size 1G" as with getopt): fuse_opt matches only
+ * "--cache-size=...", and "unknown option" would deny that it exists. */
+static bool takes_value(const char *arg)
+{
+	size_t n = strlen(arg);
+
+	for (const struct fuse_opt *s = fs_opt_spec; s->templ; s++)
+		if (!strncmp(s->templ, arg, n) && !strcmp(s->templ + n, "=%s"))
+			return true;
+	return false;
+}
+
 static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
 {
 	struct fs_options *o = data;
@@ -208,7 +221,11 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 		return 0;
 	default:
 		if (arg[0] == '-') {
-			if (!o->parse_error && asprintf(&o->parse_error, "unknown option '%s' (see --help)", arg) < 0)
+			if (!o->parse_error &&
+			    asprintf(&o->parse_error,
+				     takes_value(arg) ? "%s takes its value after '=': %s=VALUE"
+						      : "unknown option '%s' (see --help)",
+				     arg, arg) < 0)
 				o->parse_error = NULL;
 			return 0;
 		}
@@ -235,6 +252,10 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 			o->parse_error = NULL;
 		/* -o peers=URL,URL: the comma ended the value, and the next URL
 		 * came as an option of its own; libfuse takes "\," as a comma. */
+		if (known < 0 && !o->parse_error && takes_value(arg) &&
+		    asprintf(&o->parse_error, "-o %s takes its value after '=': %s=VALUE", arg,
+			     arg) < 0)
+			o->parse_error = NULL;
 		if (known < 0 && !o->parse_error &&
 		    asprintf(&o->parse_error, "unknown mount option '%s' (%s)", arg,
 			     strstr(arg, "://") && !strchr(arg, '=')

@@ -108,6 +108,12 @@ def test_bad_command_lines(c):
 			    '--prep-threads= 4', '--prep-ahead-idle=0x1p1',
 			    '--prep-ahead-idle=1e0'):
 			expect_failure(c, arg, [arg, td.src, td.mnt], arg.split('=')[0], td)
+		# getopt's form, the value as the next argument: the line says
+		# how to give it, not that the option does not exist
+		expect_failure(c, '--cache-size 1M', ['--cache-size', '1M', td.src, td.mnt],
+			       '--cache-size=VALUE', td)
+		expect_failure(c, '-o cache_size', ['-o', 'cache_size', td.src, td.mnt],
+			       'cache_size=VALUE', td)
 		expect_failure(c, 'unknown option',
 			       ['--no-such-option', td.src, td.mnt],
 			       'no-such-option', td)
