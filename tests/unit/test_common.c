@@ -209,6 +209,29 @@ START_TEST(text_pct_u64_env)
 }
 END_TEST
 
+/* Relative paths against the current directory, "/" without a double
+ * slash, absolute ones as given, and nothing resolved (a link stays a
+ * link, ".." stays). */
+START_TEST(file_path_absolute_keeps_links)
+{
+	char cwd[4096], want[4200], *got;
+
+	ck_assert_ptr_nonnull(getcwd(cwd, sizeof(cwd)));
+	got = file_path_absolute("a/../link");
+	snprintf(want, sizeof(want), "%s/a/../link", cwd);
+	ck_assert_str_eq(got, want);
+	free(got);
+	got = file_path_absolute("/x/./y");
+	ck_assert_str_eq(got, "/x/./y");
+	free(got);
+	ck_assert_int_eq(chdir("/"), 0);
+	got = file_path_absolute("peers");
+	ck_assert_str_eq(got, "/peers");
+	free(got);
+	ck_assert_int_eq(chdir(cwd), 0);
+}
+END_TEST
+
 START_TEST(file_read_all_whole_capped_missing)
 {
 	char path[] = "/tmp/test_common.XXXXXX";
@@ -251,6 +274,7 @@ int main(void)
 	tcase_add_test(tc, utf8_replaces_ill_formed_bytes);
 	tcase_add_test(tc, log_escapes_control_characters);
 	tcase_add_test(tc, file_read_all_whole_capped_missing);
+	tcase_add_test(tc, file_path_absolute_keeps_links);
 	tcase_add_test(tc, hist_quantiles);
 	tcase_add_test(tc, text_pct_u64_env);
 	suite_add_tcase(s, tc);
