@@ -124,6 +124,10 @@ def test_bad_command_lines(c):
 		expect_failure(c, '--node out of range',
 			       [peers, '--node=2', td.src, td.mnt],
 			       'node', td)
+		# with slurm, SLURM_NODEID names this node: a --node-name was ignored
+		expect_failure(c, '--peers=slurm --node-name',
+			       ['--peers=slurm', '--node-name=127.0.0.1', td.src, td.mnt],
+			       '--node-name applies', td)
 		expect_failure(c, 'missing MOUNTPOINT argument', [td.src],
 			       ['mountpoint', 'usage', 'argument'], td)
 
