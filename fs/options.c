@@ -755,12 +755,17 @@ static int parse_sizes(struct fs_options *o)
 	if (!o->peers && o->node)
 		return -fs_fail("--node needs --peers");
 	if ((o->node_name || o->peer_port_arg) && !discovered)
-		return -fs_fail("%s applies to --peers=slurm, dns:NAME or file:PATH",
-				o->node_name ? "--node-name" : "--peer-port");
+		return -fs_fail("%s", o->node_name ? "--node-name applies to --peers=dns:NAME or "
+							"file:PATH"
+						 : "--peer-port applies to --peers=slurm and dns:NAME");
 	/* with slurm, SLURM_NODEID names this node: a --node-name was ignored */
 	if (o->node_name && discovered && !strcmp(fs_membership_source(o->peers), "slurm"))
 		return -fs_fail("--node-name applies to --peers=dns:NAME or file:PATH; with "
 				"--peers=slurm, SLURM_NODEID names this node");
+	/* a peers file holds whole URLs, ports included: it was ignored */
+	if (o->peer_port_arg && discovered && !strcmp(fs_membership_source(o->peers), "file"))
+		return -fs_fail("--peer-port applies to --peers=slurm and dns:NAME; the URLs of "
+				"--peers=file:PATH carry their ports");
 	if (o->peer_port_arg) {
 		int port;
 		if (parse_count(o->peer_port_arg, 1, 65535, &port) < 0)

@@ -128,6 +128,12 @@ def test_bad_command_lines(c):
 		expect_failure(c, '--peers=slurm --node-name',
 			       ['--peers=slurm', '--node-name=127.0.0.1', td.src, td.mnt],
 			       '--node-name applies', td)
+		# a peers file's URLs carry their ports: --peer-port was ignored
+		pf = os.path.join(td.root, 'peers.txt')
+		ct.write_file(pf, f'http://127.0.0.1:{p1}\n'.encode())
+		expect_failure(c, '--peers=file: --peer-port',
+			       [f'--peers=file:{pf}', f'--listen=127.0.0.1:{p1}', f'--peer-port={p2}',
+				td.src, td.mnt], '--peer-port applies', td)
 		expect_failure(c, 'missing MOUNTPOINT argument', [td.src],
 			       ['mountpoint', 'usage', 'argument'], td)
 
