@@ -789,6 +789,11 @@ static int parse_sizes(struct fs_options *o)
 		return -fs_fail("--accept-bearer needs --secret-file (the secret it accepts)");
 	if (!o->peers && o->listen)
 		return -fs_fail("--listen needs --peers");
+	/* port 0 binds one the kernel picks, which no other node knows */
+	const char *lport = o->listen ? strrchr(o->listen, ':') : NULL;
+	if (lport && all_digits(lport + 1) && strtoul(lport + 1, NULL, 10) == 0)
+		return -fs_fail("bad --listen '%s': port 0 is one no other node could reach; "
+				"want 1 to 65535", o->listen);
 	/* Empty, each was taken as not given: AWS_REGION or us-east-1, and
 	 * AWS_PROFILE or default, credentials the command did not name. */
 	if (o->region && !*o->region)

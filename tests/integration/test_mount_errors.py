@@ -121,6 +121,8 @@ def test_bad_command_lines(c):
 		peers = f'--peers=http://127.0.0.1:{p1},http://127.0.0.1:{p2}'
 		expect_failure(c, '--peers without --node',
 			       [peers, td.src, td.mnt], '--node', td)
+		expect_failure(c, '--listen port 0', [peers, '--node=0', '--listen=127.0.0.1:0',
+						     td.src, td.mnt], '--listen', td)
 		expect_failure(c, '--node out of range',
 			       [peers, '--node=2', td.src, td.mnt],
 			       'node', td)
