@@ -221,11 +221,13 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 		return 0;
 	default:
 		if (arg[0] == '-') {
-			if (!o->parse_error &&
-			    asprintf(&o->parse_error,
-				     takes_value(arg) ? "%s takes its value after '=': %s=VALUE"
-						      : "unknown option '%s' (see --help)",
-				     arg, arg) < 0)
+			int n = o->parse_error ? 0
+				: takes_value(arg)
+					? asprintf(&o->parse_error,
+						   "%s takes its value after '=': %s=VALUE", arg, arg)
+					: asprintf(&o->parse_error, "unknown option '%s' (see --help)",
+						   arg);
+			if (n < 0)
 				o->parse_error = NULL;
 			return 0;
 		}
@@ -250,12 +252,12 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 		    asprintf(&o->parse_error, "-o blksize is for FUSE mounts of a block device "
 			     "(fuseblk), which coordfs is not") < 0)
 			o->parse_error = NULL;
-		/* -o peers=URL,URL: the comma ended the value, and the next URL
-		 * came as an option of its own; libfuse takes "\," as a comma. */
 		if (known < 0 && !o->parse_error && takes_value(arg) &&
 		    asprintf(&o->parse_error, "-o %s takes its value after '=': %s=VALUE", arg,
 			     arg) < 0)
 			o->parse_error = NULL;
+		/* -o peers=URL,URL: the comma ended the value, and the next URL
+		 * came as an option of its own; libfuse takes "\," as a comma. */
 		if (known < 0 && !o->parse_error &&
 		    asprintf(&o->parse_error, "unknown mount option '%s' (%s)", arg,
 			     strstr(arg, "://") && !strchr(arg, '=')
