@@ -691,8 +691,12 @@ static int parse_sizes(struct fs_options *o)
 	if (size_parse(o->chunk_size, phys, &o->chunk_bytes) < 0 || o->chunk_bytes < 4096 ||
 	    o->chunk_bytes > (1ULL << 30) || strchr(o->chunk_size, '%'))
 		return -fs_fail("bad --chunk-size '%s': want 4K to 1G", o->chunk_size);
-	if (size_parse(o->prep_mem, phys, &o->prep_mem_bytes) < 0)
-		return -fs_fail("bad --prep-mem '%s': want bytes, K/M/G/T, or N%%", o->prep_mem);
+	/* Under 1M no sample fits: every open of the prepared view would
+	 * fail with ENOMEM, on a mount that came up as if serving. */
+	if (size_parse(o->prep_mem, phys, &o->prep_mem_bytes) < 0 ||
+	    o->prep_mem_bytes < ((uint64_t)1 << 20))
+		return -fs_fail("bad --prep-mem '%s': want 1M or more: bytes, K/M/G/T, or N%%",
+				o->prep_mem);
 	/* fs_prep_size sizes the tier from the dataset and the machine */
 	o->prep_decoded_bytes = o->prep_mem_bytes / 2;
 	o->prep_decoded_auto = !o->prep_decoded_mem;
@@ -724,7 +728,7 @@ static int parse_sizes(struct fs_options *o)
 		o->prep_ahead_idle = strtod(o->prep_ahead_idle_arg, &end);
 		if (!plain_decimal(o->prep_ahead_idle_arg) || errno || *end ||
 		    !(o->prep_ahead_idle >= 0) || o->prep_ahead_idle > 4096)
-			return -fs_fail("bad --prep-ahead-idle '%s': want a number of cores, 0 or more",
+			return -fs_fail("bad --prep-ahead-idle '%s': want a number of cores, 0 to 4096",
 					o->prep_ahead_idle_arg);
 	}
 	if (o->seed) {

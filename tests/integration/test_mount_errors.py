@@ -108,6 +108,10 @@ def test_bad_command_lines(c):
 			    '--prep-threads= 4', '--prep-ahead-idle=0x1p1',
 			    '--prep-ahead-idle=1e0'):
 			expect_failure(c, arg, [arg, td.src, td.mnt], arg.split('=')[0], td)
+		# A --prep-mem no sample fits in: every open of the view failed
+		# with ENOMEM on a mount that came up as if serving.
+		for arg in ('--prep-mem=0', '--prep-mem=512K'):
+			expect_failure(c, arg, ['--prepared', arg, td.src, td.mnt], '1M or more', td)
 		# getopt's form, the value as the next argument: the line says
 		# how to give it, not that the option does not exist
 		expect_failure(c, '--cache-size 1M', ['--cache-size', '1M', td.src, td.mnt],
