@@ -575,11 +575,19 @@ static int check_mountpoint_owners(const char *mnt)
 
 /* --log-file: the daemon, often root, creates and appends to it, so no
  * directory on its way may be another user's or writable by all without
- * the sticky bit (see foreign_part); the file itself is checked when it is
+ * the sticky bit (see foreign_part), the ones above the current directory
+ * of a relative path included; the file itself is checked when it is
  * opened (main.c). 0, or -1 after one line. */
 static int check_log_file(const char *path)
 {
-	return path ? check_owners("--log-file", path, false) : 0;
+	if (!path)
+		return 0;
+	char *abs = file_path_absolute(path);
+	if (!abs)
+		return -fs_fail("--log-file '%s': %s", path, strerror(errno));
+	int rc = check_owners("--log-file", abs, false);
+	free(abs);
+	return rc;
 }
 
 /* Whether absolute, resolved path is root or below it. */

@@ -53,14 +53,14 @@ import tempfile
 import coordfs_test as ct
 
 
-def run(args, preexec=None, timeout=30):
+def run(args, preexec=None, timeout=30, cwd=None):
 	"""coordfs args -> (rc, stdout bytes, stderr bytes); rc None on timeout."""
 	with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
 		try:
 			p = subprocess.run([ct.coordfs_bin()] + list(args),
 					   stdin=subprocess.DEVNULL, stdout=out,
 					   stderr=err, timeout=timeout,
-					   preexec_fn=preexec)
+					   preexec_fn=preexec, cwd=cwd)
 			rc = p.returncode
 		except subprocess.TimeoutExpired:
 			rc = None
@@ -374,9 +374,9 @@ def test_log_file_planted(c):
 		os.chmod(sticky, 0o1777)
 		os.mkdir(mine)
 
-		def refused(label, log, want):
+		def refused(label, log, want, cwd=None):
 			rc, _, err = run(['--cache-size=1M', f'--log-file={log}', td.src, td.mnt],
-					 timeout=10)
+					 timeout=10, cwd=cwd)
 			check_failed_start(c, label, td, rc, err, want)
 			if ct.is_mounted(td.mnt):
 				ct.force_unmount(td.mnt)
@@ -384,6 +384,12 @@ def test_log_file_planted(c):
 		as_nobody('ln', '-s', victim, os.path.join(theirs, 'c.log'))
 		refused('a link in another user\'s directory', os.path.join(theirs, 'c.log'),
 			'another user')
+		# A relative path: the directories above the current one count too
+		# (only the relative part was checked, and a new log was made in
+		# their directory, where they may swap it for a link).
+		refused('a relative path in another user\'s directory', 'new.log', 'another user',
+			cwd=theirs)
+		c.check('and no log made there', not os.path.exists(os.path.join(theirs, 'new.log')))
 		log = os.path.join(sticky, 'c.log')
 		as_nobody('ln', '-s', victim, log)
 		refused('another user\'s link in a sticky directory', log, 'another user')
