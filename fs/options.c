@@ -256,6 +256,10 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 		    asprintf(&o->parse_error, "-o %s takes its value after '=': %s=VALUE", arg,
 			     arg) < 0)
 			o->parse_error = NULL;
+		if (!arg[0] && !o->parse_error &&
+		    asprintf(&o->parse_error, "an empty -o option: a comma too many, or one "
+			     "at the end?") < 0)
+			o->parse_error = NULL;
 		/* -o peers=URL,URL: the comma ended the value, and the next URL
 		 * came as an option of its own; libfuse takes "\," as a comma. */
 		if (known < 0 && !o->parse_error &&

@@ -112,6 +112,9 @@ def test_bad_command_lines(c):
 		# with ENOMEM on a mount that came up as if serving.
 		for arg in ('--prep-mem=0', '--prep-mem=512K'):
 			expect_failure(c, arg, ['--prepared', arg, td.src, td.mnt], '1M or more', td)
+		# A comma too many in -o names itself (it said "unknown mount option ''").
+		expect_failure(c, '-o cache_size=1M,', ['-o', 'cache_size=1M,', td.src, td.mnt],
+			       'comma too many', td)
 		# getopt's form, the value as the next argument: the line says
 		# how to give it, not that the option does not exist
 		expect_failure(c, '--cache-size 1M', ['--cache-size', '1M', td.src, td.mnt],
