@@ -716,7 +716,10 @@ ssize_t remote_s3_get_by(struct remote_s3 *s, const char *key, const char *etag,
 				x->status == 412   ? ": the object changed since it was listed"
 				: x->status == 403 ? ": access denied"
 				: x->status == 404 ? ": the object is gone"
-						   : "");
+				: x->status / 100 == 3
+					? ": a redirect, not followed (a store answers for its own "
+					  "objects; check --endpoint and --region)"
+					: "");
 		/* 5xx through every retry is the endpoint's state, not the
 		 * object's. Only 412 and 404 speak of the snapshot; any other
 		 * answer (400 RequestTimeout, 403 RequestTimeTooSkewed, 401) may
