@@ -87,6 +87,10 @@ with tempfile.TemporaryDirectory() as out:
 		'| rclone vfs full | first mount | 1 | 2048 | 1024 | 2.000 | 20.0 |\n')
 	p = plots.plot_disk_tier(disk, os.path.join(out, 'disk.png'))
 	check('disk tier plot from a table', p is not None and is_png(p), p)
+	# the bench's paired direct epochs, which have no epoch number
+	direct = disk + '| the dataset\'s file system directly | after coordfs epoch 2 | - | 1045 | 1024 | 1.021 | 1.6 |\n'
+	p = plots.plot_disk_tier(direct, os.path.join(out, 'disk2.png'))
+	check('disk tier plot with direct epochs (epoch "-")', p is not None and is_png(p), p)
 	check('no disk tier table, no plot', plots.plot_disk_tier(STORAGE, os.path.join(out, 'y.png')) is None)
 	# What benchlib.save does after a run.
 	got = plots.plot_markdown('cache_efficiency', STORAGE, out, 'ce-1')

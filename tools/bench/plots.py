@@ -224,7 +224,7 @@ def plot_disk_tier(text, path, note=""):
     col = {h: i for i, h in enumerate(header)}
     readers = []
     for r in rows:
-        if r[col["reader"]] not in readers:
+        if r[col["reader"]] not in readers and number(r[col["epoch"]]) is not None:
             readers.append(r[col["reader"]])
     fig, ax = plt.subplots(figsize=(7.5, 3.8))
     width = 0.8 / max(1, len(readers))
@@ -233,7 +233,8 @@ def plot_disk_tier(text, path, note=""):
     for k, reader in enumerate(readers):
         xs, ys = [], []
         for r in rows:
-            if r[col["reader"]] != reader:
+            # rows of the paired direct epochs have no epoch of their own
+            if r[col["reader"]] != reader or number(r[col["epoch"]]) is None:
                 continue
             e = int(number(r[col["epoch"]]))
             xs.append(e + (k - (len(readers) - 1) / 2) * width)
@@ -243,7 +244,8 @@ def plot_disk_tier(text, path, note=""):
     es = sorted(opt)
     ax.step([e - 0.5 for e in es] + [es[-1] + 0.5], [opt[e] for e in es] + [opt[es[-1]]],
             where="post", color=COLORS["optimum"], label="optimum")
-    firsts = [int(number(r[col["epoch"]])) for r in rows if r[col["phase"]] == "first mount"]
+    firsts = [int(number(r[col["epoch"]])) for r in rows
+              if r[col["phase"]] == "first mount" and number(r[col["epoch"]]) is not None]
     if firsts:
         ax.axvline(max(firsts) + 0.5, color="grey", linestyle="--", linewidth=1)
         ax.text(max(firsts) + 0.55, ax.get_ylim()[1] * 0.9, "remount", fontsize=8, color="grey")
