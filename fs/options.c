@@ -148,6 +148,35 @@ static const char fs_options_usage[] =
 	"                           mounted, root included, can use the mount)\n"
 	"  -V, --version, -h, --help\n";
 
+/* Whether arg is one or more decimal digits and nothing else: strtol and
+ * strtoull also take leading blanks, a sign ("-1" wraps to 2^64-1 in
+ * strtoull) and, in base 0, hexadecimal and octal ("010" is 8). */
+static bool all_digits(const char *arg)
+{
+	if (!*arg)
+		return false;
+	for (const char *p = arg; *p; p++)
+		if (*p < '0' || *p > '9')
+			return false;
+	return true;
+}
+
+/* An id, a mode or -o max_read: digits in base 10 (or 8, modes) up to max,
+ * into *out: 0 or -1. */
+static int parse_number(const char *arg, int base, unsigned long max, uint32_t *out)
+{
+	char *end;
+
+	if (!all_digits(arg)) /* a tab or newline got past a check of ' ' */
+		return -1;
+	errno = 0;
+	unsigned long n = strtoul(arg, &end, base);
+	if (errno || *end || n > max)
+		return -1;
+	*out = (uint32_t)n;
+	return 0;
+}
+
 /* Mount options: 1 passed on to libfuse and the kernel, 0 dropped as harmless
  * (mount(8) and fstab put some of them on every command line; the mount is
  * read-only and nodev/nosuid anyway), -1 unknown. */
@@ -237,16 +266,14 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 		if (!strcmp(arg, "allow_root"))
 			o->allow_root = true;
 		if (!strncmp(arg, "max_read=", 9)) {
-			char *end;
-			unsigned long v;
+			uint32_t v = 0;
 
-			errno = 0;
-			v = (arg[9] >= '0' && arg[9] <= '9') ? strtoul(arg + 9, &end, 10) : 0;
-			if ((v == 0 || errno || *end || v > UINT32_MAX) && !o->parse_error &&
+			if ((parse_number(arg + 9, 10, UINT32_MAX, &v) < 0 || v == 0) &&
+			    !o->parse_error &&
 			    asprintf(&o->parse_error, "bad max_read '%s': a size in bytes, 1 or more",
 				     arg + 9) < 0)
 				o->parse_error = NULL;
-			o->max_read = (unsigned)v;
+			o->max_read = v;
 		}
 		if (!strncmp(arg, "blksize=", 8) && !o->parse_error &&
 		    asprintf(&o->parse_error, "-o blksize is for FUSE mounts of a block device "
@@ -334,19 +361,6 @@ static int check_paths(struct fs_options *o)
 	return 0;
 }
 
-/* Whether arg is one or more decimal digits and nothing else: strtol and
- * strtoull also take leading blanks, a sign ("-1" wraps to 2^64-1 in
- * strtoull) and, in base 0, hexadecimal and octal ("010" is 8). */
-static bool all_digits(const char *arg)
-{
-	if (!*arg)
-		return false;
-	for (const char *p = arg; *p; p++)
-		if (*p < '0' || *p > '9')
-			return false;
-	return true;
-}
-
 /* Whether arg is decimal digits with at most one point among or after
  * them ("0.5", "2", "2."): strtod also takes blanks, signs, hexadecimal
  * ("0x1p1" is 2), exponents, "inf" and "nan". */
@@ -378,21 +392,6 @@ static int parse_count(const char *arg, long lo, long hi, int *out)
 	if (errno || *end || n < lo || n > hi)
 		return -1;
 	*out = (int)n;
-	return 0;
-}
-
-/* An id or a mode: digits in base 10 (ids) or 8 (modes) up to max, into *out: 0 or -1. */
-static int parse_number(const char *arg, int base, unsigned long max, uint32_t *out)
-{
-	char *end;
-
-	if (!all_digits(arg)) /* a tab or newline got past a check of ' ' */
-		return -1;
-	errno = 0;
-	unsigned long n = strtoul(arg, &end, base);
-	if (errno || *end || n > max)
-		return -1;
-	*out = (uint32_t)n;
 	return 0;
 }
 

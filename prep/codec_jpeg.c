@@ -189,6 +189,18 @@ static void jerr_output(j_common_ptr ci)
 {
 }
 
+/* ci's error manager: errors longjmp to err->jb (the caller's setjmp),
+ * messages go to emit, nothing is printed. */
+static void jerr_setup(struct jpeg_decompress_struct *ci, struct jerr *err,
+		       void (*emit)(j_common_ptr, int))
+{
+	ci->err = jpeg_std_error(&err->pub);
+	err->pub.error_exit = jerr_exit;
+	err->pub.emit_message = emit;
+	err->pub.output_message = jerr_output;
+	err->code = 0;
+}
+
 static void jprogress(j_common_ptr ci)
 {
 	j_decompress_ptr di = (j_decompress_ptr)ci;
@@ -323,11 +335,7 @@ static bool pil_fails_arith(const uint8_t *data, size_t len)
 
 	memset(&ci, 0, sizeof(ci));
 	memset(&src, 0, sizeof(src));
-	ci.err = jpeg_std_error(&err.pub);
-	err.pub.error_exit = jerr_exit;
-	err.pub.emit_message = jerr_quiet;
-	err.pub.output_message = jerr_output;
-	err.code = 0;
+	jerr_setup(&ci, &err, jerr_quiet);
 	if (setjmp(err.jb))
 		goto out;
 	jpeg_create_decompress(&ci);
@@ -394,11 +402,7 @@ static int decode_jpeg(const uint8_t *data, size_t len, struct prep__sink *d)
 	volatile int rc = 0;
 
 	memset(&ci, 0, sizeof(ci));
-	ci.err = jpeg_std_error(&err.pub);
-	err.pub.error_exit = jerr_exit;
-	err.pub.emit_message = jerr_emit;
-	err.pub.output_message = jerr_output;
-	err.code = 0;
+	jerr_setup(&ci, &err, jerr_emit);
 	if (setjmp(err.jb)) {
 		rc = err.code ? err.code : -EIO;
 		goto out;

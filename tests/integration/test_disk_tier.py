@@ -421,13 +421,16 @@ def test_option_errors(c):
 			rc == 1 and 'other users in group 65534 may change' in err
 			and len(err.strip().splitlines()) == 1, err)
 		c.eq('and not made there either', os.listdir(group), [])
-		os.chown(group, 0, 0)  # root's group: no other member here
-		others = [p.pw_name for p in pwd.getpwall() if p.pw_gid == 0 and p.pw_uid != 0]
-		others += [m for m in grp.getgrgid(0).gr_mem if m != 'root']
-		if not others:
+		# A group only root is in: no member but root, nobody else's primary.
+		primary = {p.pw_gid for p in pwd.getpwall() if p.pw_uid != 0}
+		alone = [g.gr_gid for g in grp.getgrall()
+			 if g.gr_gid not in primary and set(g.gr_mem) <= {'root'}]
+		if c.check('a group only root is in exists here', bool(alone),
+			   'every group has another member'):
+			os.chown(group, 0, alone[0])
 			rc, _, err = ct.run_coordfs([f'--disk-cache={group}/tier', '--cache-size=1M',
 						     td.src, td.mnt])
-			c.check('DIR under a directory of root\'s unshared group mounts',
+			c.check(f'DIR under a directory of group {alone[0]}, only root\'s, mounts',
 				rc == 0 and ct.is_mounted(td.mnt), err)
 			ct.force_unmount(td.mnt)
 
