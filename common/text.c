@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "common/strbuf.h"
 
@@ -40,6 +41,25 @@ int text_parse_u64(const char **p, uint64_t *out)
 	}
 	*out = v;
 	return 0;
+}
+
+#define DIGITS "0123456789"
+
+bool text_is_digits(const char *s)
+{
+	return *s && s[strspn(s, DIGITS)] == '\0';
+}
+
+bool text_is_plain_decimal(const char *s)
+{
+	size_t before = strspn(s, DIGITS), after = 0;
+	const char *rest = s + before;
+
+	if (*rest == '.') {
+		after = strspn(rest + 1, DIGITS);
+		rest += 1 + after;
+	}
+	return before + after > 0 && *rest == '\0';
 }
 
 const char *text_env(const char *name)

@@ -35,6 +35,7 @@
 #include "common/deadline.h"
 #include "common/file.h"
 #include "common/strbuf.h"
+#include "common/text.h"
 #include "remote/remote.h"
 
 #define SCONTROL_TIMEOUT_MS 10000
@@ -322,7 +323,7 @@ int fs_membership_resolve(const struct fs_membership_args *o, char **list, unsig
 		 * Digits only: strtol also takes " 1" and "+1". */
 		errno = 0;
 		id_l = strtol(id, &end, 10);
-		if (errno || *end || id[0] < '0' || id[0] > '9' || id_l < 0 || id_l > MAX_NODES) {
+		if (!text_is_digits(id) || errno || *end || id_l < 0 || id_l > MAX_NODES) {
 			rc = fail(err, errlen, -EINVAL, "--peers=slurm: bad SLURM_NODEID '%s'", id);
 			goto out;
 		}

@@ -25,6 +25,7 @@
 
 #include "common/file.h"
 #include "common/size.h"
+#include "common/text.h"
 #include "fs/membership.h"
 #include "fs/options.h"
 #include "fs/source.h"
@@ -148,26 +149,13 @@ static const char fs_options_usage[] =
 	"                           mounted, root included, can use the mount)\n"
 	"  -V, --version, -h, --help\n";
 
-/* Whether arg is one or more decimal digits and nothing else: strtol and
- * strtoull also take leading blanks, a sign ("-1" wraps to 2^64-1 in
- * strtoull) and, in base 0, hexadecimal and octal ("010" is 8). */
-static bool all_digits(const char *arg)
-{
-	if (!*arg)
-		return false;
-	for (const char *p = arg; *p; p++)
-		if (*p < '0' || *p > '9')
-			return false;
-	return true;
-}
-
 /* An id, a mode or -o max_read: digits in base 10 (or 8, modes) up to max,
  * into *out: 0 or -1. */
 static int parse_number(const char *arg, int base, unsigned long max, uint32_t *out)
 {
 	char *end;
 
-	if (!all_digits(arg)) /* a tab or newline got past a check of ' ' */
+	if (!text_is_digits(arg)) /* a tab or newline got past a check of ' ' */
 		return -1;
 	errno = 0;
 	unsigned long n = strtoul(arg, &end, base);
@@ -361,31 +349,12 @@ static int check_paths(struct fs_options *o)
 	return 0;
 }
 
-/* Whether arg is decimal digits with at most one point among or after
- * them ("0.5", "2", "2."): strtod also takes blanks, signs, hexadecimal
- * ("0x1p1" is 2), exponents, "inf" and "nan". */
-static bool plain_decimal(const char *arg)
-{
-	size_t digits = 0;
-	bool point = false;
-
-	for (const char *p = arg; *p; p++) {
-		if (*p >= '0' && *p <= '9')
-			digits++;
-		else if (*p == '.' && !point)
-			point = true;
-		else
-			return false;
-	}
-	return digits > 0;
-}
-
 /* A decimal count in [lo, hi] (lo >= 0) into *out: 0, or -1. */
 static int parse_count(const char *arg, long lo, long hi, int *out)
 {
 	char *end;
 
-	if (!all_digits(arg))
+	if (!text_is_digits(arg))
 		return -1;
 	errno = 0;
 	long n = strtol(arg, &end, 10);
@@ -737,16 +706,15 @@ static int parse_sizes(struct fs_options *o)
 		char *end;
 		errno = 0;
 		o->prep_ahead_idle = strtod(o->prep_ahead_idle_arg, &end);
-		if (!plain_decimal(o->prep_ahead_idle_arg) || errno || *end ||
+		if (!text_is_plain_decimal(o->prep_ahead_idle_arg) || errno || *end ||
 		    !(o->prep_ahead_idle >= 0) || o->prep_ahead_idle > 4096)
 			return -fs_fail("bad --prep-ahead-idle '%s': want a number of cores, 0 to 4096",
 					o->prep_ahead_idle_arg);
 	}
 	if (o->seed) {
-		char *end;
-		errno = 0;
-		o->seed_value = strtoull(o->seed, &end, 10);
-		if (!all_digits(o->seed) || errno || *end)
+		const char *p = o->seed;
+
+		if (text_parse_u64(&p, &o->seed_value) < 0 || *p)
 			return -fs_fail("bad --seed '%s': want a decimal integer, 0 or more", o->seed);
 	} else if (getrandom(&o->seed_value, sizeof(o->seed_value), 0) != sizeof(o->seed_value)) {
 		o->seed_value = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
@@ -808,7 +776,7 @@ static int parse_sizes(struct fs_options *o)
 		return -fs_fail("--listen needs --peers");
 	/* port 0 binds one the kernel picks, which no other node knows */
 	const char *lport = o->listen ? strrchr(o->listen, ':') : NULL;
-	if (lport && all_digits(lport + 1) && strtoul(lport + 1, NULL, 10) == 0)
+	if (lport && text_is_digits(lport + 1) && strtoul(lport + 1, NULL, 10) == 0)
 		return -fs_fail("bad --listen '%s': port 0 is one no other node could reach; "
 				"want 1 to 65535", o->listen);
 	/* Empty, each was taken as not given: AWS_REGION or us-east-1, and

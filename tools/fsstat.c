@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/text.h"
 #include "tools/fsstat.h"
 
 #define STATS_XATTR "user.coordfs.stats"
@@ -198,7 +199,7 @@ static int parse_interval(const char *arg, double *out)
 	}
 	/* Digits and one point only: strtod also takes hexadecimal ("0x10"
 	 * is 16 s), exponents, blanks and signs, which fsstat(1) does not. */
-	if (arg[strspn(arg, "0123456789.")] || strchr(arg, '.') != strrchr(arg, '.'))
+	if (!text_is_plain_decimal(arg))
 		return -EINVAL;
 	errno = 0;
 	v = strtod(arg, &end);

@@ -200,6 +200,18 @@ START_TEST(text_pct_u64_env)
 	ck_assert_int_eq(text_parse_u64(&p, &v), -EINVAL);
 	ck_assert_str_eq(p, "x1");
 
+	/* what the options take as a count and as a plain decimal */
+	ck_assert(text_is_digits("0") && text_is_digits("0123"));
+	static const char *const not_digits[] = {"", " 1", "+1", "-1", "1 ", "0x10", "1\t", "1.0"};
+	for (size_t i = 0; i < sizeof(not_digits) / sizeof(not_digits[0]); i++)
+		ck_assert_msg(!text_is_digits(not_digits[i]), "'%s'", not_digits[i]);
+	ck_assert(text_is_plain_decimal("2") && text_is_plain_decimal("0.5") &&
+		  text_is_plain_decimal("2.") && text_is_plain_decimal(".5"));
+	static const char *const not_plain[] = {"", ".", "1..2", "1.2.3", "0x1p1", "1e0",
+						"-1", " 1", "inf", "nan"};
+	for (size_t i = 0; i < sizeof(not_plain) / sizeof(not_plain[0]); i++)
+		ck_assert_msg(!text_is_plain_decimal(not_plain[i]), "'%s'", not_plain[i]);
+
 	setenv("COORDFS_TEST_TEXT_ENV", "", 1);
 	ck_assert_ptr_null(text_env("COORDFS_TEST_TEXT_ENV"));
 	setenv("COORDFS_TEST_TEXT_ENV", "v", 1);
