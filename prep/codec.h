@@ -28,6 +28,20 @@ enum prep__format {
 };
 enum prep__format prep__sniff(const void *data, size_t len);
 
+/* Pillow's cmyk2rgb of one pixel of ink values (0: none, 255: full), as
+ * its JPEG and TIFF decoders end in: rgb may be cmyk itself. */
+static inline void prep__cmyk_to_rgb(const uint8_t cmyk[4], uint8_t rgb[3])
+{
+	int nk = 255 - cmyk[3];
+	int c3[3] = {cmyk[0], cmyk[1], cmyk[2]};
+
+	for (int c = 0; c < 3; c++) {
+		int tmp = c3[c] * nk + 128;
+		int v = nk - (((tmp >> 8) + tmp) >> 8);
+		rgb[c] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+	}
+}
+
 struct prep__sink; /* prep/sink.h */
 
 struct prep__codec {

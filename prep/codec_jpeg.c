@@ -124,13 +124,10 @@ static void cmyk_to_rgb(uint8_t *px, size_t n)
 	uint8_t *out = px;
 
 	for (size_t i = 0; i < n; i++, in += 4, out += 3) {
-		int nk = in[3]; /* 255 - (255 - k) */
-		for (int c = 0; c < 3; c++) {
-			int inv = 255 - in[c];
-			int tmp = inv * nk + 128;
-			int v = nk - (((tmp >> 8) + tmp) >> 8);
-			out[c] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
-		}
+		const uint8_t ink[4] = {(uint8_t)(255 - in[0]), (uint8_t)(255 - in[1]),
+					(uint8_t)(255 - in[2]), (uint8_t)(255 - in[3])};
+
+		prep__cmyk_to_rgb(ink, out);
 	}
 }
 

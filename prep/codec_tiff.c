@@ -203,16 +203,9 @@ static void tif_row_rgb(const struct tif_layout *l, const uint8_t *line, unsigne
 			for (int c = 0; c < 3; c++)
 				dst[c] = (uint8_t)(w[c] >> 8);
 			break;
-		case TIF_CMYK: { /* Pillow's cmyk2rgb, ink not inverted */
-			const uint8_t *p = line + (size_t)x * l->spp;
-			int nk = 255 - p[3];
-			for (int c = 0; c < 3; c++) {
-				int tmp = p[c] * nk + 128;
-				int o = nk - (((tmp >> 8) + tmp) >> 8);
-				dst[c] = (uint8_t)(o < 0 ? 0 : o);
-			}
+		case TIF_CMYK: /* ink not inverted */
+			prep__cmyk_to_rgb(line + (size_t)x * l->spp, dst);
 			break;
-		}
 		case TIF_PALETTE:
 			memcpy(dst, l->pal[tif_sample(line, l->bits, (size_t)x * l->spp)], 3);
 			break;
