@@ -461,6 +461,27 @@ int cache_prefill(struct cache *c, uint64_t unit, size_t unit_len, cache_fill_fn
 	return fill_and_publish(c, unit, unit_len, fill, arg, &data);
 }
 
+void cache_copy_in(struct cache *c, void *dst, const void *src, size_t len)
+{
+	uint8_t *d = dst;
+	const uint8_t *s = src;
+
+	if (c->memfd >= 0 && d >= c->arena && len <= c->capacity &&
+	    (uint64_t)(d - c->arena) <= c->capacity - len) {
+		while (len > 0) {
+			ssize_t n = pwrite(c->memfd, s, len, (off_t)(d - c->arena));
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0)
+				break;
+			d += n;
+			s += n;
+			len -= (size_t)n;
+		}
+	}
+	memcpy(d, s, len);
+}
+
 bool cache_holds(const struct cache *c, uint64_t unit)
 {
 	if (unit >= c->nunits)

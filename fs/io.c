@@ -282,7 +282,7 @@ static int tier_fill(struct fs_ctx *fs, struct cache_disk_key key, uint64_t snap
 		return cache_disk_read(fs->disk, key, snap, dst, len);
 	int rc = cache_disk_read_direct(fs->disk, key, snap, base, len, &at);
 	if (rc == 0)
-		memcpy(dst, base + at, len);
+		cache_copy_in(fs->cache, dst, base + at, len);
 	budget_free(&fs->mem, base, room);
 	return rc;
 }

@@ -526,6 +526,50 @@ START_TEST(prefill_admits_without_counting_reads)
 }
 END_TEST
 
+struct copy_filler {
+	struct cache *c;
+	unsigned char src[3 * 4096 + 100];
+};
+
+/* Fills through cache_copy_in from a pattern (unit * 7 + i) made here. */
+static int fill_by_copy_in(void *arg, uint64_t unit, void *dst, size_t len)
+{
+	struct copy_filler *f = arg;
+
+	ck_assert_uint_le(len, sizeof(f->src));
+	for (size_t i = 0; i < len; i++)
+		f->src[i] = (unsigned char)(unit * 7 + i);
+	cache_copy_in(f->c, dst, f->src, len);
+	return 0;
+}
+
+/* cache_copy_in writes through the arena's memfd: the bytes are where the
+ * unit's pointer says, whatever their size and place (units of odd sizes
+ * cross page boundaries), and a destination outside the arena is copied
+ * too. */
+START_TEST(copy_in_lands_where_the_unit_is)
+{
+	struct copy_filler f;
+	const void *d;
+	const size_t lens[] = { 1, 100, 4096, 5000, 3 * 4096 + 100, 77 };
+
+	ck_assert_int_eq(cache_create(1 << 20, 16, &f.c), 0);
+	for (uint64_t u = 0; u < 6; u++)
+		ck_assert_int_eq(cache_get(f.c, u, lens[u], lens[u], true, fill_by_copy_in, &f, &d),
+				 0);
+	for (uint64_t u = 0; u < 6; u++) {
+		ck_assert_int_eq(cache_get(f.c, u, lens[u], lens[u], true, fill_by_copy_in, &f, &d),
+				 0);
+		check_pattern(d, u, lens[u]);
+	}
+	unsigned char out[200];
+	memset(out, 0, sizeof(out));
+	cache_copy_in(f.c, out, "outside the arena", 18);
+	ck_assert_str_eq((char *)out, "outside the arena");
+	cache_destroy(f.c);
+}
+END_TEST
+
 /* A fill that fails for a passing reason fails its waiters too: they do
  * not take turns at the same fill (behind a stalled source, each would
  * wait through a whole retry ladder). A later caller fills again. */
@@ -611,6 +655,7 @@ int main(void)
 	tcase_add_test(tc, single_flight_one_fill_for_many_readers);
 	tcase_add_test(tc, prefill_admits_without_counting_reads);
 	tcase_add_test(tc, waiters_share_a_transient_failure);
+	tcase_add_test(tc, copy_in_lands_where_the_unit_is);
 	suite_add_tcase(s, tc);
 	return check_run(s);
 }
