@@ -428,6 +428,10 @@ int main(int argc, char *argv[])
 	fuse_set_log_func(fuse_log_to_ours);
 	if (fs_options_check(&fs->opt) < 0)
 		goto out;
+	/* Taken (scripts pass one set of options to every mount), but said. */
+	if (fs->opt.prep_unused)
+		log_warn("%s (and the other options of the prepared view) has no effect without "
+			 "--prepared", fs->opt.prep_unused);
 
 	/* The daemon changes to "/" when it detaches: keep absolute paths. */
 	char *abs = fs_source_is_s3(fs->opt.source) ? NULL : realpath(fs->opt.source, NULL);

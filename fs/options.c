@@ -827,6 +827,15 @@ int fs_options_parse(struct fuse_args *args, struct fs_options *o)
 		printf("coordfs %s (libfuse %d)\n", COORDFS_VERSION, fuse_version());
 		return 1;
 	}
+	if (!o->prepared)
+		o->prep_unused = o->prepared_name	  ? "--prepared-name"
+				 : o->prep_threads_arg	  ? "--prep-threads"
+				 : o->prep_ahead_arg	  ? "--prep-ahead"
+				 : o->prep_ahead_idle_arg ? "--prep-ahead-idle"
+				 : o->prep_mem		  ? "--prep-mem"
+				 : o->prep_decoded_mem	  ? "--prep-decoded-mem"
+				 : o->seed		  ? "--seed"
+							  : NULL;
 	if (!o->cache_size)
 		o->cache_size = strdup("25%");
 	if (!o->chunk_size)

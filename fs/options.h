@@ -72,6 +72,9 @@ struct fs_options {
 	uint64_t prep_mem_bytes;
 	uint64_t prep_decoded_bytes; /* of prep_mem_bytes, the decoded tier's share */
 	bool prep_mem_default;	     /* no --prep-mem: fs_prep_size may raise it */
+	/* The first option of the prepared view given without --prepared
+	 * (e.g. "--prep-mem"): taken, checked, and without effect; NULL if none. */
+	const char *prep_unused;
 	bool prep_decoded_auto;	     /* no --prep-decoded-mem: fs_prep_size sizes it */
 	uint64_t seed_value; /* --seed, else random */
 	uint32_t obj_uid, obj_gid;	     /* the mounting user's unless --uid/--gid */

@@ -545,10 +545,20 @@ def test_option_checks(c):
 			c.eq('--prep-decoded-mem=1536M: the tier\'s share',
 			     ct.stats(td.mnt)['prep']['decoded_mem'], 1536 << 20)
 			ct.force_unmount(td.mnt)
-		if mount_src(c, td, td.src, ['--cache-size=0'], label='--cache-size=0'):
-			c.check('--cache-size=0: warns that nothing is cached',
-				'warning' in td.mount_stderr and 'nothing' in td.mount_stderr,
-				td.mount_stderr)
+		# What a mount that comes up says on stderr. Options of the
+		# prepared view without --prepared are taken (scripts pass one set
+		# to every mount), checked, and said to do nothing.
+		said = [(['--cache-size=0'], '--cache-size=0', 'warns that nothing is cached',
+			 lambda e: 'warning' in e and 'nothing' in e),
+			(['--cache-size=1M', '--prep-mem=2G', '--seed=7'], '--prep-mem without --prepared',
+			 'one warning naming it',
+			 lambda e: e.count('warning') == 1 and '--prep-mem' in e and '--prepared' in e),
+			(['--cache-size=1M', '--prepared', '--prep-mem=2G'], '--prep-mem with --prepared',
+			 'no warning', lambda e: 'warning' not in e)]
+		for opts, label, what, ok in said:
+			if mount_src(c, td, td.src, opts, label=label):
+				c.check(f'{label}: {what}', ok(td.mount_stderr), td.mount_stderr)
+				ct.force_unmount(td.mnt)
 
 
 def test_fuse_mount_options(c):
