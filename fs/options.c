@@ -50,6 +50,8 @@ static const struct fuse_opt fs_opt_spec[] = {
 	{"accept_bearer", offsetof(struct fs_options, accept_bearer), 1},
 	{"--prepared", offsetof(struct fs_options, prepared), 1},
 	{"prepared", offsetof(struct fs_options, prepared), 1},
+	{"--prep-exact", offsetof(struct fs_options, prep_exact), 1},
+	{"prep_exact", offsetof(struct fs_options, prep_exact), 1},
 	OPT2("--prepared-name=%s", "prepared_name=%s", prepared_name),
 	OPT2("--prep-threads=%s", "prep_threads=%s", prep_threads_arg),
 	OPT2("--prep-ahead=%s", "prep_ahead=%s", prep_ahead_arg),
@@ -115,6 +117,8 @@ static const char fs_options_usage[] =
 	"                           (coordfs 0.1 peers; for one release)\n"
 	"  --prepared               enable the prepared view\n"
 	"  --prepared-name=NAME     its directory name (prepared)\n"
+	"  --prep-exact             JPEGs decoded at full scale: samples byte for byte\n"
+	"                           PIL's (slower on large images)\n"
 	"  --prep-threads=N         decode threads (cores)\n"
 	"  --prep-ahead=N           low-priority threads decoding samples ahead (0: off)\n"
 	"  --prep-ahead-idle=CORES  idle cores they wait for (0.5; 0: do not wait)\n"
@@ -829,6 +833,7 @@ int fs_options_parse(struct fuse_args *args, struct fs_options *o)
 	}
 	if (!o->prepared)
 		o->prep_unused = o->prepared_name	  ? "--prepared-name"
+				 : o->prep_exact	  ? "--prep-exact"
 				 : o->prep_threads_arg	  ? "--prep-threads"
 				 : o->prep_ahead_arg	  ? "--prep-ahead"
 				 : o->prep_ahead_idle_arg ? "--prep-ahead-idle"

@@ -29,6 +29,7 @@ struct fs_options {
 	unsigned peers_refresh_s; /* re-read of dns: and file: sources, seconds */
 	char *secret_file;
 	bool prepared;
+	bool prep_exact; /* --prep-exact: JPEGs decoded at full scale */
 	char *prepared_name;
 	char *prep_threads_arg;
 	int prep_threads;

@@ -767,6 +767,7 @@ int fs_prep_start(struct fs_ctx *fs)
 		.mem = &fs->prep_mem,
 		.ahead_threads = (unsigned)fs->opt.prep_ahead,
 		.ahead_idle = fs->opt.prep_ahead_idle,
+		.exact = fs->opt.prep_exact,
 	};
 
 	/* Samples and decode buffers come and go by the thousand at up to a

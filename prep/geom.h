@@ -22,6 +22,7 @@ struct prep__geom {
 	unsigned vw, vh;
 	unsigned ox, oy, ow, oh;
 	bool flip; /* mirror the output left-right */
+	bool full_scale; /* a JPEG is decoded at 8/8 (the recipe is exact) */
 };
 
 /* Called once the source size is known; fills the geometry. 0 / -errno. */

@@ -51,6 +51,11 @@ enum prep_kind { PREP_RRC, PREP_CENTER, PREP_RESIZE };
 struct prep_recipe {
 	enum prep_kind kind;
 	unsigned size; /* S, PREP_MIN_SIZE..PREP_MAX_SIZE */
+	/* Decode JPEGs at full scale (8/8) whatever the reduction: samples
+	 * byte for byte PIL's, at the cost of the DCT scaling's speed on large
+	 * images. Not part of the name; prep_recipe_parse leaves it false, a
+	 * view sets it from prep_config.exact. */
+	bool exact;
 };
 
 /* Parse "rrcS", "centerS" or "resizeS" (S decimal, no sign, no leading zero,
@@ -174,6 +179,8 @@ struct prep_config {
 	 * ahead threads' own time as idle) for decoding ahead to go on; < 0
 	 * means the default, 0.5; 0: whenever there is work (nice 19 only). */
 	double ahead_idle;
+	/* Every recipe exact (prep_recipe.exact): no reduced DCT scale. */
+	bool exact;
 };
 
 /* Jobs the view tracks at once (the table grows up to this); one uid may

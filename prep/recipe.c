@@ -47,6 +47,7 @@ int prep_recipe_parse(const char *name, struct prep_recipe *out)
 			return -EINVAL;
 		out->kind = recipe_kinds[i].kind;
 		out->size = v;
+		out->exact = false;
 		return 0;
 	}
 	return -EINVAL;
@@ -258,6 +259,7 @@ int prep__plan(const struct prep_recipe *r, unsigned W, unsigned H, uint64_t see
 	if ((rc = prep_output_dims(r, W, H, &ow, &oh)) < 0)
 		return rc;
 	memset(g, 0, sizeof(*g));
+	g->full_scale = r->exact;
 	g->box_x1 = W;
 	g->box_y1 = H;
 	g->clip_x1 = W;

@@ -27,6 +27,9 @@ unsigned prep__pick_scale(const struct prep__geom *g)
 	double fy = (g->box_y1 - g->box_y0) / g->vh;
 	double f = fx < fy ? fx : fy; /* source pixels per output pixel */
 
+	if (g->full_scale)
+		return 8;
+
 	/* Powers of two only: libjpeg-turbo has SIMD IDCTs for 1/8 (DC only),
 	 * 2/8 and 4/8 (and 8/8), and for 4:2:0 at 4/8 the chroma is decoded 1:1
 	 * by the SIMD 8x8 IDCT. Its 3/8, 5/8, 6/8 and 7/8 IDCTs are plain C (and

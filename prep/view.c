@@ -272,6 +272,7 @@ int prep_view_open_job(struct prep_view *v, uid_t uid, const char *job, uint32_t
 	if (prep_recipe_name(r, name, sizeof(name)) < 0)
 		return -EINVAL;
 	rr = *r;
+	rr.exact = v->cfg.exact;
 	bool det = !prep_recipe_is_random(r);
 	struct prep_sample *o = malloc(sizeof(*o));
 	if (!o)

@@ -25,6 +25,8 @@ undecodable files under bad/. Checks:
     samples are identical to PIL + torchvision's, byte for byte; a float
     TIFF is listed (ImageFolder sees the same samples there) and opens, but
     every read fails with EIO;
+  - with --prep-exact, every JPEG (large ones too, otherwise decoded at a
+    reduced DCT scale) gives samples byte for byte PIL + torchvision's;
   - the same --seed after a remount gives the same version 0 of every rrc
     sample, another seed different ones;
   - a SOURCE with a top-level `prepared` entry is refused with a hint to
@@ -42,6 +44,8 @@ SEED = 1234
 CLASSES = 3
 PER_CLASS = 8
 BAD = ['trunc.jpg', 'corrupt.jpg', 'empty.jpg', 'text.png']
+# (recipe, relpath) -> bytes read by test_center_resize, without --prep-exact
+DEFAULT_SAMPLES = {}
 
 
 # ---------------------------------------------------------------- dataset
@@ -311,6 +315,7 @@ def test_center_resize(c, m):
 		for rel in files:
 			path = os.path.join(m.mnt, 'prepared', recipe, rel)
 			data = ct.read_bytes(path)
+			DEFAULT_SAMPLES[(recipe, rel)] = data
 			got = ct.read_ppm(data)
 			want = reference(os.path.join(m.src, rel), recipe)
 			c.eq(f'{recipe}/{rel}: dimensions as torchvision',
@@ -499,6 +504,36 @@ def test_seed(c, template, v0):
 			     'for every file', len(equal), 0)
 
 
+def test_exact(c, template):
+	"""--prep-exact: every JPEG of formats/ (large ones included, which
+	are otherwise decoded at a reduced DCT scale) gives exactly PIL +
+	torchvision's pixels."""
+	import numpy as np
+	jpegs = [rel for rel in image_files(template, 'formats')
+		 if open(os.path.join(template, rel), 'rb').read(2) == b'\xff\xd8']
+	if not c.check('JPEGs to compare', len(jpegs) >= 8, jpegs):
+		return
+	with ct.Mount(['--prepared', '--prep-exact', f'--seed={SEED}', '--prep-threads=2'],
+		      populate=ct.copy_tree_into(template)) as m:
+		for recipe in ('center224', 'resize256'):
+			exact = []
+			for rel in jpegs:
+				data = ct.read_bytes(os.path.join(m.mnt, 'prepared', recipe, rel))
+				got = ct.read_ppm(data)
+				want = reference(os.path.join(m.src, rel), recipe)
+				if got.shape == want.shape and np.array_equal(got, want):
+					exact.append(rel)
+			c.eq(f'--prep-exact {recipe}: JPEGs byte for byte PIL + torchvision',
+			     sorted(set(jpegs) - set(exact)), [])
+			# The check above can fail: without the option, a large JPEG
+			# is decoded at a reduced DCT scale, close but not equal.
+			rel = os.path.join('formats', 'jpeg_1200x900_s2.jpg')
+			if (recipe, rel) in DEFAULT_SAMPLES:
+				c.check(f'{recipe}/{rel}: the default sample differs from the exact one',
+					DEFAULT_SAMPLES[(recipe, rel)] != ct.read_bytes(
+						os.path.join(m.mnt, 'prepared', recipe, rel)))
+
+
 def test_name_clash(c, template):
 	from PIL import Image
 	import numpy as np
@@ -592,6 +627,7 @@ def main():
 			c.group(test_bad_files, c, m)
 			c.group(test_raw_formats, c, m)
 		c.group(test_seed, c, template, v0)
+		c.group(test_exact, c, template)
 		c.group(test_name_clash, c, template)
 	c.finish()
 

@@ -24,7 +24,7 @@ START_TEST(recipe_parsing)
 				    "rrc0224", "rrc224x", "RRC224",	 "crop224",
 				    "rrc-1",   "rrc+224", "center99999", "resize 256",
 				    "center",  "rrc2240", "resize",	 "rrc224/"};
-	struct prep_recipe r = {PREP_RESIZE, 77};
+	struct prep_recipe r = {PREP_RESIZE, 77, false};
 	char name[32];
 
 	ck_assert_int_eq(prep_recipe_parse("rrc224", &r), 0);
@@ -42,7 +42,7 @@ START_TEST(recipe_parsing)
 	ck_assert_str_eq(name, "resize1024");
 	ck_assert_int_eq(prep_recipe_name(&r, name, 5), -ENAMETOOLONG);
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		struct prep_recipe keep = {PREP_RRC, 99};
+		struct prep_recipe keep = {PREP_RRC, 99, false};
 		int rc = prep_recipe_parse(bad[i], &keep);
 		ck_assert_msg(rc == -EINVAL, "prep_recipe_parse(\"%s\") = %d, want -EINVAL", bad[i],
 			      rc);
