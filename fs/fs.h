@@ -29,6 +29,7 @@ struct prep_view;
 struct fs_source;
 struct fs_prefill;
 struct fs_disk_recent;
+struct fs_fill_bounce;
 
 
 struct fs_counters {
@@ -63,6 +64,7 @@ struct fs_ctx {
 	struct cache *cache;
 	struct cache_disk *disk; /* --disk-cache's tier, or NULL */
 	struct fs_disk_recent *disk_recent; /* io.c's, with a tier */
+	struct fs_fill_bounce *fill_bounce; /* io.c's, FS_FILL_BOUNCE of them */
 	/* Transient memory outside the cache arena: FS_IO_MEM for I/O buffers
 	 * (peer buffers, server responses, readahead windows), and the
 	 * prepared view's --prep-mem (samples, decodes, its decoded tier) of

@@ -220,6 +220,11 @@ static bool recent_take(struct fs_disk_recent *dr, uint32_t node, uint32_t k, ui
 
 int fs_io_init(struct fs_ctx *fs)
 {
+	fs->fill_bounce = calloc(FS_FILL_BOUNCE, sizeof(*fs->fill_bounce));
+	if (!fs->fill_bounce)
+		return -ENOMEM;
+	for (unsigned i = 0; i < FS_FILL_BOUNCE; i++)
+		pthread_mutex_init(&fs->fill_bounce[i].lock, NULL);
 	if (!fs->disk)
 		return 0;
 	fs->disk_recent = calloc(1, sizeof(*fs->disk_recent));
@@ -232,6 +237,14 @@ int fs_io_init(struct fs_ctx *fs)
 
 void fs_io_fini(struct fs_ctx *fs)
 {
+	for (unsigned i = 0; fs->fill_bounce && i < FS_FILL_BOUNCE; i++) {
+		struct fs_fill_bounce *b = &fs->fill_bounce[i];
+		if (b->buf)
+			budget_free(&fs->mem, b->buf, b->cap);
+		pthread_mutex_destroy(&b->lock);
+	}
+	free(fs->fill_bounce);
+	fs->fill_bounce = NULL;
 	if (!fs->disk_recent)
 		return;
 	for (unsigned i = 0; i < FS_DISK_RECENT; i++)
@@ -287,6 +300,56 @@ static int tier_fill(struct fs_ctx *fs, struct cache_disk_key key, uint64_t snap
 	return rc;
 }
 
+/* A free fill buffer of len bytes or more (locked: fill_bounce_put), or
+ * NULL: the fill reads into the arena. */
+static struct fs_fill_bounce *fill_bounce_take(struct fs_ctx *fs, size_t len)
+{
+	if (!fs->fill_bounce || len > fs->ns.chunk_size)
+		return NULL;
+	for (unsigned i = 0; i < FS_FILL_BOUNCE; i++) {
+		struct fs_fill_bounce *b = &fs->fill_bounce[i];
+		if (pthread_mutex_trylock(&b->lock) != 0)
+			continue;
+		if (b->cap >= len)
+			return b;
+		/* Grow in 64 KiB steps, so that units of about the same size
+		 * do not make it grow each time. */
+		size_t cap = (len + 65535) & ~(size_t)65535;
+		if (cap > fs->ns.chunk_size)
+			cap = len;
+		uint8_t *p = budget_malloc(&fs->mem, cap, 0);
+		if (p) {
+			if (b->buf)
+				budget_free(&fs->mem, b->buf, b->cap);
+			b->buf = p;
+			b->cap = cap;
+			return b;
+		}
+		pthread_mutex_unlock(&b->lock);
+		return NULL;
+	}
+	return NULL;
+}
+
+/* Unit k (len bytes) from its previous owner (a handoff) or else SOURCE,
+ * into dst, the memory arena: through a fill buffer when one is free. */
+static int fill_from_elsewhere(struct fill_ctx *fc, uint32_t k, void *dst, size_t len)
+{
+	struct fs_ctx *fs = fc->fs;
+	struct fs_fill_bounce *b = fill_bounce_take(fs, len);
+	void *to = b ? b->buf : dst;
+	int rc = fs_peer_handoff(fs, fc->node, k, to, len);
+
+	if (rc < 0 && (rc = fill_ctx_open(fc)) == 0)
+		rc = source_read(fs, fc->node, fc->fd, (uint64_t)k * fs->ns.chunk_size, len, to);
+	if (b) {
+		if (rc == 0)
+			cache_copy_in(fs->cache, dst, b->buf, len);
+		pthread_mutex_unlock(&b->lock);
+	}
+	return rc;
+}
+
 /* Fill a unit of the memory cache: from the disk tier when it holds it
  * (a remount warms memory from disk, not from SOURCE), else from its
  * previous owner when membership changed and that node holds it (a
@@ -304,10 +367,7 @@ static int fill_unit(void *arg, uint64_t unit, void *dst, size_t len)
 
 	if (tier && tier_fill(fc->fs, key, snap, dst, len) == 0)
 		return 0;
-	int rc = fs_peer_handoff(fc->fs, fc->node, k, dst, len);
-	if (rc < 0 && (rc = fill_ctx_open(fc)) == 0)
-		rc = source_read(fc->fs, fc->node, fc->fd, (uint64_t)k * fc->fs->ns.chunk_size,
-				 len, dst);
+	int rc = fill_from_elsewhere(fc, k, dst, len);
 	if (rc == 0 && tier)
 		(void)cache_disk_admit(fc->fs->disk, key, snap, dst, len, true);
 	return rc;

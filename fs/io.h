@@ -62,6 +62,21 @@ struct fs_disk_recent {
 	struct fs_peer_buf slot[FS_DISK_RECENT];
 	_Atomic unsigned next;
 };
+/*
+ * Buffers that fills of the memory cache read into before the copy into
+ * the arena (cache_copy_in): kept for the mount's life, so their pages
+ * stay mapped and were touched before, where a read straight into fresh
+ * arena pages pays a first touch per page (a hypervisor trap under shadow
+ * paging). Each grows to the largest unit it took, up to the chunk size,
+ * charged to the I/O budget; a fill that finds none free (or no budget)
+ * reads into the arena directly.
+ */
+#define FS_FILL_BOUNCE 2
+struct fs_fill_bounce {
+	pthread_mutex_t lock;
+	uint8_t *buf;
+	size_t cap;
+};
 /* 0 or -ENOMEM. */
 int fs_io_init(struct fs_ctx *fs);
 /* Whether the disk tier holds unit k of file node (written, this

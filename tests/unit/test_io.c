@@ -99,10 +99,13 @@ static void rig_init(struct rig *r, uint64_t cache_bytes, bool readahead, uint64
 	ck_assert_int_eq(ns_resolve(&r->fs.ns, "large", &r->large), 0);
 	ck_assert_int_eq(cache_create(cache_bytes, r->fs.ns.nunits, &r->fs.cache), 0);
 	budget_init(&r->fs.mem, mem);
+	ck_assert_int_eq(fs_io_init(&r->fs), 0);
 }
 
 static void rig_fini(struct rig *r)
 {
+	fs_io_fini(&r->fs);
+	ck_assert_uint_eq(budget_used(&r->fs.mem), 0); /* the fill buffers went back */
 	cache_destroy(r->fs.cache);
 	budget_fini(&r->fs.mem);
 	ns_fini(&r->fs.ns);
@@ -153,6 +156,35 @@ END_TEST
 
 /* Cache admits nothing: a sequential reader gets growing windows, and
  * reads no byte twice and none past the end. */
+/* Admissions read into a kept fill buffer (charged to the I/O budget, as
+ * large as the largest unit it took) and are copied into the arena: the
+ * cached bytes are the file's; without budget for a buffer a fill reads
+ * into the arena directly, with the same bytes. */
+START_TEST(fills_go_through_a_kept_buffer)
+{
+	struct rig r;
+
+	rig_init(&r, 64 * MIB, false, 64 * MIB);
+	read_checked(&r, r.small, NULL, 0, 100000);
+	uint64_t held = budget_used(&r.fs.mem);
+	ck_assert_uint_ge(held, 100000);
+	ck_assert_uint_lt(held, 100000 + 65536);
+	read_checked(&r, r.small, NULL, 0, 100000); /* a hit: from the arena */
+	read_checked(&r, r.large, NULL, 0, 4 * MIB);
+	read_checked(&r, r.large, NULL, 8 * MIB + 1, 3 * MIB);
+	ck_assert_uint_eq(budget_used(&r.fs.mem), 4 * MIB); /* grown to a chunk, once */
+	ck_assert_uint_eq(r.src.requests, 3);
+	rig_fini(&r);
+
+	rig_init(&r, 64 * MIB, false, 4096); /* no room for a buffer */
+	read_checked(&r, r.small, NULL, 0, 100000);
+	read_checked(&r, r.large, NULL, 4 * MIB, 4 * MIB);
+	ck_assert_uint_eq(budget_used(&r.fs.mem), 0);
+	ck_assert_uint_eq(r.src.requests, 2);
+	rig_fini(&r);
+}
+END_TEST
+
 START_TEST(sequential_bypass_reads_ahead)
 {
 	struct rig r;
@@ -375,6 +407,7 @@ int main(void)
 	TCase *tc = tcase_create("core");
 
 	tcase_add_test(tc, unit_is_one_request);
+	tcase_add_test(tc, fills_go_through_a_kept_buffer);
 	tcase_add_test(tc, sequential_bypass_reads_ahead);
 	tcase_add_test(tc, random_bypass_reads_no_more);
 	tcase_add_test(tc, no_window_without_budget_or_wish);
