@@ -13,7 +13,7 @@
 /* Tried in this order; their magics do not overlap. */
 static const struct prep__codec *const codecs[] = {
 	&prep__codec_jpeg, &prep__codec_png, &prep__codec_bmp,
-	&prep__codec_webp, &prep__codec_tiff, &prep__codec_pnm,
+	&prep__codec_webp, &prep__codec_tiff, &prep__codec_gif, &prep__codec_pnm,
 };
 
 const struct prep__codec *prep__codec_of(const void *data, size_t len)

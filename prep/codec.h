@@ -24,7 +24,8 @@ enum prep__format {
 	PREP__PNM,
 	PREP__BMP,
 	PREP__WEBP,
-	PREP__TIFF
+	PREP__TIFF,
+	PREP__GIF
 };
 enum prep__format prep__sniff(const void *data, size_t len);
 
@@ -62,7 +63,7 @@ struct prep__codec {
 };
 
 extern const struct prep__codec prep__codec_jpeg, prep__codec_png, prep__codec_bmp,
-    prep__codec_webp, prep__codec_tiff, prep__codec_pnm;
+    prep__codec_webp, prep__codec_tiff, prep__codec_gif, prep__codec_pnm;
 
 /* The codec whose magic data starts with, or NULL. */
 const struct prep__codec *prep__codec_of(const void *data, size_t len);

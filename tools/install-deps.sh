@@ -7,7 +7,7 @@ set -euo pipefail
 pkgs=(
 	build-essential meson ninja-build pkg-config
 	fuse3 libfuse3-dev
-	libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev libwebp-dev libtiff-dev
+	libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev libwebp-dev libtiff-dev libgif-dev
 	libcurl4-openssl-dev libssl-dev libmicrohttpd-dev
 	libjansson-dev libmount-dev libexpat1-dev
 	check valgrind clang groff-base man-db universal-ctags
