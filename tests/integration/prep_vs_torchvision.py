@@ -12,7 +12,9 @@ Run with /usr/bin/python3 (it has torch, torchvision, PIL, numpy):
    junk before EOI (while a scan cut short, junk and EOI after it, fails), and PNGs of every colour
    type (palette ones also with indexes past a short PLTE). PSNR must be >= 30 dB everywhere; PNG (no DCT scaling) must match
    almost exactly (>= 50 dB). PNGs with a broken chunk CRC fail or load as in
-   PIL (which checks the CRCs before the image data only).
+   PIL (which checks the CRCs before the image data only). Variant files
+   (other formats and layouts, GIFs among them) identical to PIL + torchvision,
+   or failing where PIL fails.
 2. rrcS: our crop parameters (prep_render_cli --rrc-params) against
    torchvision's RandomResizedCrop.get_params over many draws: mean scale,
    mean log aspect ratio, fallback rate; and rendered rrc samples against
@@ -22,6 +24,7 @@ Prints one line per check and a closing "N passed, N failed" line.
 import io
 import math
 import os
+import struct
 import subprocess
 import sys
 import tempfile
@@ -494,7 +497,146 @@ def variant_cases(d):
         with open(p, "w") as f:
             f.write(head + "".join(body))
     add("p2_block_quirk.pgm", True, shifted)
+    gif_cases(d, add)
     return out
+
+
+def gif_lzw(idx, min_bits):
+    """idx (bytes) LZW-coded as GIF does: a clear code first, and again
+    whenever the 4096-code table fills."""
+    clear = 1 << min_bits
+    acc = nbits = 0
+    out = bytearray()
+
+    def emit(code):
+        nonlocal acc, nbits
+        acc |= code << nbits
+        nbits += cs
+        while nbits >= 8:
+            out.append(acc & 255)
+            acc >>= 8
+            nbits -= 8
+    table, nxt, cs = {bytes([i]): i for i in range(clear)}, clear + 2, min_bits + 1
+    emit(clear)
+    w = b""
+    for k in idx:
+        if w + bytes([k]) in table:
+            w += bytes([k])
+            continue
+        emit(table[w])
+        cs += nxt == 1 << cs and cs < 12  # the decoder widens one code later
+        if nxt < 4096:
+            table[w + bytes([k])] = nxt
+            nxt += 1
+        else:
+            emit(clear)
+            table, nxt, cs = {bytes([i]): i for i in range(clear)}, clear + 2, min_bits + 1
+        w = bytes([k])
+    if w:
+        emit(table[w])
+        cs += nxt == 1 << cs and cs < 12
+    emit(clear + 1)
+    return bytes(out) + (bytes([acc]) if nbits else b"")
+
+
+def gif_palette(pal):  # (flag bits, bytes padded to a power of two)
+    bits = max(1, (len(pal) - 1).bit_length())
+    return bits - 1, bytes(np.asarray(pal, dtype=np.uint8).ravel()) + bytes(3 * ((1 << bits) - len(pal)))
+
+
+def gif_frame(idx, x=0, y=0, lct=None, interlace=False, trans=None, min_bits=None, pre=b""):
+    """One image (after pre, e.g. extensions): its graphic control extension
+    when trans is set, descriptor, local palette, LZW data in sub-blocks."""
+    idx = np.asarray(idx, dtype=np.uint8)
+    fh, fw = idx.shape
+    out = bytearray(pre)
+    if trans is not None:
+        out += b"!\xf9\x04\x01\x00\x00" + bytes([trans]) + b"\x00"
+    flags, lctb = 0x40 if interlace else 0, b""
+    if lct is not None:
+        bits, lctb = gif_palette(lct)
+        flags |= 0x80 | bits
+    out += b"," + struct.pack("<4HB", x, y, fw, fh, flags) + lctb
+    rows = ([r for r0, step in ((0, 8), (4, 8), (2, 4), (1, 2)) for r in range(r0, fh, step)]
+            if interlace else range(fh))
+    min_bits = min_bits or max(2, int(idx.max()).bit_length())
+    data = gif_lzw(b"".join(idx[r].tobytes() for r in rows), min_bits)
+    out.append(min_bits)
+    for i in range(0, len(data), 255):
+        out += bytes([len(data[i:i + 255])]) + data[i:i + 255]
+    return bytes(out) + b"\x00"
+
+
+def write_gif(path, w, h, frames, gct=None, pre=b""):
+    flags, gctb = 0, b""
+    if gct is not None:
+        bits, gctb = gif_palette(gct)
+        flags = 0xf0 | bits
+    with open(path, "wb") as f:
+        f.write(b"GIF89a" + struct.pack("<2H3B", w, h, flags, 0, 0) + gctb + pre +
+                b"".join(frames) + b";")
+
+
+def gif_cases(d, add):
+    """GIFs as Pillow opens them (the first frame, convert("RGB")), in the
+    layouts the decoder must get right; named .jpg as ImageFolder lists
+    them (PIL reads the content)."""
+    q = Image.fromarray(photo(211, 157, 31)).quantize(256)
+    idx = np.asarray(q)
+    pal = np.asarray(q.getpalette(), dtype=np.uint8).reshape(-1, 3)[:256]
+    ramp = [(i, i, i) for i in range(256)]
+    small = idx[20:120, 30:190] % 64
+    add("gif_global.jpg", True, lambda p: write_gif(p, 211, 157, [gif_frame(idx)], gct=pal))
+    add("gif_pillow_saved.jpg", True, lambda p: q.save(p, "GIF", interlace=False))
+    add("gif_pillow_interlaced.jpg", True, lambda p: q.convert("RGB").save(p, "GIF", interlace=True))
+    # local palette over the global one; a local gray ramp, which Pillow
+    # takes for no palette: the global one colours the pixels
+    add("gif_local.jpg", True, lambda p: write_gif(p, 211, 157, [gif_frame(idx, lct=pal[::-1])],
+                                                   gct=pal))
+    add("gif_local_ramp.jpg", True, lambda p: write_gif(p, 211, 157, [gif_frame(idx, lct=ramp)],
+                                                        gct=pal))
+    # gray: a ramp palette is mode L (the index is the gray), another
+    # gray palette stays P; no palette at all is L too
+    add("gif_gray_ramp.jpg", True, lambda p: write_gif(p, 211, 157, [gif_frame(idx)], gct=ramp))
+    add("gif_pillow_gray.jpg", True, lambda p: q.convert("L").save(p, "GIF"))  # P: not a ramp
+    add("gif_no_palette.jpg", True, lambda p: write_gif(p, 211, 157, [gif_frame(idx)]))
+    # a small frame at an offset: index 0 around it, or the transparency
+    # index (its colour: convert("RGB") drops transparency), interlaced too
+    add("gif_offset.jpg", True, lambda p: write_gif(p, 211, 157, [gif_frame(small, 25, 31)],
+                                                    gct=pal[:64]))
+    add("gif_offset_trans.jpg", True, lambda p: write_gif(
+        p, 211, 157, [gif_frame(small, 25, 31, trans=7)], gct=pal[:64]))
+    add("gif_offset_interlaced.jpg", True, lambda p: write_gif(
+        p, 211, 157, [gif_frame(small[:37], 3, 90, interlace=True, trans=200)], gct=pal))
+    # a frame past the logical screen grows the image; a palette shorter
+    # than the code size's indexes: Pillow's default gray past it
+    add("gif_past_screen.jpg", True, lambda p: write_gif(p, 120, 80, [gif_frame(small, 60, 40)],
+                                                         gct=pal[:64]))
+    add("gif_short_palette.jpg", True, lambda p: write_gif(p, 211, 157, [gif_frame(small)],
+                                                           gct=pal[:8]))
+    # animated: the first frame only; a stray byte before the image, which
+    # Pillow skips; extensions (comment, NETSCAPE loop)
+    frames = [gif_frame(small, 10, 10, trans=3), gif_frame(idx, lct=pal[::-1]),
+              gif_frame(small[::-1], 50, 20)]
+    ext = b"!\xff\x0bNETSCAPE2.0\x03\x01\x00\x00\x00!\xfe\x05hello\x00\x07"
+    add("gif_animated.jpg", True, lambda p: write_gif(p, 211, 157, frames, gct=pal, pre=ext))
+    add("gif_pillow_animated.jpg", True, lambda p: q.save(
+        p, "GIF", save_all=True, append_images=[q.rotate(30), q.transpose(0)], duration=50))
+    # cut after the sub-block with the last pixel (Pillow stops there: it
+    # loads), or before it (it fails)
+    def cut(p, keep):
+        write_gif(p, 211, 157, [gif_frame(idx)], gct=pal)
+        with open(p, "r+b") as f:
+            f.truncate(keep(os.path.getsize(p)))
+    add("gif_cut_trailer.jpg", True, lambda p: cut(p, lambda n: n - 2))
+    add("gif_cut.jpg", False, lambda p: cut(p, lambda n: n - 3))
+    add("gif_cut_half.jpg", False, lambda p: cut(p, lambda n: n // 2))
+    # Pillow fails these: a graphic control extension too short for its
+    # transparency index, a frame of no pixels
+    add("gif_short_gce.jpg", False, lambda p: write_gif(
+        p, 211, 157, [gif_frame(idx, pre=b"!\xf9\x03\x01\x00\x00\x00")], gct=pal))
+    add("gif_empty_frame.jpg", False, lambda p: write_gif(
+        p, 211, 157, [gif_frame(np.zeros((0, 4)), min_bits=2)], gct=pal))
 
 
 def write_bmp(path, px, bits, compression, masks=None, palette=None, data=None, topdown=False):
