@@ -2,7 +2,7 @@
 /*
  * prep/codec*.c: header probes, decoding of every JPEG/PNG flavour to RGB,
  * the JPEG tail, the PNG tail, truncated and corrupt input, the TIFF working
- * memory, and replay of the fuzz corpus (tests/fuzz/corpus_prep).
+ * memory, a GIF frame past its screen, and replay of the fuzz corpus (tests/fuzz/corpus_prep).
  */
 #include <check.h>
 #include <dirent.h>
@@ -365,6 +365,49 @@ START_TEST(tiff_work_from_strips)
 }
 END_TEST
 
+/* A 3x2 GIF frame at (4, 1) of a 5x2 screen, 4-colour palette, index 1
+ * transparent: Pillow's image is 7x3 (the screen grown to hold the frame),
+ * index 1 around the frame (its colour: convert("RGB") drops transparency).
+ * The size needs every byte up to the frame's LZW code size (offset 43);
+ * a file cut after the data's last sub-block loads, one cut inside fails. */
+static const uint8_t gif_offset_frame[51] = {
+	0x47, 0x49, 0x46, 0x38, 0x39, 0x61, 0x05, 0x00, 0x02, 0x00, 0xf1, 0x00, 0x00,
+	0xc8, 0x0a, 0x0a, 0x0a, 0xc8, 0x0a, 0x0a, 0x0a, 0xc8, 0xfa, 0xfa, 0x00, /* palette */
+	0x21, 0xf9, 0x04, 0x01, 0x00, 0x00, 0x01, 0x00,				/* GCE */
+	0x2c, 0x04, 0x00, 0x01, 0x00, 0x03, 0x00, 0x02, 0x00, 0x00,		/* frame */
+	0x02, 0x04, 0x44, 0x34, 0x12, 0x05, 0x00, 0x3b};
+
+START_TEST(gif_grown_screen)
+{
+	static const uint8_t want[3][7] = {{1, 1, 1, 1, 1, 1, 1}, {1, 1, 1, 1, 0, 1, 2},
+					   {1, 1, 1, 1, 3, 2, 1}};
+	static const uint8_t pal[4][3] = {{200, 10, 10}, {10, 200, 10}, {10, 10, 200}, {250, 250, 0}};
+	struct prep__image img;
+	struct prep_recipe r;
+	uint64_t work;
+	unsigned w = 0, h = 0;
+
+	for (size_t n = 6; n < 44; n++)
+		ck_assert_int_eq(prep_probe(gif_offset_frame, n, &w, &h), -ENODATA);
+	ck_assert_int_eq(prep_probe(gif_offset_frame, 44, &w, &h), 0);
+	ck_assert_uint_eq(w, 7);
+	ck_assert_uint_eq(h, 3);
+	prep_recipe_parse("center32", &r);
+	ck_assert_int_eq(prep_decode_mem(&r, gif_offset_frame, sizeof(gif_offset_frame), &work), 0);
+	for (size_t n = 49; n <= sizeof(gif_offset_frame); n++) {
+		ck_assert_int_eq(prep__decode_full(gif_offset_frame, n, &img), 0);
+		ck_assert_uint_eq(img.w, 7);
+		ck_assert_uint_eq(img.h, 3);
+		for (unsigned y = 0; y < 3; y++)
+			for (unsigned x = 0; x < 7; x++)
+				ck_assert_mem_eq(img.rgb + (y * 7 + x) * 3, pal[want[y][x]], 3);
+		free(img.rgb);
+	}
+	for (size_t n = 44; n < 49; n++)
+		ck_assert_int_eq(prep__decode_full(gif_offset_frame, n, &img), -EIO);
+}
+END_TEST
+
 START_TEST(corpus_replay)
 {
 	DIR *d = opendir(CORPUS_DIR);
@@ -431,5 +474,6 @@ void prep_codec_tests(TCase *tc)
 	tcase_add_test(tc, png_tail_after_rows);
 	tcase_add_test(tc, arith_jpeg_as_pil);
 	tcase_add_test(tc, tiff_work_from_strips);
+	tcase_add_test(tc, gif_grown_screen);
 	tcase_add_test(tc, corpus_replay);
 }
