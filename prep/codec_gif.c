@@ -28,6 +28,8 @@
  *   it loads (the terminator and trailer may be missing), one cut before
  *   fails. So giflib is shown the sub-blocks the file holds whole, then a
  *   terminator.
+ * - Pillow's decoder refuses codes that giflib turns into pixels all the
+ *   same (gif_codes_ok): those are failed before giflib decodes the frame.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -276,6 +278,76 @@ static void gif_emit(struct prep__sink *d, const struct gif_info *g, const uint8
 	prep__sink_push(d);
 }
 
+/* giflib on the frame's data, from its descriptor (the file's header read
+ * first), up to the end of what the file holds whole: NULL when giflib
+ * cannot read the descriptor. */
+static GifFileType *gif_open_frame(struct gifsrc *src, const struct gif_info *g, size_t len,
+				   int *err)
+{
+	src->pos = 0;
+	src->end = len;
+	src->term = false;
+	GifFileType *gf = DGifOpen(src, gif_read, err);
+	if (!gf)
+		return NULL;
+	src->pos = g->desc;
+	src->end = gif_data_end(src->p, len, g->data, &src->term);
+	if (DGifGetImageDesc(gf) != GIF_OK || (unsigned)gf->Image.Left != g->fx ||
+	    (unsigned)gf->Image.Top != g->fy || (unsigned)gf->Image.Width != g->fw ||
+	    (unsigned)gf->Image.Height != g->fh) {
+		DGifCloseFile(gf, err);
+		return NULL;
+	}
+	return gf;
+}
+
+/*
+ * Does Pillow's GIF decoder take the frame's codes, up to its last pixel?
+ * It raises ("broken data stream") on a code past the next free table
+ * entry, and on a first code after a clear that is not a pixel value;
+ * giflib decodes both into something. The codes come from giflib
+ * (DGifGetLZCodes, whose code widths grow as Pillow's do); what is kept is
+ * Pillow's count of table entries and each entry's length, to know where
+ * the frame's last pixel is: the codes after it are never read by Pillow.
+ * An end code (or the data's end) before that pixel fails here, as it does
+ * in giflib's decode.
+ */
+static bool gif_codes_ok(GifFileType *gf, unsigned code_size, uint64_t pixels)
+{
+	uint16_t len[4096];
+	unsigned clear = 1u << code_size, next = clear + 2, last = 0;
+	bool first = true;
+	uint64_t have = 0;
+	int c;
+
+	while (have < pixels) {
+		if (DGifGetLZCodes(gf, &c) != GIF_OK || c < 0 || (unsigned)c == clear + 1)
+			return false;
+		unsigned u = (unsigned)c;
+		if (u == clear) {
+			first = true;
+			next = clear + 2;
+			continue;
+		}
+		if (first) {
+			if (u > clear)
+				return false;
+			first = false;
+			have++;
+			last = u;
+			continue;
+		}
+		if (u > next)
+			return false;
+		unsigned prev = last < clear ? 1 : len[last];
+		have += u < clear ? 1 : u == next ? prev + 1u : len[u];
+		if (next < 4096)
+			len[next++] = (uint16_t)(prev + 1);
+		last = u;
+	}
+	return true;
+}
+
 static int decode_gif(const uint8_t *data, size_t len, struct prep__sink *d)
 {
 	struct gif_info g;
@@ -285,19 +357,17 @@ static int decode_gif(const uint8_t *data, size_t len, struct prep__sink *d)
 
 	if ((rc = gif_scan(data, len, &g)) < 0)
 		return rc == -ENODATA ? -EIO : rc;
-	GifFileType *gf = DGifOpen(&src, gif_read, &err);
+	/* Pillow's checks of the codes on a first pass, then the pixels */
+	GifFileType *gf = gif_open_frame(&src, &g, len, &err);
 	if (!gf)
 		return err == D_GIF_ERR_NOT_ENOUGH_MEM ? -ENOMEM : -EIO;
-	/* from the descriptor the walk found, up to the data's end */
-	src.pos = g.desc;
-	src.end = gif_data_end(data, len, g.data, &src.term);
-	rc = -EIO;
-	if (DGifGetImageDesc(gf) != GIF_OK)
-		goto out;
+	bool ok = gif_codes_ok(gf, g.code_size, (uint64_t)g.fw * g.fh);
+	DGifCloseFile(gf, &err);
+	if (!ok)
+		return -EIO;
+	if (!(gf = gif_open_frame(&src, &g, len, &err)))
+		return err == D_GIF_ERR_NOT_ENOUGH_MEM ? -ENOMEM : -EIO;
 	const GifImageDesc *im = &gf->Image;
-	if ((unsigned)im->Left != g.fx || (unsigned)im->Top != g.fy ||
-	    (unsigned)im->Width != g.fw || (unsigned)im->Height != g.fh)
-		goto out;
 	if ((rc = prep__sink_scale(d, g.W, g.H, false)) < 0 ||
 	    (rc = prep__sink_region(d, g.W, g.H)) < 0 ||
 	    (rc = prep__sink_alloc(d, d->rx1 - d->rx0, 3)) < 0)

@@ -638,6 +638,21 @@ def gif_cases(d, add):
     add("gif_empty_frame.jpg", False, lambda p: write_gif(
         p, 211, 157, [gif_frame(np.zeros((0, 4)), min_bits=2)], gct=pal))
 
+    # codes Pillow's decoder refuses (giflib would decode them): one past
+    # the next free entry (6), a first code after the clear (4) that is
+    # not a pixel value; and the same past the frame's last pixel, unread
+    def raw(codes, tail=()):  # 3-bit codes (too few to widen), then 4-bit ones
+        v = sum(c << (3 * i) for i, c in enumerate(codes))
+        v |= sum(c << (3 * len(codes) + 4 * i) for i, c in enumerate(tail))
+        data = v.to_bytes((3 * len(codes) + 4 * len(tail) + 7) // 8, "little")
+        return b"," + struct.pack("<4HB", 0, 0, 4, 1, 0) + b"\x02" + bytes([len(data)]) + data + b"\x00"
+    add("gif_code_past_table.jpg", False, lambda p: write_gif(p, 4, 1, [raw([4, 1, 7, 5])],
+                                                              gct=pal[:4]))
+    add("gif_first_code_entry.jpg", False, lambda p: write_gif(p, 4, 1, [raw([4, 6, 1, 5])],
+                                                               gct=pal[:4]))
+    add("gif_bad_code_after.jpg", True, lambda p: write_gif(p, 4, 1, [raw([4, 1, 2, 6], [15, 5])],
+                                                            gct=pal[:4]))
+
 
 def write_bmp(path, px, bits, compression, masks=None, palette=None, data=None, topdown=False):
     """A BMP (40-byte header) of px (h x w values of 8 or 16 bits), or of
