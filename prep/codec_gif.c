@@ -43,13 +43,13 @@
 
 /* What Pillow's walk finds up to the first frame's LZW data. */
 struct gif_info {
-	unsigned W, H;		     /* the image: the screen grown to hold the frame */
-	unsigned fx, fy, fw, fh;     /* the frame */
+	unsigned W, H;		 /* the image: the screen grown to hold the frame */
+	unsigned fx, fy, fw, fh; /* the frame */
 	bool interlace;
-	int trans;		     /* transparency index of the frame, or -1 */
-	unsigned code_size;	     /* LZW minimum code size */
-	size_t desc;		     /* offset of the frame's descriptor, after ',' */
-	size_t data;		     /* offset of its first data sub-block */
+	int trans;	    /* transparency index of the frame, or -1 */
+	unsigned code_size; /* LZW minimum code size */
+	size_t desc;	    /* offset of the frame's descriptor, after ',' */
+	size_t data;	    /* offset of its first data sub-block */
 };
 
 static unsigned le16(const uint8_t *p)

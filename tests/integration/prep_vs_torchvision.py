@@ -541,7 +541,8 @@ def gif_lzw(idx, min_bits):
 
 def gif_palette(pal):  # (flag bits, bytes padded to a power of two)
     bits = max(1, (len(pal) - 1).bit_length())
-    return bits - 1, bytes(np.asarray(pal, dtype=np.uint8).ravel()) + bytes(3 * ((1 << bits) - len(pal)))
+    flat = bytes(np.asarray(pal, dtype=np.uint8).ravel())
+    return bits - 1, flat + bytes(3 * ((1 << bits) - len(pal)))
 
 
 def gif_frame(idx, x=0, y=0, lct=None, interlace=False, trans=None, min_bits=None, pre=b""):
@@ -588,7 +589,8 @@ def gif_cases(d, add):
     small = idx[20:120, 30:190] % 64
     add("gif_global.jpg", True, lambda p: write_gif(p, 211, 157, [gif_frame(idx)], gct=pal))
     add("gif_pillow_saved.jpg", True, lambda p: q.save(p, "GIF", interlace=False))
-    add("gif_pillow_interlaced.jpg", True, lambda p: q.convert("RGB").save(p, "GIF", interlace=True))
+    add("gif_pillow_interlaced.jpg", True, lambda p: q.convert("RGB").save(p, "GIF",
+                                                                           interlace=True))
     # local palette over the global one; a local gray ramp, which Pillow
     # takes for no palette: the global one colours the pixels
     add("gif_local.jpg", True, lambda p: write_gif(p, 211, 157, [gif_frame(idx, lct=pal[::-1])],
