@@ -3,8 +3,8 @@
  * GIF, first frame, as Pillow shows it after convert("RGB"). giflib reads
  * the header, the palettes, the frame's descriptor and its LZW data (from
  * memory, through a read callback); which bytes are the first frame, and
- * what the pixels become, follow Pillow's GIF plugin (GifImagePlugin.py and
- * its C decoder), which differs from the GIF specification:
+ * what the pixels become, follow Pillow's GIF plugin and its C decoder,
+ * which differ from the GIF specification:
  *
  * - The walk to the first image descriptor is Pillow's: a byte that starts
  *   no block is skipped (giflib's record reader would fail the file); an
