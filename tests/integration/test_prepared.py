@@ -4,7 +4,7 @@
 SOURCE holds a photo-like ImageNet-style tree (tools/gendata.py) under
 train/, images of every format prep/ must handle under formats/ (JPEGs of
 several sizes down to 3x2, 4:2:0 / 4:2:2 / 4:4:4, progressive, gray, CMYK,
-EXIF-rotated, a PNG named .JPEG; PNGs RGB, RGBA, LA, bilevel, 4- and 8-bit
+EXIF-rotated, a PNG named .JPEG, a GIF named .jpg; PNGs RGB, RGBA, LA, bilevel, 4- and 8-bit
 palette with and without transparency, gray, 16-bit gray, 16-bit RGB) and
 undecodable files under bad/. Checks:
   - ImageFolder over prepared/center224/train lists the same samples and
@@ -127,6 +127,10 @@ def make_formats(d):
 	write_png16(os.path.join(d, 'gray16.png'), big[..., 1] * 257)
 	write_png16(os.path.join(d, 'rgb16.png'),
 		    big * 257 + rng.integers(0, 256, big.shape))
+	# a GIF named .jpg (ImageFolder goes by the name, PIL by the
+	# content); made last, so that the images above keep their pixels
+	photo(300, 200).convert('P', palette=Image.ADAPTIVE).save(
+		os.path.join(d, 'gif_named.jpg'), 'GIF')
 
 
 def make_bad(d):
