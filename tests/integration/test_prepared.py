@@ -518,13 +518,14 @@ def test_exact(c, template):
 	if not c.check('JPEGs to compare', len(jpegs) >= 8, jpegs):
 		return
 	with ct.Mount(['--prepared', '--prep-exact', f'--seed={SEED}', '--prep-threads=2'],
-		      populate=ct.copy_tree_into(template)) as m:
+		      populate=ct.copy_tree_into(os.path.join(template, 'formats'))) as m:
 		for recipe in ('center224', 'resize256'):
 			exact = []
 			for rel in jpegs:
-				data = ct.read_bytes(os.path.join(m.mnt, 'prepared', recipe, rel))
+				name = os.path.relpath(rel, 'formats')
+				data = ct.read_bytes(os.path.join(m.mnt, 'prepared', recipe, name))
 				got = ct.read_ppm(data)
-				want = reference(os.path.join(m.src, rel), recipe)
+				want = reference(os.path.join(m.src, name), recipe)
 				if got.shape == want.shape and np.array_equal(got, want):
 					exact.append(rel)
 			c.eq(f'--prep-exact {recipe}: JPEGs byte for byte PIL + torchvision',
@@ -535,7 +536,8 @@ def test_exact(c, template):
 			if (recipe, rel) in DEFAULT_SAMPLES:
 				c.check(f'{recipe}/{rel}: the default sample differs from the exact one',
 					DEFAULT_SAMPLES[(recipe, rel)] != ct.read_bytes(
-						os.path.join(m.mnt, 'prepared', recipe, rel)))
+						os.path.join(m.mnt, 'prepared', recipe,
+							     os.path.relpath(rel, 'formats'))))
 
 
 def test_name_clash(c, template):
