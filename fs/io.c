@@ -300,7 +300,7 @@ static int tier_fill(struct fs_ctx *fs, struct cache_disk_key key, uint64_t snap
 	return rc;
 }
 
-/* A free fill buffer of len bytes or more (locked: fill_bounce_put), or
+/* A free fill buffer of len bytes or more (locked: the caller unlocks it), or
  * NULL: the fill reads into the arena. */
 static struct fs_fill_bounce *fill_bounce_take(struct fs_ctx *fs, size_t len)
 {
