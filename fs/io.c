@@ -331,17 +331,26 @@ static struct fs_fill_bounce *fill_bounce_take(struct fs_ctx *fs, size_t len)
 	return NULL;
 }
 
-/* Unit k (len bytes) from its previous owner (a handoff) or else SOURCE,
- * into dst, the memory arena: through a fill buffer when one is free. */
+/* Unit k (len bytes, whole) into buf from its previous owner (a handoff)
+ * or else SOURCE: 0 or the read's -errno. */
+static int unit_from_elsewhere(struct fill_ctx *fc, uint32_t k, void *buf, size_t len)
+{
+	int rc = fs_peer_handoff(fc->fs, fc->node, k, buf, len);
+
+	if (rc < 0 && (rc = fill_ctx_open(fc)) == 0)
+		rc = source_read(fc->fs, fc->node, fc->fd, (uint64_t)k * fc->fs->ns.chunk_size,
+				 len, buf);
+	return rc;
+}
+
+/* unit_from_elsewhere into dst, the memory arena: through a fill buffer
+ * when one is free. */
 static int fill_from_elsewhere(struct fill_ctx *fc, uint32_t k, void *dst, size_t len)
 {
 	struct fs_ctx *fs = fc->fs;
 	struct fs_fill_bounce *b = fill_bounce_take(fs, len);
-	void *to = b ? b->buf : dst;
-	int rc = fs_peer_handoff(fs, fc->node, k, to, len);
+	int rc = unit_from_elsewhere(fc, k, b ? b->buf : dst, len);
 
-	if (rc < 0 && (rc = fill_ctx_open(fc)) == 0)
-		rc = source_read(fs, fc->node, fc->fd, (uint64_t)k * fs->ns.chunk_size, len, to);
 	if (b) {
 		if (rc == 0)
 			cache_copy_in(fs->cache, dst, b->buf, len);
@@ -378,11 +387,8 @@ static int fill_unit(void *arg, uint64_t unit, void *dst, size_t len)
 static int spill_unit(struct fill_ctx *fc, uint32_t k, struct cache_disk_key key, uint64_t snap,
 		      void *buf, size_t unit_len)
 {
-	int rc = fs_peer_handoff(fc->fs, fc->node, k, buf, unit_len);
+	int rc = unit_from_elsewhere(fc, k, buf, unit_len);
 
-	if (rc < 0 && (rc = fill_ctx_open(fc)) == 0)
-		rc = source_read(fc->fs, fc->node, fc->fd, (uint64_t)k * fc->fs->ns.chunk_size,
-				 unit_len, buf);
 	if (rc == 0)
 		(void)cache_disk_admit(fc->fs->disk, key, snap, buf, unit_len, false);
 	return rc;

@@ -145,10 +145,9 @@ static int s3_build_ns(struct fs_source *src, struct ns *ns, uint64_t chunk_size
 		 * prefix, a NUL byte): logged there, counted here */
 		remote_s3_get_stats(ss->s3, &st);
 		ss->skipped += st.left_out;
-	}
-	if (rc == 0)
 		log_info("listed %s: %zu objects, %llu skipped", ss->url, ns_listing_count(l),
 			 (unsigned long long)ss->skipped);
+	}
 out:
 	ns_listing_destroy(l);
 	s3_disconnect(ss);
