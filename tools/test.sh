@@ -21,7 +21,12 @@ t_start=$(date +%s)
 
 bash tools/install-deps.sh || { echo "test.sh: installing dependencies failed" >&2; exit 1; }
 
-TEST_PROCS=${TEST_PROCS:-2}
+# Three tests at a time on two cores: most integration tests wait (on
+# timeouts, peers, radosgw behind its delaying proxy); two at a time left the
+# cores idle half of the time. Under valgrind, which only computes, two.
+TEST_PROCS=${TEST_PROCS:-3}
+VALGRIND_PROCS=${VALGRIND_PROCS:-2}
+phase() { echo "== $* (at $(($(date +%s) - t_start)) s)"; }
 total_pass=0
 total_fail=0
 status=0
@@ -35,8 +40,8 @@ run_build() { # name, meson options...
 		meson configure "$dir" "$@" >/dev/null || return 1
 	fi
 	ninja -C "$dir" || return 1
-	# Two at a time: unit tests share the cores; of the integration tests only
-	# those that mostly wait run side by side (tests/integration/meson.build,
+	# TEST_PROCS at a time; of the integration tests only those that mostly
+	# wait run side by side (tests/integration/meson.build,
 	# integration_side_by_side), the others alone (is_parallel: false).
 	meson test -C "$dir" --print-errorlogs --num-processes "$TEST_PROCS" ${TEST_ARGS:-} ${SUITE_ARGS:-}
 }
@@ -51,18 +56,18 @@ count_results() { # meson's JSON test log
 	total_fail=$((total_fail + f))
 }
 
-echo "== build: gcc, warnings as errors"
+phase "build: gcc, warnings as errors"
 run_build build-ci -Dwerror=true -Dbuildtype=debugoptimized || status=1
 count_results build-ci/meson-logs/testlog.json
 
 if [ "${SKIP_VALGRIND:-0}" != 1 ]; then
 	# remote/ and fsstat drive network timeouts and child processes; they run
 	# under ASan below instead.
-	echo "== unit tests under valgrind"
+	phase "unit tests under valgrind"
 	# libjpeg-turbo's SIMD code trips memcheck on padding columns it never
 	# returns; the C paths compute the same bytes.
 	JSIMD_FORCENONE=1 meson test -C build-ci --suite unit --no-suite remote --no-suite fsstat \
-		--print-errorlogs --num-processes "$TEST_PROCS" \
+		--print-errorlogs --num-processes "$VALGRIND_PROCS" \
 		--wrapper 'valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite --trace-children=yes --trace-children-skip=*python*' \
 		--timeout-multiplier 10 || status=1
 	count_results build-ci/meson-logs/testlog-valgrind.json
@@ -72,7 +77,7 @@ if [ "${SKIP_FUZZ_BUILD:-0}" != 1 ]; then
 	# The libFuzzer targets are built with clang so that they cannot rot;
 	# each replays its saved inputs once (the parsers' own tests replay
 	# them in every build too).
-	echo "== build: clang, libFuzzer targets"
+	phase "build: clang, libFuzzer targets"
 	fuzz_ok=1
 	if [ ! -f build-fuzz/build.ninja ]; then
 		CC=clang meson setup build-fuzz -Dfuzz=true -Dbuildtype=debug >build-fuzz.setup.log 2>&1 ||
@@ -96,7 +101,7 @@ if [ "${SKIP_FUZZ_BUILD:-0}" != 1 ]; then
 fi
 
 if [ "${SKIP_SANITIZERS:-0}" != 1 ]; then
-	echo "== build: AddressSanitizer + UndefinedBehaviorSanitizer"
+	phase "build: AddressSanitizer + UndefinedBehaviorSanitizer"
 	# Daemons detach from the terminal: their reports go to files, and any
 	# report fails the run.
 	san_logs=$PWD/build-asan-logs
