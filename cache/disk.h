@@ -54,8 +54,9 @@ struct cache_disk_stats {
  * relative path under another SOURCE is another file. */
 struct cache_disk_key cache_disk_key(const char *scope, const char *path, uint64_t chunk_size,
 				     uint32_t k);
-/* The identity of a file's snapshot: its ETag (for a directory SOURCE,
- * size and mtime in ns) and its size. */
+/* The identity of a file's snapshot: the name fs_snapshot_tier_id gives it
+ * (for a directory SOURCE size, mtime in ns and inode; for S3 the ETag)
+ * and its size. */
 uint64_t cache_disk_snap(const char *etag, uint64_t size);
 
 /*

@@ -253,15 +253,16 @@ void fs_io_fini(struct fs_ctx *fs)
 	fs->disk_recent = NULL;
 }
 
-/* Unit k of file node in the disk tier: its key and snapshot. false when
- * there is no tier, or the file's path or ETag cannot be named. */
+/* Unit k of file node in the disk tier: its key and snapshot (from
+ * fs_snapshot_tier_id). false when there is no tier, or the file's path or
+ * snapshot cannot be named. */
 static bool disk_unit(struct fs_ctx *fs, uint32_t node, uint32_t k, struct cache_disk_key *key,
 		      uint64_t *snap)
 {
 	char path[PATH_MAX], etag[256];
 
 	if (!fs->disk || ns_path(&fs->ns, node, path, sizeof(path)) < 0 ||
-	    fs_snapshot_etag(fs, node, etag, sizeof(etag)) < 0)
+	    fs_snapshot_tier_id(fs, node, etag, sizeof(etag)) < 0)
 		return false;
 	*key = cache_disk_key(fs->opt.source, path, fs->ns.chunk_size, k);
 	*snap = cache_disk_snap(etag, fs->ns.nodes[node].size);

@@ -22,3 +22,13 @@ int fs_snapshot_etag(struct fs_ctx *fs, uint32_t node, char *buf, size_t len)
 	int rc = fs->src->ops->etag(fs->src, &fs->ns, node, buf, len);
 	return rc == -ENAMETOOLONG ? -ENOSPC : rc;
 }
+
+int fs_snapshot_tier_id(struct fs_ctx *fs, uint32_t node, char *buf, size_t len)
+{
+	if (!fs->src->ops->tier_id)
+		return fs_snapshot_etag(fs, node, buf, len);
+	if (node >= fs->ns.nnodes || !ns_is_reg(&fs->ns, node))
+		return -EINVAL;
+	int rc = fs->src->ops->tier_id(fs->src, &fs->ns, node, buf, len);
+	return rc == -ENAMETOOLONG ? -ENOSPC : rc;
+}

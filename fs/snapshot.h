@@ -22,4 +22,10 @@ struct fs_ctx;
  * of the namespace) or -ENOSPC (buf too small). */
 int fs_snapshot_etag(struct fs_ctx *fs, uint32_t node, char *buf, size_t len);
 
+/* The name the disk tier keeps with each unit of regular file `node`, and
+ * checks at a later mount: the ETag, and for a local SOURCE the inode's
+ * fold too (a tier is this node's own, its inode numbers mean the same
+ * across mounts). As fs_snapshot_etag otherwise. */
+int fs_snapshot_tier_id(struct fs_ctx *fs, uint32_t node, char *buf, size_t len);
+
 #endif

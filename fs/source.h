@@ -88,6 +88,11 @@ struct fs_source_ops {
 	 * included), NUL-terminated. 0, or -ENAMETOOLONG when len is short. */
 	int (*etag)(struct fs_source *src, const struct ns *ns, uint32_t node, char *buf,
 		    size_t len);
+	/* The snapshot of file node as the disk tier names it, across mounts
+	 * of this node only, where etag (which other nodes' copies must match)
+	 * is too weak: as for etag. NULL: etag. */
+	int (*tier_id)(struct fs_source *src, const struct ns *ns, uint32_t node, char *buf,
+		       size_t len);
 	void (*get_stats)(struct fs_source *src, struct fs_source_stats *out);
 	/* After start: the HTTP connection pool the source reads through, for
 	 * the peer client to share (remote/http.h), or NULL. May be NULL. */

@@ -207,6 +207,20 @@ static int local_etag(struct fs_source *src, const struct ns *ns, uint32_t node,
 	return w < 0 || (size_t)w >= len ? -ENAMETOOLONG : 0;
 }
 
+/* The tier's name adds the inode: another file put at the path between
+ * two mounts (a dataset extracted again from an archive whose files keep
+ * their sizes and mtimes, twins swapped by renames) is a new inode. A
+ * dataset copied anew, contents unchanged, is read from SOURCE once more. */
+static int local_tier_id(struct fs_source *src, const struct ns *ns, uint32_t node, char *buf,
+			 size_t len)
+{
+	const struct ns_node *n = &ns->nodes[node];
+	(void)src;
+	int w = snprintf(buf, len, "\"%llx-%llx-%x\"", (unsigned long long)n->size,
+			 (unsigned long long)n->mtime_ns, (unsigned)n->ino_fold);
+	return w < 0 || (size_t)w >= len ? -ENAMETOOLONG : 0;
+}
+
 static void local_get_stats(struct fs_source *src, struct fs_source_stats *out)
 {
 	struct local_source *ls = local_of(src);
@@ -237,6 +251,7 @@ static const struct fs_source_ops local_ops = {
     .close = local_close,
     .read = local_read,
     .etag = local_etag,
+    .tier_id = local_tier_id,
     .get_stats = local_get_stats,
     .destroy = local_destroy,
 };

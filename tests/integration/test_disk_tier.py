@@ -68,6 +68,13 @@ def test_remount_stale_corrupt_lock_modes(c):
 
 	def fill(src):
 		held['files'] = populate(src, 40, 1)
+		# Twins: the same size and mtime, other bytes (files extracted
+		# from an archive that keeps sizes and mtimes, say).
+		rng = random.Random(2)
+		for rel in ('twins/a.bin', 'twins/b.bin'):
+			data = ct.random_bytes(rng, 3 * CHUNK + 100)
+			ct.write_file(os.path.join(src, rel), data, mtime_ns=1_600_000_000_123_456_789)
+			held['files'][rel] = data
 	try:
 		with ct.Mount(tier_opts(tier), populate=fill) as m:
 			run_remounts(c, m, tier, held['files'])
@@ -130,6 +137,22 @@ def run_remounts(c, m, tier, files):
 	c.ge('its units are dropped as stale', ct.disk_stats(m.mnt)['dropped_stale'], 1)
 	ct.disk_settle(c, 'after an overwrite', m.mnt)
 	c.eq('and then cached again', ct.epoch(c, 'after an overwrite, epoch 2', m.mnt, files), 0)
+
+	# The twins swapped by renames between mounts: the same paths, sizes
+	# and mtimes, each the other's bytes. The tier knows them as other
+	# inodes: dropped, read from SOURCE, never served as the old file.
+	unmount(m)
+	a, b = (os.path.join(m.src, 'twins', n) for n in ('a.bin', 'b.bin'))
+	os.rename(a, a + '.tmp')
+	os.rename(b, a)
+	os.rename(a + '.tmp', b)
+	files['twins/a.bin'], files['twins/b.bin'] = files['twins/b.bin'], files['twins/a.bin']
+	m.mount()
+	got = ct.epoch(c, 'after the twins swapped', m.mnt, files)
+	c.eq('the swapped twins alone are read from SOURCE', got,
+	     len(files['twins/a.bin']) + len(files['twins/b.bin']))
+	c.eq('their 8 units are dropped as stale', ct.disk_stats(m.mnt)['dropped_stale'], 8)
+	ct.disk_settle(c, 'after the twins swapped', m.mnt)
 
 	# A flipped byte in the data file: caught, read from SOURCE, counted.
 	unmount(m)
