@@ -80,6 +80,7 @@ void fs_peer_buf_init(struct fs_peer_buf *pb)
 	pb->room = 0;
 	pb->unit = 0;
 	pb->len = 0;
+	pb->taken = 0;
 	pb->mem = NULL;
 }
 
@@ -97,7 +98,10 @@ void fs_peer_buf_fini(struct fs_peer_buf *pb)
 #define PEER_UNIT_MAX ((size_t)16 << 20)
 
 /* [uoff, uoff+len) of unit k from the handle's kept unit, if it is k (the
- * buffer goes back once the read reaches the unit's end). */
+ * buffer goes back once reads took as many bytes as the unit has: a
+ * sequential reader's read that reaches its end, or the last of reads
+ * that came out of order, as the kernel's readahead sends them on several
+ * threads). */
 static bool pb_take(struct fs_peer_buf *pb, uint32_t node, uint32_t k, uint64_t uoff, size_t len,
 		    void *buf)
 {
@@ -112,7 +116,8 @@ static bool pb_take(struct fs_peer_buf *pb, uint32_t node, uint32_t k, uint64_t 
 		return false;
 	}
 	memcpy(buf, pb->data + uoff, len);
-	if (uoff + len == pb->len) {
+	pb->taken += len;
+	if (pb->taken >= pb->len) {
 		done = pb->base;
 		done_len = pb->room;
 		pb->data = pb->base = NULL;
@@ -126,13 +131,13 @@ static bool pb_take(struct fs_peer_buf *pb, uint32_t node, uint32_t k, uint64_t 
 }
 
 /* Unit k, whole at `whole` (unit_len bytes) in an allocation of room
- * bytes at base charged to mem, of which a read took up to `end`: kept for
- * the handle's next read, or given back when the read reached the unit's
- * end or there is no handle. */
+ * bytes at base charged to mem, of which a read took `taken` bytes: kept
+ * for the handle's next reads, or given back when that read took it all or
+ * there is no handle. */
 static void pb_keep(struct fs_peer_buf *pb, struct budget *mem, uint8_t *base, size_t room,
-		    uint8_t *whole, uint32_t node, uint32_t k, size_t unit_len, uint64_t end)
+		    uint8_t *whole, uint32_t node, uint32_t k, size_t unit_len, size_t taken)
 {
-	if (!pb || end == unit_len) {
+	if (!pb || taken >= unit_len) {
 		budget_free(mem, base, room);
 		return;
 	}
@@ -145,6 +150,7 @@ static void pb_keep(struct fs_peer_buf *pb, struct budget *mem, uint8_t *base, s
 	pb->node = node;
 	pb->unit = k;
 	pb->len = unit_len;
+	pb->taken = taken;
 	pb->mem = mem;
 	pthread_mutex_unlock(&pb->lock);
 	if (done)
@@ -178,7 +184,7 @@ static int peer_read(struct fill_ctx *fc, uint32_t k, uint64_t uoff, size_t len,
 		return rc;
 	}
 	memcpy(buf, whole + uoff, len);
-	pb_keep(pb, mem, whole, unit_len, whole, fc->node, k, unit_len, uoff + len);
+	pb_keep(pb, mem, whole, unit_len, whole, fc->node, k, unit_len, len);
 	return 0;
 }
 
@@ -218,6 +224,57 @@ static bool recent_take(struct fs_disk_recent *dr, uint32_t node, uint32_t k, ui
 	return false;
 }
 
+/* Before reading unit k of node from disk for a read without a handle:
+ * true when a slot served [uoff, uoff+len) into buf, after waiting for
+ * another thread that was reading the unit; false when this thread reads
+ * it, with *flight its entry (-1: none free) for recent_end. */
+static bool recent_begin(struct fs_disk_recent *dr, uint32_t node, uint32_t k, uint64_t uoff,
+			 size_t len, void *buf, int *flight)
+{
+	pthread_mutex_lock(&dr->lock);
+	for (;;) {
+		int free_at = -1;
+		bool waited = false;
+
+		if (recent_take(dr, node, k, uoff, len, buf)) {
+			pthread_mutex_unlock(&dr->lock);
+			return true;
+		}
+		for (int i = 0; i < FS_DISK_RECENT; i++) {
+			if (!dr->flight[i].busy) {
+				if (free_at < 0)
+					free_at = i;
+			} else if (dr->flight[i].node == node && dr->flight[i].unit == k) {
+				pthread_cond_wait(&dr->done, &dr->lock);
+				waited = true;
+				break;
+			}
+		}
+		if (waited)
+			continue;
+		if (free_at >= 0) {
+			dr->flight[free_at].busy = true;
+			dr->flight[free_at].node = node;
+			dr->flight[free_at].unit = k;
+		}
+		*flight = free_at;
+		pthread_mutex_unlock(&dr->lock);
+		return false;
+	}
+}
+
+/* The unit of recent_begin's entry is in a slot, or failed: its waiters
+ * look again. */
+static void recent_end(struct fs_disk_recent *dr, int flight)
+{
+	if (flight < 0)
+		return;
+	pthread_mutex_lock(&dr->lock);
+	dr->flight[flight].busy = false;
+	pthread_cond_broadcast(&dr->done);
+	pthread_mutex_unlock(&dr->lock);
+}
+
 int fs_io_init(struct fs_ctx *fs)
 {
 	fs->fill_bounce = calloc(FS_FILL_BOUNCE, sizeof(*fs->fill_bounce));
@@ -232,6 +289,8 @@ int fs_io_init(struct fs_ctx *fs)
 		return -ENOMEM;
 	for (unsigned i = 0; i < FS_DISK_RECENT; i++)
 		fs_peer_buf_init(&fs->disk_recent->slot[i]);
+	pthread_mutex_init(&fs->disk_recent->lock, NULL);
+	pthread_cond_init(&fs->disk_recent->done, NULL);
 	return 0;
 }
 
@@ -249,6 +308,8 @@ void fs_io_fini(struct fs_ctx *fs)
 		return;
 	for (unsigned i = 0; i < FS_DISK_RECENT; i++)
 		fs_peer_buf_fini(&fs->disk_recent->slot[i]);
+	pthread_mutex_destroy(&fs->disk_recent->lock);
+	pthread_cond_destroy(&fs->disk_recent->done);
 	free(fs->disk_recent);
 	fs->disk_recent = NULL;
 }
@@ -407,26 +468,52 @@ static int spill_unit(struct fill_ctx *fc, uint32_t k, struct cache_disk_key key
  * points at the unit in buf. 0, or -errno: the caller then reads the range
  * elsewhere.
  */
+static int disk_read_unit(struct fill_ctx *fc, uint32_t k, struct cache_disk_key key,
+			  uint64_t snap, uint64_t uoff, size_t len, void *buf, bool mine,
+			  bool in_place, const void **direct);
+
 static int disk_read(struct fill_ctx *fc, uint32_t k, uint64_t uoff, size_t len, void *buf,
 		     bool mine, const void **direct)
 {
 	struct fs_ctx *fs = fc->fs;
-	struct budget *mem = &fs->mem;
 	size_t unit_len = (size_t)ns_unit_len(&fs->ns, fc->node, k);
 	struct cache_disk_key key;
 	uint64_t snap;
+	int flight = -1;
 
 	if (unit_len > CACHE_DISK_UNIT_MAX || !disk_unit(fs, fc->node, k, &key, &snap))
 		return -ENOENT;
 	struct fs_disk_recent *dr = fs->disk_recent;
-	if (fc->pb ? pb_take(fc->pb, fc->node, k, uoff, len, buf)
-		   : recent_take(dr, fc->node, k, uoff, len, buf))
-		return 0;
-	/* Direct I/O: aligned, with room for the blocks around the unit. */
-	size_t room = cache_disk_room(unit_len), at = 0;
 	/* In place only when this unit is the whole read (so buf is the read's
 	 * buffer): *direct is then the reply, never copied into buf over itself. */
 	bool in_place = uoff == 0 && len == unit_len && fc->in_place == len;
+	if (fc->pb) {
+		if (pb_take(fc->pb, fc->node, k, uoff, len, buf))
+			return 0;
+	} else if (dr && !in_place) {
+		if (recent_begin(dr, fc->node, k, uoff, len, buf, &flight))
+			return 0;
+	} else if (recent_take(dr, fc->node, k, uoff, len, buf)) {
+		return 0;
+	}
+	int rc = disk_read_unit(fc, k, key, snap, uoff, len, buf, mine, in_place, direct);
+	if (dr)
+		recent_end(dr, flight);
+	return rc;
+}
+
+/* disk_read's read of the whole unit, kept in the handle's buffer or a
+ * recent slot. */
+static int disk_read_unit(struct fill_ctx *fc, uint32_t k, struct cache_disk_key key,
+			  uint64_t snap, uint64_t uoff, size_t len, void *buf, bool mine,
+			  bool in_place, const void **direct)
+{
+	struct fs_ctx *fs = fc->fs;
+	struct budget *mem = &fs->mem;
+	struct fs_disk_recent *dr = fs->disk_recent;
+	size_t unit_len = (size_t)ns_unit_len(&fs->ns, fc->node, k);
+	/* Direct I/O: aligned, with room for the blocks around the unit. */
+	size_t room = cache_disk_room(unit_len), at = 0;
 	uint8_t *base = in_place ? buf : budget_malloc_aligned(mem, room, CACHE_DISK_ALIGN, 0);
 	if (!base && !fc->pb && dr) {
 		/* The recent units hold the budget: they go first. */
@@ -455,7 +542,7 @@ static int disk_read(struct fill_ctx *fc, uint32_t k, uint64_t uoff, size_t len,
 	if (!keep && dr)
 		keep = &dr->slot[atomic_fetch_add_explicit(&dr->next, 1, memory_order_relaxed) %
 				 FS_DISK_RECENT];
-	pb_keep(keep, mem, base, room, base + at, fc->node, k, unit_len, uoff + len);
+	pb_keep(keep, mem, base, room, base + at, fc->node, k, unit_len, len);
 	return 0;
 }
 

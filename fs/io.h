@@ -45,6 +45,7 @@ struct fs_peer_buf {
 	uint32_t node; /* the file (a handle's is always its own) */
 	uint32_t unit;
 	size_t len;
+	size_t taken; /* bytes of it served so far (overlaps counted again) */
 	struct budget *mem;
 };
 
@@ -61,6 +62,15 @@ void fs_peer_buf_fini(struct fs_peer_buf *pb);
 struct fs_disk_recent {
 	struct fs_peer_buf slot[FS_DISK_RECENT];
 	_Atomic unsigned next;
+	/* Units being read from disk into a slot, so that the kernel's
+	 * readahead, several FUSE reads of one unit on several threads at
+	 * once, reads it once: the others wait for the slot. */
+	pthread_mutex_t lock;
+	pthread_cond_t done;
+	struct {
+		uint32_t node, unit;
+		bool busy;
+	} flight[FS_DISK_RECENT];
 };
 /*
  * Buffers that fills of the memory cache read into before the copy into

@@ -8,12 +8,15 @@
  */
 #include <check.h>
 #include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "cache/cache.h"
+#include "cache/disk.h"
 #include "fs/fs.h"
 #include "fs/io.h"
 #include "fs/prefill.h"
@@ -66,14 +69,22 @@ static void fake_stats(struct fs_source *src, struct fs_source_stats *out)
 	memset(out, 0, sizeof(*out));
 }
 
+static int fake_etag(struct fs_source *src, const struct ns *ns, uint32_t node, char *buf,
+		     size_t len)
+{
+	return snprintf(buf, len, "\"n%u\"", node) < (int)len ? 0 : -ENAMETOOLONG;
+}
+
 struct rig {
 	struct fs_ctx fs;
 	struct fake_source src;
 	uint32_t small, large; /* nodes */
 };
 
-/* A 100 KB file and a 20 MiB one; chunk 4 MiB; cache of cache_bytes. */
-static void rig_init(struct rig *r, uint64_t cache_bytes, bool readahead, uint64_t mem)
+/* A 100 KB file and a 20 MiB one; chunk 4 MiB; cache of cache_bytes; a
+ * disk tier when disk is not NULL (the rig's: rig_fini closes it). */
+static void rig_init_tier(struct rig *r, uint64_t cache_bytes, bool readahead, uint64_t mem,
+			  struct cache_disk *disk)
 {
 	struct ns_listing *l;
 	char err[128];
@@ -85,6 +96,7 @@ static void rig_init(struct rig *r, uint64_t cache_bytes, bool readahead, uint64
 	    .wants_readahead = readahead,
 	    .open = fake_open,
 	    .read = fake_read,
+	    .etag = fake_etag,
 	    .get_stats = fake_stats,
 	};
 	r->src.base.ops = &r->src.ops;
@@ -99,12 +111,21 @@ static void rig_init(struct rig *r, uint64_t cache_bytes, bool readahead, uint64
 	ck_assert_int_eq(ns_resolve(&r->fs.ns, "large", &r->large), 0);
 	ck_assert_int_eq(cache_create(cache_bytes, r->fs.ns.nunits, &r->fs.cache), 0);
 	budget_init(&r->fs.mem, mem);
+	r->fs.disk = disk;
+	r->fs.opt.source = "/fake";
 	ck_assert_int_eq(fs_io_init(&r->fs), 0);
+}
+
+static void rig_init(struct rig *r, uint64_t cache_bytes, bool readahead, uint64_t mem)
+{
+	rig_init_tier(r, cache_bytes, readahead, mem, NULL);
 }
 
 static void rig_fini(struct rig *r)
 {
 	fs_io_fini(&r->fs);
+	if (r->fs.disk)
+		cache_disk_close(r->fs.disk);
 	ck_assert_uint_eq(budget_used(&r->fs.mem), 0); /* the fill buffers went back */
 	cache_destroy(r->fs.cache);
 	budget_fini(&r->fs.mem);
@@ -119,6 +140,18 @@ static void check_bytes(const uint8_t *buf, uint32_t node, uint64_t off, size_t 
 		i++;
 	ck_assert_msg(i == len, "byte %llu: got %u want %u", (unsigned long long)(off + i),
 		      i < len ? buf[i] : 0, i < len ? byte_at(node, off + i) : 0);
+}
+
+/* Read 1 MiB at off of the large file without a handle. */
+static void read_checked_local(struct rig *r, uint64_t off)
+{
+	uint8_t *buf = malloc(MIB);
+	const void *direct = NULL;
+
+	ck_assert_ptr_nonnull(buf);
+	ck_assert_int_eq(fs_read_file_local(&r->fs, r->large, off, MIB, buf, &direct), MIB);
+	check_bytes(direct ? direct : buf, r->large, off, MIB);
+	free(buf);
 }
 
 /* Read [off, off+len) through a handle with window ra (NULL: none). */
@@ -182,6 +215,81 @@ START_TEST(fills_go_through_a_kept_buffer)
 	ck_assert_uint_eq(budget_used(&r.fs.mem), 0);
 	ck_assert_uint_eq(r.src.requests, 2);
 	rig_fini(&r);
+}
+END_TEST
+
+/* Reads without a handle (the kernel cache's) of a unit the disk tier
+ * holds: the whole unit is read from disk once and kept for the others,
+ * whatever order they come in (the kernel's readahead sends several at
+ * once, on several threads), and given back once all of it was taken. */
+struct piece_reader {
+	struct rig *r;
+	uint64_t off;
+	pthread_barrier_t *go;
+};
+
+static void *read_piece(void *arg)
+{
+	struct piece_reader *p = arg;
+	uint8_t *buf = malloc(MIB);
+	const void *direct = NULL;
+
+	ck_assert_ptr_nonnull(buf);
+	pthread_barrier_wait(p->go);
+	ck_assert_int_eq(fs_read_file_local(&p->r->fs, p->r->large, p->off, MIB, buf, &direct), MIB);
+	check_bytes(direct ? direct : buf, p->r->large, p->off, MIB);
+	free(buf);
+	return NULL;
+}
+
+START_TEST(tier_unit_read_once_for_pieces)
+{
+	char dir[] = "/tmp/coordfs-test-io-XXXXXX", err[256] = "";
+	struct cache_disk_stats st;
+	struct cache_disk *d;
+	struct rig r;
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	char tier[sizeof(dir) + 8];
+	snprintf(tier, sizeof(tier), "%s/tier", dir);
+	ck_assert_msg(cache_disk_open(tier, 256 * MIB, &d, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_int_eq(cache_disk_start(d), 0);
+	rig_init_tier(&r, 0, false, 64 * MIB, d); /* no memory cache: every read misses it */
+	for (uint32_t k = 0; k < 3; k++)
+		ck_assert_int_eq(fs_prefill_disk_unit(&r.fs, r.large, k), 0);
+	ck_assert_int_eq(cache_disk_flush(d, 10000), 0);
+	unsigned from_source = r.src.requests;
+
+	/* Unit 0 in four pieces, the last first. */
+	for (int i = 3; i >= 0; i -= 3)
+		read_checked_local(&r, (uint64_t)i * MIB);
+	for (int i = 1; i <= 2; i++)
+		read_checked_local(&r, (uint64_t)i * MIB);
+	cache_disk_get_stats(d, &st);
+	ck_assert_uint_eq(st.hit_bytes, 4 * MIB);
+	/* all of it taken: the slot went back to the budget */
+	ck_assert_uint_eq(budget_used(&r.fs.mem), 0);
+
+	/* Units 1 and 2 in four pieces each, on eight threads at once. */
+	pthread_barrier_t go;
+	pthread_t t[8];
+	struct piece_reader p[8];
+	ck_assert_int_eq(pthread_barrier_init(&go, NULL, 8), 0);
+	for (int i = 0; i < 8; i++) {
+		p[i] = (struct piece_reader){&r, (uint64_t)(4 + i) * MIB, &go};
+		ck_assert_int_eq(pthread_create(&t[i], NULL, read_piece, &p[i]), 0);
+	}
+	for (int i = 0; i < 8; i++)
+		pthread_join(t[i], NULL);
+	pthread_barrier_destroy(&go);
+	cache_disk_get_stats(d, &st);
+	ck_assert_uint_eq(st.hit_bytes, 12 * MIB);
+	ck_assert_uint_eq(budget_used(&r.fs.mem), 0);
+	ck_assert_uint_eq(r.src.requests, from_source); /* nothing from SOURCE */
+	rig_fini(&r);
+	char cmd[sizeof(dir) + 16];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	ck_assert_int_eq(system(cmd), 0);
 }
 END_TEST
 
@@ -408,6 +516,7 @@ int main(void)
 
 	tcase_add_test(tc, unit_is_one_request);
 	tcase_add_test(tc, fills_go_through_a_kept_buffer);
+	tcase_add_test(tc, tier_unit_read_once_for_pieces);
 	tcase_add_test(tc, sequential_bypass_reads_ahead);
 	tcase_add_test(tc, random_bypass_reads_no_more);
 	tcase_add_test(tc, no_window_without_budget_or_wish);
