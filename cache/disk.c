@@ -821,6 +821,13 @@ static void lock_loaded(struct cache_disk *d)
 		pthread_cond_wait(&d->ready, &d->lock);
 }
 
+uint64_t cache_disk_wait_loaded(struct cache_disk *d)
+{
+	lock_loaded(d);
+	pthread_mutex_unlock(&d->lock);
+	return get(&d->items);
+}
+
 /* The entry of a held unit of snapshot snap and length len, copied into
  * *held: 0, -ENOENT or -ESTALE (dropped). */
 static int lookup_held(struct cache_disk *d, struct cache_disk_key key, uint64_t snap, size_t len,

@@ -126,6 +126,9 @@ int cache_disk_check(struct cache_disk *d, struct cache_disk_key key, uint64_t s
 int cache_disk_admit(struct cache_disk *d, struct cache_disk_key key, uint64_t snap,
 		     const void *data, size_t len, bool borrow);
 
+/* Wait until the index is loaded (after cache_disk_start); the units it
+ * holds then. */
+uint64_t cache_disk_wait_loaded(struct cache_disk *d);
 /* Wait until the queue is empty (tests, prefill): 0, or -ETIMEDOUT. */
 int cache_disk_flush(struct cache_disk *d, unsigned timeout_ms);
 

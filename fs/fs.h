@@ -88,6 +88,7 @@ struct fs_ctx {
 	pthread_cond_t waiters_cond;
 	unsigned source_waiters;
 	struct fs_prefill *prefill; /* NULL without --prefill */
+	struct fs_prefill *warm;    /* prefill.h's fs_warm_start, or NULL */
 	struct timespec started;
 	/* peers: the membership's generations (fs/cluster.h; NULL when single
 	 * node), the server, the secret */

@@ -598,6 +598,10 @@ int main(int argc, char *argv[])
 		snprintf(why, sizeof(why), "cannot start prefill: %s", strerror(-rc));
 		goto out;
 	}
+	if (!fs->opt.prefill && getenv("COORDFS_NO_WARM") == NULL && (rc = fs_warm_start(fs)) < 0) {
+		snprintf(why, sizeof(why), "cannot start taking attributes: %s", strerror(-rc));
+		goto out;
+	}
 	struct fuse_loop_config *lc = fuse_loop_cfg_create();
 	if (!lc) {
 		snprintf(why, sizeof(why), "out of memory");
@@ -636,6 +640,7 @@ out:
 	remote_server_stop(fs->server);
 	fs->server = NULL;
 	fs_prefill_stop(fs);
+	fs_warm_stop(fs);
 	if (view_free)
 		fs_prep_stop(fs);
 	fs_peer_stop(fs);

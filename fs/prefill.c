@@ -87,14 +87,25 @@ static int prefill_disk(struct fs_prefill *p, uint32_t node, uint32_t k)
 	return rc == -EIO || rc == -ENOSPC ? rc : rc == 0 ? 0 : -EEXIST;
 }
 
+/* Wait while readers miss the cache (as many as the source's
+ * prefill_yield_readers, at least 1): false once asked to stop. */
+static bool yield_to_readers(struct fs_prefill *p)
+{
+	unsigned yield_at = p->fs->src->ops->prefill_yield_readers;
+
+	if (yield_at < 1)
+		yield_at = 1;
+	while (!atomic_load(&p->stop) &&
+	       atomic_load_explicit(&p->fs->readers_missing, memory_order_relaxed) >= yield_at)
+		sleep_ns(YIELD_NS);
+	return !atomic_load(&p->stop);
+}
+
 static void prefill_file(struct fs_prefill *p, uint32_t node)
 {
 	struct fs_ctx *fs = p->fs;
 	const struct ns_node *n = &fs->ns.nodes[node];
-	unsigned yield_at = fs->src->ops->prefill_yield_readers;
 
-	if (yield_at < 1)
-		yield_at = 1;
 	for (uint32_t k = 0; k < n->count && !atomic_load(&p->stop); k++) {
 		uint64_t len = ns_unit_len(&fs->ns, node, k);
 		if (cache_holds(fs->cache, (uint64_t)n->first + k) || !fs_peer_owns(fs, node, k))
@@ -109,10 +120,7 @@ static void prefill_file(struct fs_prefill *p, uint32_t node)
 			}
 			continue; /* a smaller unit may still fit */
 		}
-		while (!atomic_load(&p->stop) &&
-		       atomic_load_explicit(&fs->readers_missing, memory_order_relaxed) >= yield_at)
-			sleep_ns(YIELD_NS);
-		if (atomic_load(&p->stop))
+		if (!yield_to_readers(p))
 			return;
 		int rc = to_disk ? -ENOSPC : fs_prefill_unit(fs, node, k);
 		/* Memory may have filled since room was read (other workers). */
@@ -222,7 +230,9 @@ static void *coordinate(void *arg)
 	return NULL;
 }
 
-int fs_prefill_start(struct fs_ctx *fs, unsigned nthreads)
+/* Start fn on a thread of its own with a fresh state, stored at *slot. */
+static int start_state(struct fs_ctx *fs, unsigned nthreads, void *(*fn)(void *),
+		       struct fs_prefill **slot)
 {
 	struct fs_prefill *p = calloc(1, sizeof(*p));
 
@@ -231,25 +241,35 @@ int fs_prefill_start(struct fs_ctx *fs, unsigned nthreads)
 	p->fs = fs;
 	p->nthreads = nthreads < 1 ? 1 : nthreads > MAX_THREADS ? MAX_THREADS : nthreads;
 	atomic_store(&p->running, true);
-	int rc = pthread_create(&p->coordinator, NULL, coordinate, p);
+	int rc = pthread_create(&p->coordinator, NULL, fn, p);
 	if (rc != 0) {
 		free(p);
 		return -rc;
 	}
-	fs->prefill = p;
+	*slot = p;
 	return 0;
 }
 
-void fs_prefill_stop(struct fs_ctx *fs)
+static void stop_state(struct fs_prefill **slot)
 {
-	struct fs_prefill *p = fs->prefill;
+	struct fs_prefill *p = *slot;
 
 	if (!p)
 		return;
 	atomic_store(&p->stop, true);
 	pthread_join(p->coordinator, NULL);
-	fs->prefill = NULL;
+	*slot = NULL;
 	free(p);
+}
+
+int fs_prefill_start(struct fs_ctx *fs, unsigned nthreads)
+{
+	return start_state(fs, nthreads, coordinate, &fs->prefill);
+}
+
+void fs_prefill_stop(struct fs_ctx *fs)
+{
+	stop_state(&fs->prefill);
 }
 
 void fs_prefill_get_stats(struct fs_ctx *fs, struct fs_prefill_stats *out)
@@ -262,4 +282,36 @@ void fs_prefill_get_stats(struct fs_ctx *fs, struct fs_prefill_stats *out)
 	out->target_bytes = atomic_load_explicit(&p->target, memory_order_relaxed);
 	out->done_bytes = atomic_load_explicit(&p->done, memory_order_relaxed);
 	out->running = atomic_load_explicit(&p->running, memory_order_relaxed);
+}
+
+/* fs_warm_start's thread: a prefill state of its own, on one thread. */
+static void *warm_attrs(void *arg)
+{
+	struct fs_prefill *p = arg;
+	struct fs_ctx *fs = p->fs;
+
+	/* Waits for the tier's index: an empty tier (a first mount) leaves
+	 * every file's attributes to its first lookup. */
+	if (cache_disk_wait_loaded(fs->disk) == 0)
+		return NULL;
+	for (uint32_t node = 0; node < fs->ns.nnodes && !atomic_load(&p->stop); node++) {
+		if (!ns_is_reg(&fs->ns, node) || ns_known(&fs->ns, node))
+			continue;
+		if (!yield_to_readers(p))
+			break;
+		(void)fs_node_attrs(fs, node); /* a file gone or changed is its readers' */
+	}
+	return NULL;
+}
+
+int fs_warm_start(struct fs_ctx *fs)
+{
+	if (!fs->disk || !fs->src->ops->stat)
+		return 0;
+	return start_state(fs, 1, warm_attrs, &fs->warm);
+}
+
+void fs_warm_stop(struct fs_ctx *fs)
+{
+	stop_state(&fs->warm);
 }

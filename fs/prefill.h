@@ -23,6 +23,20 @@ int fs_prefill_start(struct fs_ctx *fs, unsigned nthreads);
  * fs->prefill; clears it. */
 void fs_prefill_stop(struct fs_ctx *fs);
 
+/*
+ * Without --prefill, a mount whose disk tier holds units (a remount) takes
+ * the attributes of SOURCE's files on one thread in the background, in
+ * the namespace's order (directory by directory), yielding to readers
+ * that miss the cache as prefill does: the tier's entries are checked
+ * against them, and the first epoch's lookups, which would each wait for a
+ * SOURCE lookup and stat in a random order, find them taken. Only for a
+ * source whose attributes are taken at first lookup (a directory). Sets
+ * fs->warm; 0 or -errno.
+ */
+int fs_warm_start(struct fs_ctx *fs);
+/* Stop and join; NULL-safe on fs->warm, which it clears. */
+void fs_warm_stop(struct fs_ctx *fs);
+
 struct fs_prefill_stats {
 	uint64_t target_bytes; /* what it means to fill: min(owned bytes, cache room) */
 	uint64_t done_bytes;   /* bytes it admitted */

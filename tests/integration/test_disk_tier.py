@@ -82,8 +82,16 @@ def test_remount_stale_corrupt_lock_modes(c):
 		shutil.rmtree(tier_root)
 
 
+def attrs_known(m):
+	return ct.stats(m.mnt)['namespace']['attrs_known']
+
+
 def run_remounts(c, m, tier, files):
 	total = sum(len(d) for d in files.values())
+	# An empty tier (a first mount): attributes wait for each file's lookup.
+	ct.disk_stats(m.mnt)  # the tier's index is loaded
+	time.sleep(0.5)
+	c.eq('first mount: no attributes taken before a lookup', attrs_known(m), 0)
 	c.eq('epoch 1 reads the dataset from SOURCE', ct.epoch(c, 'epoch 1', m.mnt, files), total)
 	ct.disk_settle(c, 'epoch 1', m.mnt)
 	d = ct.disk_stats(m.mnt)
@@ -108,9 +116,13 @@ def run_remounts(c, m, tier, files):
 	c.eq('its message is one line', len(err.strip().splitlines()), 1)
 	c.check('nothing is mounted on its mountpoint', not ct.is_mounted(other))
 
-	# fusermount3 -u, then a mount with the same DIR: 0 SOURCE bytes.
+	# fusermount3 -u, then a mount with the same DIR: 0 SOURCE bytes. The
+	# tier holds units: every file's attributes are taken in the
+	# background, before any lookup.
 	unmount(m)
 	m.mount()
+	c.check('remount: every file\'s attributes taken in the background',
+		ct.wait_until(lambda: attrs_known(m) == len(files), 20), f'{attrs_known(m)} of {len(files)}')
 	c.eq('after fusermount3 -u: 0 SOURCE bytes in epoch 1',
 	     ct.epoch(c, 'remount', m.mnt, files), 0)
 	c.gt('after fusermount3 -u: served by the tier', ct.disk_stats(m.mnt)['hits'], 0)
