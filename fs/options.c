@@ -669,8 +669,9 @@ static int parse_sizes(struct fs_options *o)
 	}
 	if (o->cache_bytes == 0)
 		fprintf(stderr,
-			"coordfs: warning: --cache-size is 0: nothing will be cached, "
-			"every read goes to SOURCE%s\n",
+			"coordfs: warning: --cache-size is 0: nothing will be cached%s, "
+			"every read goes to %sSOURCE%s\n",
+			o->disk_cache ? " in memory" : "", o->disk_cache ? "the disk tier or " : "",
 			o->peers ? " or a peer" : "");
 	if (size_parse(o->chunk_size, phys, &o->chunk_bytes) < 0 || o->chunk_bytes < 4096 ||
 	    o->chunk_bytes > (1ULL << 30) || strchr(o->chunk_size, '%'))
