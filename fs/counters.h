@@ -31,7 +31,7 @@ struct fs_stats {
 	 * decoded tier's share: its bound, and whether the daemon sized it */
 	uint64_t prep_opens, prep_reads, prep_decoded_mem;
 	bool prep_decoded_auto;
-	uint64_t opens, reads, read_bytes, ioctls;
+	uint64_t opens, reads, read_bytes, ioctls, lookups;
 	uint64_t dataset_read_bytes; /* raw file reads + files read for decodes */
 };
 

@@ -34,7 +34,7 @@ struct fs_fill_bounce;
 
 struct fs_counters {
 	_Atomic uint64_t source_reads, source_bytes, source_errors;
-	_Atomic uint64_t opens, reads, read_bytes, ioctls;
+	_Atomic uint64_t opens, reads, read_bytes, ioctls, lookups;
 	/* dataset bytes consumed: raw file reads, and the files decodes read */
 	_Atomic uint64_t dataset_read_bytes;
 	_Atomic uint64_t peer_fallbacks;

@@ -114,6 +114,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		fuse_reply_err(req, ENOENT);
 		return;
 	}
+	fs_count(&fs->ctr.lookups, 1);
 	int rc = ns_lookup(&fs->ns, dir, name, strlen(name), &child);
 	if (rc == 0)
 		rc = fs_node_attrs(fs, child); /* the first lookup takes them */

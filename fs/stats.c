@@ -67,6 +67,7 @@ static void fs_stats_collect(struct fs_ctx *fs, struct fs_stats *s)
 	fs_source_collect(fs, s);
 	s->opens = ld(&fs->ctr.opens);
 	s->ioctls = ld(&fs->ctr.ioctls);
+	s->lookups = ld(&fs->ctr.lookups);
 	s->reads = ld(&fs->ctr.reads);
 	s->read_bytes = ld(&fs->ctr.read_bytes);
 	s->dataset_read_bytes = ld(&fs->ctr.dataset_read_bytes);
@@ -215,6 +216,7 @@ static json_t *stats_tree(struct fs_ctx *fs, bool local, bool summary)
 	 * then never reach these counters. */
 	ok = ok && put(fuse, "opens", num(s.opens)) && put(fuse, "reads", num(s.reads)) &&
 	     put(fuse, "read_bytes", num(s.read_bytes)) && put(fuse, "ioctls", num(s.ioctls)) &&
+	     put(fuse, "lookups", num(s.lookups)) &&
 	     put(fuse, "kernel_cache", json_boolean(!fs->opt.no_kernel_cache));
 	/* What the scan at mount indexed, and what it left out (logged then). */
 	/* attrs_known: files whose attributes (size) were taken, at their
@@ -375,6 +377,8 @@ void fs_stats_metrics(struct fs_ctx *fs, struct strbuf *sb)
 	metric(sb, "fuse_reads_total", "counter", "Read requests.", (double)s.reads);
 	metric(sb, "fuse_ioctls_total", "counter", "Ioctl requests (none is answered).",
 	       (double)s.ioctls);
+	metric(sb, "fuse_lookups_total", "counter", "Name lookups in the dataset's tree.",
+	       (double)s.lookups);
 	metric(sb, "fuse_read_bytes_total", "counter", "Bytes returned to readers.",
 	       (double)s.read_bytes);
 }

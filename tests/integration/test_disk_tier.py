@@ -86,12 +86,26 @@ def attrs_known(m):
 	return ct.stats(m.mnt)['namespace']['attrs_known']
 
 
+def list_and_stat(m, d):
+	"""List directory d of the mount (readdirplus), then stat every file in
+	it, as ImageFolder lists then opens. Returns (files, FUSE lookups this
+	took)."""
+	before = ct.stats(m.mnt)['fuse']['lookups']
+	names = os.listdir(os.path.join(m.mnt, d))
+	for n in names:
+		os.stat(os.path.join(m.mnt, d, n))
+	return len(names), ct.stats(m.mnt)['fuse']['lookups'] - before
+
+
 def run_remounts(c, m, tier, files):
 	total = sum(len(d) for d in files.values())
 	# An empty tier (a first mount): attributes wait for each file's lookup.
 	ct.disk_stats(m.mnt)  # the tier's index is loaded
 	time.sleep(0.5)
 	c.eq('first mount: no attributes taken before a lookup', attrs_known(m), 0)
+	n, looked = list_and_stat(m, 'd1')
+	c.eq(f'first mount: listing d1 and stat of its {n} files looks up d1 and each',
+	     looked, 1 + n)
 	c.eq('epoch 1 reads the dataset from SOURCE', ct.epoch(c, 'epoch 1', m.mnt, files), total)
 	ct.disk_settle(c, 'epoch 1', m.mnt)
 	d = ct.disk_stats(m.mnt)
@@ -123,6 +137,9 @@ def run_remounts(c, m, tier, files):
 	m.mount()
 	c.check('remount: every file\'s attributes taken in the background',
 		ct.wait_until(lambda: attrs_known(m) == len(files), 20), f'{attrs_known(m)} of {len(files)}')
+	# Then a listing gives the kernel their entries: only d1 is looked up.
+	c.eq('remount: listing d1 and stat of its files looks up d1 alone',
+	     list_and_stat(m, 'd1')[1], 1)
 	c.eq('after fusermount3 -u: 0 SOURCE bytes in epoch 1',
 	     ct.epoch(c, 'remount', m.mnt, files), 0)
 	c.gt('after fusermount3 -u: served by the tier', ct.disk_stats(m.mnt)['hits'], 0)
