@@ -8,10 +8,15 @@
  * read or a file's byte count differs from the list, so a benchmark never
  * reports a number from a broken read.
  *
+ * With -l, every directory of the list is listed (readdir) once before the
+ * first epoch, untimed, as ImageFolder lists its class directories when the
+ * dataset is built: a FUSE file system then gets readdirplus requests.
+ *
  * List format: one "SIZE<TAB>RELPATH" per line, RELPATH relative to ROOT.
  * Compiled at bench time by tools/bench/benchlib.py; not part of the build.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -126,8 +131,53 @@ static void *worker(void *arg)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: reader [-t THREADS] [-b BUFSIZE] [-e EPOCHS] [-s SEED] [-d DEV] LIST ROOT\n");
+	fprintf(stderr,
+		"usage: reader [-t THREADS] [-b BUFSIZE] [-e EPOCHS] [-s SEED] [-d DEV] [-l] LIST ROOT\n");
 	exit(2);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* -l: each distinct directory of the list read through once. 0, or -1 when
+ * one cannot be listed. */
+static int list_dirs(int root_fd, const struct entry *files, size_t nfiles)
+{
+	char **dirs = calloc(nfiles, sizeof(*dirs));
+	int rc = 0;
+
+	if (!dirs)
+		return -1;
+	for (size_t i = 0; i < nfiles; i++) {
+		const char *slash = strrchr(files[i].path, '/');
+		dirs[i] = slash ? strndup(files[i].path, (size_t)(slash - files[i].path)) : strdup(".");
+		if (!dirs[i])
+			rc = -1;
+	}
+	if (rc == 0)
+		qsort(dirs, nfiles, sizeof(*dirs), cmp_str);
+	for (size_t i = 0; rc == 0 && i < nfiles; i++) {
+		if (i > 0 && strcmp(dirs[i], dirs[i - 1]) == 0)
+			continue;
+		int fd = openat(root_fd, dirs[i], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+		if (!d) {
+			fprintf(stderr, "reader: list %s: %s\n", dirs[i], strerror(errno));
+			if (fd >= 0)
+				close(fd);
+			rc = -1;
+			break;
+		}
+		while (readdir(d))
+			;
+		closedir(d);
+	}
+	for (size_t i = 0; i < nfiles; i++)
+		free(dirs[i]);
+	free(dirs);
+	return rc;
 }
 
 int main(int argc, char **argv)
@@ -136,14 +186,16 @@ int main(int argc, char **argv)
 	size_t bufsize = 1 << 20;
 	uint64_t seed = 1;
 	const char *dev = NULL;
+	int list_first = 0;
 
-	while ((opt = getopt(argc, argv, "t:b:e:s:d:")) != -1) {
+	while ((opt = getopt(argc, argv, "t:b:e:s:d:l")) != -1) {
 		switch (opt) {
 		case 't': threads = atoi(optarg); break;
 		case 'b': bufsize = strtoull(optarg, NULL, 0); break;
 		case 'e': epochs = atoi(optarg); break;
 		case 's': seed = strtoull(optarg, NULL, 0); break;
 		case 'd': dev = optarg; break;
+		case 'l': list_first = 1; break;
 		default: usage();
 		}
 	}
@@ -196,6 +248,8 @@ int main(int argc, char **argv)
 	if (!j.order || !tids)
 		return 1;
 
+	if (list_first && list_dirs(j.root_fd, j.files, j.nfiles) < 0)
+		return 1;
 	uint64_t expect = 0;
 	for (size_t i = 0; i < j.nfiles; i++)
 		expect += j.files[i].size;
