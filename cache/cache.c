@@ -461,25 +461,42 @@ int cache_prefill(struct cache *c, uint64_t unit, size_t unit_len, cache_fill_fn
 	return fill_and_publish(c, unit, unit_len, fill, arg, &data);
 }
 
+/* len bytes between the arena at a (if a lies in it) and user memory at u,
+ * through the memfd: into the arena (in) or out of it. What the memfd did
+ * not take is left for the caller: the bytes copied. */
+static size_t memfd_copy(const struct cache *c, const unsigned char *a, unsigned char *u,
+			 size_t len, bool in)
+{
+	size_t done = 0;
+
+	if (c->memfd < 0 || a < c->arena || len > c->capacity ||
+	    (uint64_t)(a - c->arena) > c->capacity - len)
+		return 0;
+	while (done < len) {
+		off_t at = (off_t)(a - c->arena) + (off_t)done;
+		ssize_t n = in ? pwrite(c->memfd, u + done, len - done, at)
+			       : pread(c->memfd, u + done, len - done, at);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		done += (size_t)n;
+	}
+	return done;
+}
+
 void cache_copy_in(struct cache *c, void *dst, const void *src, size_t len)
 {
-	uint8_t *d = dst;
-	const uint8_t *s = src;
+	size_t done = memfd_copy(c, dst, (unsigned char *)src, len, true);
 
-	if (c->memfd >= 0 && d >= c->arena && len <= c->capacity &&
-	    (uint64_t)(d - c->arena) <= c->capacity - len) {
-		while (len > 0) {
-			ssize_t n = pwrite(c->memfd, s, len, (off_t)(d - c->arena));
-			if (n < 0 && errno == EINTR)
-				continue;
-			if (n <= 0)
-				break;
-			d += n;
-			s += n;
-			len -= (size_t)n;
-		}
-	}
-	memcpy(d, s, len);
+	memcpy((unsigned char *)dst + done, (const unsigned char *)src + done, len - done);
+}
+
+void cache_copy_out(const struct cache *c, void *dst, const void *src, size_t len)
+{
+	size_t done = memfd_copy(c, src, dst, len, false);
+
+	memcpy((unsigned char *)dst + done, (const unsigned char *)src + done, len - done);
 }
 
 bool cache_holds(const struct cache *c, uint64_t unit)

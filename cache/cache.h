@@ -100,6 +100,10 @@ int cache_prefill(struct cache *c, uint64_t unit, size_t unit_len, cache_fill_fn
  * Falls back to memcpy for what pwrite does not take.
  */
 void cache_copy_in(struct cache *c, void *dst, const void *src, size_t len);
+/* The other way: len bytes at src (in the arena, else anywhere) into dst,
+ * with pread on the memfd, so this process's mapping of the arena is not
+ * touched (cache_copy_in). */
+void cache_copy_out(const struct cache *c, void *dst, const void *src, size_t len);
 
 /* Whether unit is held (a cheap load; no counters move). */
 bool cache_holds(const struct cache *c, uint64_t unit);

@@ -111,6 +111,12 @@ struct cache_disk {
 	bool loaded;	     /* the records are in the table (lock) */
 	uint64_t isize, dsize; /* the files' sizes at open, for load_records */
 	pthread_t writer;
+	/* How the writer reads a borrowed unit (cache_disk_set_copier), and
+	 * its buffer for that: one unit, grown to the largest it took. */
+	cache_disk_copier copy;
+	void *copy_arg;
+	uint8_t *wbuf;
+	size_t wbuf_cap;
 	_Atomic uint64_t items, hits, hit_bytes, admitted, refused, dropped_stale, dropped_corrupt,
 	    dropped_cut;
 	_Atomic uint64_t disabled;
@@ -563,6 +569,7 @@ static void fail_open(struct cache_disk *d)
 	pthread_cond_destroy(&d->ready);
 	tab_free(d->tab, d->tab_cap);
 	free(d->queue);
+	free(d->wbuf);
 	free(d->dir);
 	free(d);
 }
@@ -664,6 +671,24 @@ static void unreserve(struct cache_disk *d, struct job *jobs, unsigned n, bool r
 	}
 }
 
+/* The bytes of job j for the writer to checksum and write: a borrowed
+ * unit read through the copier into the writer's buffer when there is one
+ * (the buffer grows to the unit; without memory for it, the unit itself). */
+static const void *job_bytes(struct cache_disk *d, const struct job *j)
+{
+	if (j->owned || !d->copy)
+		return j->data;
+	if (d->wbuf_cap < j->len) {
+		uint8_t *b = realloc(d->wbuf, j->len);
+		if (!b)
+			return j->data;
+		d->wbuf = b;
+		d->wbuf_cap = j->len;
+	}
+	d->copy(d->copy_arg, d->wbuf, j->data, j->len);
+	return d->wbuf;
+}
+
 /* Write jobs[0..n) (data, fdatasync, records); 0 or -errno. */
 static int write_batch(struct cache_disk *d, struct job *jobs, struct rec *recs, unsigned n)
 {
@@ -672,12 +697,13 @@ static int write_batch(struct cache_disk *d, struct job *jobs, struct rec *recs,
 
 	for (unsigned i = 0; i < n; i++) {
 		struct rec *r = &recs[i];
+		const void *bytes = job_bytes(d, &jobs[i]);
 		*r = (struct rec){.magic = REC_MAGIC, .len = (uint32_t)jobs[i].len,
 				  .key_lo = jobs[i].key.lo, .key_hi = jobs[i].key.hi,
 				  .snap = jobs[i].snap, .off = off,
-				  .sum = XXH3_64bits(jobs[i].data, jobs[i].len)};
+				  .sum = XXH3_64bits(bytes, jobs[i].len)};
 		r->rsum = rec_sum(r);
-		if ((rc = pwrite_all(d->dfd, jobs[i].data, jobs[i].len, off)) < 0)
+		if ((rc = pwrite_all(d->dfd, bytes, jobs[i].len, off)) < 0)
 			return rc;
 		off += jobs[i].len;
 	}
@@ -819,6 +845,12 @@ static void lock_loaded(struct cache_disk *d)
 	pthread_mutex_lock(&d->lock);
 	while (!d->loaded && d->started)
 		pthread_cond_wait(&d->ready, &d->lock);
+}
+
+void cache_disk_set_copier(struct cache_disk *d, cache_disk_copier copy, void *arg)
+{
+	d->copy = copy;
+	d->copy_arg = arg;
 }
 
 uint64_t cache_disk_wait_loaded(struct cache_disk *d)

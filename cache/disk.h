@@ -126,6 +126,18 @@ int cache_disk_check(struct cache_disk *d, struct cache_disk_key key, uint64_t s
 int cache_disk_admit(struct cache_disk *d, struct cache_disk_key key, uint64_t snap,
 		     const void *data, size_t len, bool borrow);
 
+/*
+ * How the writer reads a unit admitted borrowed (cache_disk_admit with
+ * borrow): copy(arg, dst, src, len) puts the len bytes at src into dst.
+ * Without one it reads them where they are. For the memory cache's arena,
+ * whose pages the process's own mapping may never have touched (a read
+ * through the mapping then costs a trap per page under shadow paging),
+ * cache_copy_out reads them through the kernel instead; the writer keeps a
+ * buffer of one unit for that (up to CACHE_DISK_UNIT_MAX). Before the
+ * first admission.
+ */
+typedef void (*cache_disk_copier)(void *arg, void *dst, const void *src, size_t len);
+void cache_disk_set_copier(struct cache_disk *d, cache_disk_copier copy, void *arg);
 /* Wait until the index is loaded (after cache_disk_start); the units it
  * holds then. */
 uint64_t cache_disk_wait_loaded(struct cache_disk *d);

@@ -275,6 +275,12 @@ static void recent_end(struct fs_disk_recent *dr, int flight)
 	pthread_mutex_unlock(&dr->lock);
 }
 
+/* The tier's writer reads units it borrows from the arena (cache_copy_out). */
+static void arena_copy_out(void *arg, void *dst, const void *src, size_t len)
+{
+	cache_copy_out(arg, dst, src, len);
+}
+
 int fs_io_init(struct fs_ctx *fs)
 {
 	fs->fill_bounce = calloc(FS_FILL_BOUNCE, sizeof(*fs->fill_bounce));
@@ -284,6 +290,7 @@ int fs_io_init(struct fs_ctx *fs)
 		pthread_mutex_init(&fs->fill_bounce[i].lock, NULL);
 	if (!fs->disk)
 		return 0;
+	cache_disk_set_copier(fs->disk, arena_copy_out, fs->cache);
 	fs->disk_recent = calloc(1, sizeof(*fs->disk_recent));
 	if (!fs->disk_recent)
 		return -ENOMEM;

@@ -566,6 +566,18 @@ START_TEST(copy_in_lands_where_the_unit_is)
 	memset(out, 0, sizeof(out));
 	cache_copy_in(f.c, out, "outside the arena", 18);
 	ck_assert_str_eq((char *)out, "outside the arena");
+	/* and out again (the disk tier's writer reads units so) */
+	unsigned char back[3 * 4096 + 100];
+	for (uint64_t u = 0; u < 6; u++) {
+		ck_assert_int_eq(cache_get(f.c, u, lens[u], lens[u], true, fill_by_copy_in, &f, &d),
+				 0);
+		memset(back, 0, sizeof(back));
+		cache_copy_out(f.c, back, d, lens[u]);
+		check_pattern(back, u, lens[u]);
+	}
+	memset(back, 0, sizeof(back));
+	cache_copy_out(f.c, back, "outside the arena", 18);
+	ck_assert_str_eq((char *)back, "outside the arena");
 	cache_destroy(f.c);
 }
 END_TEST

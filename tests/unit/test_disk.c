@@ -413,6 +413,53 @@ START_TEST(queue_grows_for_borrowed_units)
 }
 END_TEST
 
+/* A borrowed unit is read through the copier when there is one: what it
+ * copies is what the tier writes and checksums. */
+struct copier_log {
+	unsigned calls;
+	const void *src;
+};
+
+static void copy_logged(void *arg, void *dst, const void *src, size_t len)
+{
+	struct copier_log *log = arg;
+
+	log->calls++;
+	log->src = src;
+	memcpy(dst, src, len);
+	((unsigned char *)dst)[0] ^= 0xff; /* marks the bytes as the copier's */
+}
+
+START_TEST(borrowed_units_read_through_the_copier)
+{
+	static unsigned char unit[UNIT], copy[UNIT];
+	struct copier_log log = {0, NULL};
+	struct cache_disk *d;
+	char err[256] = "";
+
+	make_dir();
+	ck_assert_msg(cache_disk_open(dir, 1 << 20, &d, err, sizeof(err)) == 0, "%s", err);
+	cache_disk_set_copier(d, copy_logged, &log);
+	ck_assert_int_eq(cache_disk_start(d), 0);
+	fill(unit, 5);
+	ck_assert_int_eq(cache_disk_admit(d, cache_disk_key("/src", "b", 4096, 0), 1, unit, UNIT, true),
+			 0);
+	fill(copy, 6);
+	ck_assert_int_eq(cache_disk_admit(d, cache_disk_key("/src", "b", 4096, 1), 1, copy, UNIT, false),
+			 0);
+	ck_assert_int_eq(cache_disk_flush(d, 10000), 0);
+	ck_assert_uint_eq(log.calls, 1); /* the borrowed one only */
+	ck_assert_ptr_eq(log.src, unit);
+	unsigned char got[UNIT];
+	ck_assert_int_eq(cache_disk_read(d, cache_disk_key("/src", "b", 4096, 0), 1, got, UNIT), 0);
+	unit[0] ^= 0xff;
+	ck_assert_int_eq(memcmp(got, unit, UNIT), 0);
+	ck_assert_int_eq(cache_disk_read(d, cache_disk_key("/src", "b", 4096, 1), 1, got, UNIT), 0);
+	ck_assert_int_eq(memcmp(got, copy, UNIT), 0);
+	cache_disk_close(d);
+}
+END_TEST
+
 START_TEST(other_snapshot_is_dropped_as_stale)
 {
 	struct cache_disk_stats st;
@@ -568,6 +615,7 @@ int main(void)
 	tcase_add_test(tc, direct_reads_take_whole_blocks_and_cache_nothing);
 	tcase_add_test(tc, limit_counts_data_index_and_header);
 	tcase_add_test(tc, queue_grows_for_borrowed_units);
+	tcase_add_test(tc, borrowed_units_read_through_the_copier);
 	tcase_add_test(tc, other_snapshot_is_dropped_as_stale);
 	tcase_add_test(tc, second_open_is_refused_with_the_pid);
 	tcase_add_test(tc, refusal_names_the_holder_before_it_starts);
