@@ -232,35 +232,27 @@ static bool recent_begin(struct fs_disk_recent *dr, uint32_t node, uint32_t k, u
 			 size_t len, void *buf, int *flight)
 {
 	pthread_mutex_lock(&dr->lock);
-	for (;;) {
-		int free_at = -1;
-		bool waited = false;
+	while (!recent_take(dr, node, k, uoff, len, buf)) {
+		int free_at = -1, i;
 
-		if (recent_take(dr, node, k, uoff, len, buf)) {
-			pthread_mutex_unlock(&dr->lock);
-			return true;
-		}
-		for (int i = 0; i < FS_DISK_RECENT; i++) {
-			if (!dr->flight[i].busy) {
-				if (free_at < 0)
-					free_at = i;
-			} else if (dr->flight[i].node == node && dr->flight[i].unit == k) {
-				pthread_cond_wait(&dr->done, &dr->lock);
-				waited = true;
+		for (i = 0; i < FS_DISK_RECENT; i++) {
+			if (dr->flight[i].busy && dr->flight[i].node == node && dr->flight[i].unit == k)
 				break;
-			}
+			if (!dr->flight[i].busy && free_at < 0)
+				free_at = i;
 		}
-		if (waited)
+		if (i < FS_DISK_RECENT) { /* being read: wait, then look again */
+			pthread_cond_wait(&dr->done, &dr->lock);
 			continue;
-		if (free_at >= 0) {
-			dr->flight[free_at].busy = true;
-			dr->flight[free_at].node = node;
-			dr->flight[free_at].unit = k;
 		}
+		if (free_at >= 0)
+			dr->flight[free_at] = (struct fs_disk_flight){node, k, true};
 		*flight = free_at;
 		pthread_mutex_unlock(&dr->lock);
 		return false;
 	}
+	pthread_mutex_unlock(&dr->lock);
+	return true;
 }
 
 /* The unit of recent_begin's entry is in a slot, or failed: its waiters
@@ -463,62 +455,15 @@ static int spill_unit(struct fill_ctx *fc, uint32_t k, struct cache_disk_key key
 	return rc;
 }
 
-/*
- * [uoff, uoff+len) of unit k, which memory does not hold, from the disk
- * tier: the whole unit is read (its checksum covers all of it) into a
- * buffer charged to the budget, kept for the handle's next read. When the
- * tier lacks it and would take it (mine: this node owns the unit), the
- * whole unit is read from SOURCE instead and queued for the tier (a copy:
- * the writer frees it): memory's refusals spill to disk. A read of the
- * whole unit into a buffer that has room for the blocks around it (and
- * its alignment) reads there instead, with no buffer and no copy: *direct
- * points at the unit in buf. 0, or -errno: the caller then reads the range
- * elsewhere.
- */
-static int disk_read_unit(struct fill_ctx *fc, uint32_t k, struct cache_disk_key key,
-			  uint64_t snap, uint64_t uoff, size_t len, void *buf, bool mine,
-			  bool in_place, const void **direct);
-
-static int disk_read(struct fill_ctx *fc, uint32_t k, uint64_t uoff, size_t len, void *buf,
-		     bool mine, const void **direct)
-{
-	struct fs_ctx *fs = fc->fs;
-	size_t unit_len = (size_t)ns_unit_len(&fs->ns, fc->node, k);
-	struct cache_disk_key key;
-	uint64_t snap;
-	int flight = -1;
-
-	if (unit_len > CACHE_DISK_UNIT_MAX || !disk_unit(fs, fc->node, k, &key, &snap))
-		return -ENOENT;
-	struct fs_disk_recent *dr = fs->disk_recent;
-	/* In place only when this unit is the whole read (so buf is the read's
-	 * buffer): *direct is then the reply, never copied into buf over itself. */
-	bool in_place = uoff == 0 && len == unit_len && fc->in_place == len;
-	if (fc->pb) {
-		if (pb_take(fc->pb, fc->node, k, uoff, len, buf))
-			return 0;
-	} else if (dr && !in_place) {
-		if (recent_begin(dr, fc->node, k, uoff, len, buf, &flight))
-			return 0;
-	} else if (recent_take(dr, fc->node, k, uoff, len, buf)) {
-		return 0;
-	}
-	int rc = disk_read_unit(fc, k, key, snap, uoff, len, buf, mine, in_place, direct);
-	if (dr)
-		recent_end(dr, flight);
-	return rc;
-}
-
-/* disk_read's read of the whole unit, kept in the handle's buffer or a
- * recent slot. */
-static int disk_read_unit(struct fill_ctx *fc, uint32_t k, struct cache_disk_key key,
-			  uint64_t snap, uint64_t uoff, size_t len, void *buf, bool mine,
-			  bool in_place, const void **direct)
+/* disk_read's read of the whole unit (below), kept in the handle's buffer
+ * or a recent slot. */
+static int disk_read_unit(struct fill_ctx *fc, uint32_t k, size_t unit_len,
+			  struct cache_disk_key key, uint64_t snap, uint64_t uoff, size_t len,
+			  void *buf, bool mine, bool in_place, const void **direct)
 {
 	struct fs_ctx *fs = fc->fs;
 	struct budget *mem = &fs->mem;
 	struct fs_disk_recent *dr = fs->disk_recent;
-	size_t unit_len = (size_t)ns_unit_len(&fs->ns, fc->node, k);
 	/* Direct I/O: aligned, with room for the blocks around the unit. */
 	size_t room = cache_disk_room(unit_len), at = 0;
 	uint8_t *base = in_place ? buf : budget_malloc_aligned(mem, room, CACHE_DISK_ALIGN, 0);
@@ -551,6 +496,47 @@ static int disk_read_unit(struct fill_ctx *fc, uint32_t k, struct cache_disk_key
 				 FS_DISK_RECENT];
 	pb_keep(keep, mem, base, room, base + at, fc->node, k, unit_len, len);
 	return 0;
+}
+
+/*
+ * [uoff, uoff+len) of unit k, which memory does not hold, from the disk
+ * tier: the whole unit is read (its checksum covers all of it) into a
+ * buffer charged to the budget, kept for the handle's next read. When the
+ * tier lacks it and would take it (mine: this node owns the unit), the
+ * whole unit is read from SOURCE instead and queued for the tier (a copy:
+ * the writer frees it): memory's refusals spill to disk. A read of the
+ * whole unit into a buffer that has room for the blocks around it (and
+ * its alignment) reads there instead, with no buffer and no copy: *direct
+ * points at the unit in buf. 0, or -errno: the caller then reads the range
+ * elsewhere.
+ */
+static int disk_read(struct fill_ctx *fc, uint32_t k, uint64_t uoff, size_t len, void *buf,
+		     bool mine, const void **direct)
+{
+	struct fs_ctx *fs = fc->fs;
+	size_t unit_len = (size_t)ns_unit_len(&fs->ns, fc->node, k);
+	struct cache_disk_key key;
+	uint64_t snap;
+	int flight = -1;
+
+	if (unit_len > CACHE_DISK_UNIT_MAX || !disk_unit(fs, fc->node, k, &key, &snap))
+		return -ENOENT;
+	struct fs_disk_recent *dr = fs->disk_recent;
+	/* In place only when this unit is the whole read (so buf is the read's
+	 * buffer): *direct is then the reply, never copied into buf over itself. */
+	bool in_place = uoff == 0 && len == unit_len && fc->in_place == len;
+	if (fc->pb) {
+		if (pb_take(fc->pb, fc->node, k, uoff, len, buf))
+			return 0;
+	} else if (dr && !in_place) {
+		if (recent_begin(dr, fc->node, k, uoff, len, buf, &flight))
+			return 0;
+	} else if (recent_take(dr, fc->node, k, uoff, len, buf)) {
+		return 0;
+	}
+	int rc = disk_read_unit(fc, k, unit_len, key, snap, uoff, len, buf, mine, in_place, direct);
+	recent_end(dr, flight); /* flight is -1 without dr */
+	return rc;
 }
 
 static int ra_fetch(void *arg, uint64_t off, size_t len, void *buf)

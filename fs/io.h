@@ -67,7 +67,7 @@ struct fs_disk_recent {
 	 * once, reads it once: the others wait for the slot. */
 	pthread_mutex_t lock;
 	pthread_cond_t done;
-	struct {
+	struct fs_disk_flight {
 		uint32_t node, unit;
 		bool busy;
 	} flight[FS_DISK_RECENT];
