@@ -10,6 +10,7 @@
 
 #include "fs/attr.h"
 #include "fs/fs.h"
+#include "fs/io.h"
 
 void fs_fill_attr(struct fs_ctx *fs, uint32_t node, struct stat *st)
 {
@@ -40,6 +41,16 @@ void fs_fill_entry(struct fs_ctx *fs, uint32_t node, struct fuse_entry_param *e)
 	e->attr_timeout = FS_ATTR_TIMEOUT;
 	e->entry_timeout = FS_ATTR_TIMEOUT;
 	fs_fill_attr(fs, node, &e->attr);
+}
+
+/* A file's attributes for readdirplus when the mount takes them in
+ * listings (fs->list_attrs): a SOURCE stat, as the file's lookup would do
+ * right after. A file that fails is listed without them; its lookup then
+ * reports the error. */
+static bool listed_attrs(struct fs_ctx *fs, uint32_t child)
+{
+	return atomic_load_explicit(&fs->list_attrs, memory_order_relaxed) &&
+	       ns_is_reg(&fs->ns, child) && fs_node_attrs(fs, child) == 0;
 }
 
 /*
@@ -78,7 +89,7 @@ void fs_readdir_common(fuse_req_t req, struct fs_ctx *fs, uint32_t dir, fuse_ino
 			if (ino_map) {
 				if (ino_map(fs, child, plus, &e, arg) < 0)
 					continue;
-			} else if (plus && ns_known(&fs->ns, child)) {
+			} else if (plus && (ns_known(&fs->ns, child) || listed_attrs(fs, child))) {
 				fs_fill_entry(fs, child, &e);
 			} else {
 				e.attr.st_ino = child + 1;

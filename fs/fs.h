@@ -89,6 +89,10 @@ struct fs_ctx {
 	unsigned source_waiters;
 	struct fs_prefill *prefill; /* NULL without --prefill */
 	struct fs_prefill *warm;    /* prefill.h's fs_warm_start, or NULL */
+	bool warm_walk;             /* its thread also walks the namespace */
+	/* Set by that thread once the tier's index shows units: readdirplus
+	 * then takes the attributes of the files it lists (attr.c). */
+	atomic_bool list_attrs;
 	struct timespec started;
 	/* peers: the membership's generations (fs/cluster.h; NULL when single
 	 * node), the server, the secret */

@@ -598,7 +598,9 @@ int main(int argc, char *argv[])
 		snprintf(why, sizeof(why), "cannot start prefill: %s", strerror(-rc));
 		goto out;
 	}
-	if (!fs->opt.prefill && getenv("COORDFS_NO_WARM") == NULL && (rc = fs_warm_start(fs)) < 0) {
+	const char *no_warm = getenv("COORDFS_NO_WARM");
+	if (!fs->opt.prefill && (!no_warm || strcmp(no_warm, "walk") == 0) &&
+	    (rc = fs_warm_start(fs, !no_warm)) < 0) {
 		snprintf(why, sizeof(why), "cannot start taking attributes: %s", strerror(-rc));
 		goto out;
 	}

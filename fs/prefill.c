@@ -294,6 +294,9 @@ static void *warm_attrs(void *arg)
 	 * every file's attributes to its first lookup. */
 	if (cache_disk_wait_loaded(fs->disk) == 0)
 		return NULL;
+	atomic_store(&fs->list_attrs, true);
+	if (!fs->warm_walk)
+		return NULL;
 	for (uint32_t node = 0; node < fs->ns.nnodes && !atomic_load(&p->stop); node++) {
 		if (!ns_is_reg(&fs->ns, node) || ns_known(&fs->ns, node))
 			continue;
@@ -304,10 +307,11 @@ static void *warm_attrs(void *arg)
 	return NULL;
 }
 
-int fs_warm_start(struct fs_ctx *fs)
+int fs_warm_start(struct fs_ctx *fs, bool walk)
 {
 	if (!fs->disk || !fs->src->ops->stat)
 		return 0;
+	fs->warm_walk = walk;
 	return start_state(fs, 1, warm_attrs, &fs->warm);
 }
 

@@ -30,10 +30,13 @@ void fs_prefill_stop(struct fs_ctx *fs);
  * that miss the cache as prefill does: the tier's entries are checked
  * against them, and the first epoch's lookups, which would each wait for a
  * SOURCE lookup and stat in a random order, find them taken. Only for a
- * source whose attributes are taken at first lookup (a directory). Sets
- * fs->warm; 0 or -errno.
+ * source whose attributes are taken at first lookup (a directory). From
+ * then on, readdirplus also takes the attributes of the files it lists
+ * (fs->list_attrs), so that a listing (ImageFolder's) gives the kernel an
+ * entry for each, and opening them needs no lookup. walk false: only
+ * that, no walk. Sets fs->warm; 0 or -errno.
  */
-int fs_warm_start(struct fs_ctx *fs);
+int fs_warm_start(struct fs_ctx *fs, bool walk);
 /* Stop and join; NULL-safe on fs->warm, which it clears. */
 void fs_warm_stop(struct fs_ctx *fs);
 

@@ -103,6 +103,8 @@ def run_remounts(c, m, tier, files):
 	ct.disk_stats(m.mnt)  # the tier's index is loaded
 	time.sleep(0.5)
 	c.eq('first mount: no attributes taken before a lookup', attrs_known(m), 0)
+	c.eq('first mount (an empty tier): listings take no attributes',
+	     ct.stats(m.mnt)['namespace']['listing_attrs'], False)
 	n, looked = list_and_stat(m, 'd1')
 	c.eq(f'first mount: listing d1 and stat of its {n} files looks up d1 and each',
 	     looked, 1 + n)
@@ -144,11 +146,26 @@ def run_remounts(c, m, tier, files):
 	     ct.epoch(c, 'remount', m.mnt, files), 0)
 	c.gt('after fusermount3 -u: served by the tier', ct.disk_stats(m.mnt)['hits'], 0)
 
-	# SIGTERM, then again.
+	# SIGTERM, then again, without the background walk: the listing takes
+	# the attributes of the files it lists.
 	os.kill(m.pids[0], signal.SIGTERM)
 	ct.kill_and_wait(m.pids[0], 10)
 	ct.force_unmount(m.mnt)
-	m.mount()
+	os.environ['COORDFS_NO_WARM'] = 'walk'
+	try:
+		m.mount()
+	finally:
+		del os.environ['COORDFS_NO_WARM']
+	c.check('COORDFS_NO_WARM=walk: listings take attributes once the index is loaded',
+		ct.wait_until(lambda: ct.stats(m.mnt)['namespace']['listing_attrs'], 20))
+	c.eq('COORDFS_NO_WARM=walk: no attributes taken in the background', attrs_known(m), 0)
+	before = ct.stats(m.mnt)['fuse']['lookups']
+	names = os.listdir(os.path.join(m.mnt, 'd1'))
+	c.eq('listing d1 took the attributes of its files', attrs_known(m), len(names))
+	for n in names:
+		os.stat(os.path.join(m.mnt, 'd1', n))
+	c.eq('so the stat of each after the listing looks up d1 alone',
+	     ct.stats(m.mnt)['fuse']['lookups'] - before, 1)
 	c.eq('after SIGTERM: 0 SOURCE bytes in epoch 1',
 	     ct.epoch(c, 'after SIGTERM', m.mnt, files), 0)
 

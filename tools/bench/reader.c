@@ -9,7 +9,8 @@
  * reports a number from a broken read.
  *
  * With -l, every directory of the list is listed (readdir) once before the
- * first epoch, untimed, as ImageFolder lists its class directories when the
+ * first epoch, outside the epoch's time (epoch 1's line gives it as
+ * list_seconds), as ImageFolder lists its class directories when the
  * dataset is built: a FUSE file system then gets readdirplus requests.
  *
  * List format: one "SIZE<TAB>RELPATH" per line, RELPATH relative to ROOT.
@@ -248,8 +249,13 @@ int main(int argc, char **argv)
 	if (!j.order || !tids)
 		return 1;
 
-	if (list_first && list_dirs(j.root_fd, j.files, j.nfiles) < 0)
-		return 1;
+	double list_s = -1;
+	if (list_first) {
+		double t0 = now_s();
+		if (list_dirs(j.root_fd, j.files, j.nfiles) < 0)
+			return 1;
+		list_s = now_s() - t0;
+	}
 	uint64_t expect = 0;
 	for (size_t i = 0; i < j.nfiles; i++)
 		expect += j.files[i].size;
@@ -282,6 +288,8 @@ int main(int argc, char **argv)
 		       j.nfiles, bytes, dt);
 		if (dev)
 			printf(", \"dev_read_bytes\": %" PRId64, dev0 >= 0 && dev1 >= 0 ? dev1 - dev0 : -1);
+		if (list_s >= 0 && ep == 1)
+			printf(", \"list_seconds\": %.6f", list_s);
 		printf(", \"errors\": %" PRIu64 "}\n", atomic_load(&j.errors));
 		fflush(stdout);
 		if (atomic_load(&j.errors) || bytes != expect) {
