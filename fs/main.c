@@ -480,6 +480,11 @@ int main(int argc, char *argv[])
 		ret = fs_fail("cannot scan source '%s': %s: %s", fs->opt.source, err, strerror(-rc));
 		goto out;
 	}
+	/* Hard links share cache units in memory. Not with a disk tier, whose
+	 * units are named by path: a name that took another's units would
+	 * leave nothing in the tier under its own, and after a remount read
+	 * SOURCE where the tier held the other name's copy. */
+	fs->ns.share_links = !fs->opt.disk_cache;
 	if (fs_source_log_init(fs->src, fs->ns.nnodes) < 0) {
 		ret = fs_fail("out of memory");
 		goto out;

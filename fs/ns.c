@@ -469,6 +469,52 @@ int ns_set_known(struct ns *ns, bool all)
 	return 0;
 }
 
+static uint32_t link_slot(const struct ns *ns, uint64_t dev, uint64_t ino)
+{
+	uint64_t h = (ino ^ (dev * 0x9E3779B97F4A7C15ULL)) * 0xBF58476D1CE4E5B9ULL;
+	uint32_t mask = ns->links_cap - 1, at = (uint32_t)(h >> 32) & mask;
+
+	while (ns->links[at].node != UINT32_MAX &&
+	       (ns->links[at].dev != dev || ns->links[at].ino != ino))
+		at = (at + 1) & mask;
+	return at;
+}
+
+/* The node frozen first with st's inode, or UINT32_MAX. */
+static uint32_t link_find(const struct ns *ns, const struct stat *st)
+{
+	if (!ns->links_cap)
+		return UINT32_MAX;
+	return ns->links[link_slot(ns, (uint64_t)st->st_dev, (uint64_t)st->st_ino)].node;
+}
+
+/* Remember node i as the holder of st's inode's units. Without memory it
+ * is not remembered: its links are then cached apart, as before. */
+static void link_add(struct ns *ns, const struct stat *st, uint32_t i)
+{
+	if ((uint64_t)ns->nlinks + 1 > ns->links_cap / 2) {
+		uint32_t ncap = ns->links_cap ? ns->links_cap * 2 : 64;
+		if (ncap <= ns->links_cap)
+			return;
+		struct ns_link *nl = malloc((size_t)ncap * sizeof(*nl));
+		if (!nl)
+			return;
+		for (uint32_t k = 0; k < ncap; k++)
+			nl[k].node = UINT32_MAX;
+		struct ns_link *old = ns->links;
+		uint32_t ocap = ns->links_cap;
+		ns->links = nl;
+		ns->links_cap = ncap;
+		for (uint32_t k = 0; k < ocap; k++)
+			if (old[k].node != UINT32_MAX)
+				ns->links[link_slot(ns, old[k].dev, old[k].ino)] = old[k];
+		free(old);
+	}
+	uint32_t at = link_slot(ns, (uint64_t)st->st_dev, (uint64_t)st->st_ino);
+	ns->links[at] = (struct ns_link){ (uint64_t)st->st_dev, (uint64_t)st->st_ino, i };
+	ns->nlinks++;
+}
+
 int ns_freeze(struct ns *ns, uint32_t i, const struct stat *st)
 {
 	struct ns_node *n = &ns->nodes[i];
@@ -482,6 +528,27 @@ int ns_freeze(struct ns *ns, uint32_t i, const struct stat *st)
 	if ((st->st_mode & S_IFMT) != (n->mode & S_IFMT)) {
 		rc = -ESTALE;
 		goto out;
+	}
+	bool linked = ns->share_links && S_ISREG(st->st_mode) && st->st_nlink > 1;
+	uint32_t other = linked ? link_find(ns, st) : UINT32_MAX;
+	if (other != UINT32_MAX) {
+		const struct ns_node *o = &ns->nodes[other];
+		int64_t mtime_ns = (int64_t)st->st_mtim.tv_sec * 1000000000LL + st->st_mtim.tv_nsec;
+		if (st->st_size >= 0 && o->size == (uint64_t)st->st_size && o->mtime_ns == mtime_ns) {
+			/* Another name of a file already frozen, unchanged
+			 * since: its units, cached once. */
+			fill_attrs(n, st);
+			n->first = o->first;
+			n->count = o->count;
+			n->ino_fold = o->ino_fold;
+			atomic_fetch_add_explicit(&ns->known_files, 1, memory_order_relaxed);
+			atomic_fetch_add_explicit(&ns->total_bytes, n->size, memory_order_relaxed);
+			atomic_fetch_add_explicit(&ns->shared_files, 1, memory_order_relaxed);
+			atomic_store_explicit(&ns->known[i], 1, memory_order_release);
+			goto out;
+		}
+		/* Changed since its other name was frozen: units of its own. */
+		linked = false;
 	}
 	if (S_ISREG(st->st_mode)) {
 		uint64_t size = (uint64_t)st->st_size;
@@ -505,6 +572,8 @@ int ns_freeze(struct ns *ns, uint32_t i, const struct stat *st)
 		atomic_fetch_add_explicit(&ns->known_files, 1, memory_order_relaxed);
 		atomic_fetch_add_explicit(&ns->total_bytes, size, memory_order_relaxed);
 		n->ino_fold = ns_ino_fold((uint64_t)st->st_ino);
+		if (linked)
+			link_add(ns, st, i);
 	}
 	fill_attrs(n, st);
 	atomic_store_explicit(&ns->known[i], 1, memory_order_release);
@@ -518,6 +587,7 @@ void ns_fini(struct ns *ns)
 	free(ns->nodes);
 	free(ns->pool);
 	free((void *)ns->known);
+	free(ns->links);
 	pthread_mutex_destroy(&ns->freeze_lock);
 	memset(ns, 0, sizeof(*ns));
 }

@@ -46,6 +46,11 @@ struct ns_node {
 	uint16_t name_len;
 };
 
+struct ns_link {
+	uint64_t dev, ino;
+	uint32_t node;
+};
+
 struct ns {
 	struct ns_node *nodes;
 	_Atomic uint8_t *known; /* per node: attributes known (frozen) */
@@ -60,6 +65,16 @@ struct ns {
 	_Atomic uint64_t known_files;
 	_Atomic uint64_t total_bytes;
 	pthread_mutex_t freeze_lock;
+	/* Hard links: with share_links (set by the daemon before serving),
+	 * a file frozen with st_nlink > 1 whose inode another frozen file
+	 * has, with the same size and mtime, takes that file's cache units
+	 * instead of new ones, so its bytes are cached and read once. links:
+	 * open addressing over (dev, ino), under freeze_lock, holding only
+	 * such files. */
+	bool share_links;
+	struct ns_link *links;
+	uint32_t links_cap, nlinks;
+	_Atomic uint64_t shared_files; /* files frozen onto another's units */
 	uint32_t ndirs; /* directories below the root */
 	/* Entries left out of the namespace, each logged once at scan. */
 	uint64_t skipped_special;    /* fifos, sockets, devices */
@@ -168,7 +183,9 @@ static inline bool ns_known(const struct ns *ns, uint32_t i)
 /*
  * Freeze node i's attributes from st (its first lookup). The first call
  * wins; later ones return 0 and change nothing. A regular file gets its
- * cache units numbered. Returns 0, -ESTALE when st's type is not the type
+ * cache units numbered, or, with share_links, those of another name of
+ * the same inode frozen before with the same size and mtime (a hard link).
+ * Returns 0, -ESTALE when st's type is not the type
  * listed at mount (nothing is frozen), or -EOVERFLOW (the unit ids left,
  * less one kept for each file not yet frozen, are too few; or a file over
  * ns_max_file_size: nothing is frozen).

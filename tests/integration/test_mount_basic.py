@@ -16,9 +16,11 @@ import json
 import mmap
 import os
 import random
+import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -103,6 +105,18 @@ def regular_files(src):
 	"""Sorted relpaths of regular files (symlinks excluded)."""
 	return sorted(rel for rel, (kind, _) in ct.tree_entries(src).items()
 		      if kind == 'file')
+
+
+def one_name_per_inode(src, files):
+	"""files less the later names of hard links: what SOURCE and the cache
+	hold once (hard links share units)."""
+	seen, out = set(), []
+	for r in files:
+		st = os.stat(os.path.join(src, r))
+		if (st.st_dev, st.st_ino) not in seen:
+			seen.add((st.st_dev, st.st_ino))
+			out.append(r)
+	return out
 
 
 def units_of(size):
@@ -231,18 +245,21 @@ def test_big_cache(c):
 			 for r in files}
 		total = sum(sizes.values())
 		nonempty = [r for r in files if sizes[r] > 0]
-		units = sum(units_of(sizes[r]) for r in files)
-		print(f'# {len(files)} files, {total} bytes, {units} units')
+		inodes = one_name_per_inode(m.src, files)
+		stored = sum(sizes[r] for r in inodes)
+		units = sum(units_of(sizes[r]) for r in inodes)
+		print(f'# {len(files)} files, {total} bytes, {len(inodes)} inodes, '
+		      f'{stored} bytes, {units} units')
 
 		read_pass(c, m, files, 'first read')
 		s1 = m.stats()
 		c.gt('first pass: cache.misses > 0', s1['cache']['misses'], 0)
-		c.eq('first pass: source.bytes == bytes of all files',
-		     s1['source']['bytes'] - s0['source']['bytes'], total)
+		c.eq('first pass: source.bytes == bytes of all files, hard links once',
+		     s1['source']['bytes'] - s0['source']['bytes'], stored)
 		c.le('first pass: used_bytes <= capacity_bytes',
 		     s1['cache']['used_bytes'], s1['cache']['capacity_bytes'])
-		c.ge('first pass: used_bytes >= bytes of all files',
-		     s1['cache']['used_bytes'], total)
+		c.ge('first pass: used_bytes >= bytes of all files, hard links once',
+		     s1['cache']['used_bytes'], stored)
 		c.eq('first pass: nothing refused', s1['cache']['refused'], 0)
 		c.ge('first pass: items >= one per file or 64K chunk',
 		     s1['cache']['items'], units)
@@ -440,8 +457,8 @@ def test_misc(c):
 			f'wrong: {bad}')
 		s2 = m.stats()
 		total = sum(os.path.getsize(os.path.join(m.src, r))
-			    for r in files)
-		c.eq('parallel sweeps: every file read from SOURCE once',
+			    for r in one_name_per_inode(m.src, files))
+		c.eq('parallel sweeps: every file (hard links: their inode) read from SOURCE once',
 		     s2['source']['bytes'] - s0['source']['bytes'], total)
 
 		rel = 'big/odd_333333.bin'
@@ -579,6 +596,43 @@ def test_tiny_cache(c):
 		     total - sum(sizes[r] for r in cached1))
 
 
+def populate_links(src):
+	rng = random.Random(99)
+	ct.write_file(os.path.join(src, 'x', 'a.bin'), ct.random_bytes(rng, 200 * KIB + 7))
+	ct.write_file(os.path.join(src, 'y', 'b.bin'), ct.random_bytes(rng, 90 * KIB))
+	os.link(os.path.join(src, 'x', 'a.bin'), os.path.join(src, 'y', 'a.bin'))
+	os.link(os.path.join(src, 'x', 'a.bin'), os.path.join(src, 'z.bin'))
+
+
+def test_hard_links(c):
+	"""Three names of one file are cached, and read from SOURCE, once; with
+	a disk tier (units named by path) each name has its own."""
+	tier_root = tempfile.mkdtemp(prefix='coordfs-links-')
+	try:
+		for tier in (None, os.path.join(tier_root, 'tier')):
+			opts = ['--chunk-size=64K', '--cache-size=8M', '--no-kernel-cache']
+			opts += [f'--disk-cache={tier}'] if tier else []
+			what = 'with a disk tier' if tier else 'memory only'
+			with ct.Mount(opts, populate=populate_links) as m:
+				files = {r: open(os.path.join(m.src, r), 'rb').read()
+					 for r in ('x/a.bin', 'y/a.bin', 'z.bin', 'y/b.bin')}
+				a, b = len(files['x/a.bin']), len(files['y/b.bin'])
+				got = ct.epoch(c, f'{what}: epoch 1', m.mnt, files)
+				shared = m.stats()['namespace']['hard_links_shared']
+				if tier:
+					c.eq(f'{what}: each name read from SOURCE', got, 3 * a + b)
+					c.eq(f'{what}: no name shares units', shared, 0)
+				else:
+					c.eq(f'{what}: the three names read from SOURCE once', got, a + b)
+					c.eq(f'{what}: two names share the first one\'s units', shared, 2)
+					c.eq(f'{what}: the cache holds the file once (4 + 2 units of 64K)',
+					     m.stats()['cache']['items'], 6)
+				c.eq(f'{what}: epoch 2 reads nothing from SOURCE',
+				     ct.epoch(c, f'{what}: epoch 2', m.mnt, files), 0)
+	finally:
+		shutil.rmtree(tier_root, ignore_errors=True)
+
+
 def main():
 	c = ct.Checker('test_mount_basic', timeout=170)
 	c.group(test_big_cache, c)
@@ -586,6 +640,7 @@ def main():
 	c.group(test_misc, c)
 	c.group(test_tiny_cache, c)
 	c.group(test_fsstat, c)
+	c.group(test_hard_links, c)
 	c.finish()
 
 

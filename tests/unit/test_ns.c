@@ -320,6 +320,79 @@ START_TEST(huge_file_leaves_ids_for_the_rest)
 }
 END_TEST
 
+/* Hard links: with share_links, a second name of an inode takes the first
+ * name's units (cached once); changed attributes, a namespace without
+ * share_links, and plain files get units of their own. Many inodes, so
+ * the link table grows. */
+START_TEST(hard_links_share_units)
+{
+	struct ns ns;
+	char err[256] = "", p[512], q[512];
+	enum { N = 300 };
+	uint32_t a, b;
+	struct stat st;
+
+	for (int share = 0; share <= 1; share++) {
+		root_make();
+		for (int i = 0; i < N; i++) {
+			snprintf(p, sizeof(p), "f%03d", i);
+			mkfile(p, 5000 + (size_t)i);
+			snprintf(p, sizeof(p), "%s/f%03d", root, i);
+			snprintf(q, sizeof(q), "%s/g%03d", root, i);
+			ck_assert_int_eq(link(p, q), 0);
+		}
+		mkfile("plain", 9000);
+		int fd = open(root, O_RDONLY | O_DIRECTORY);
+		ck_assert_int_ge(fd, 0);
+		ck_assert_int_eq(ns_scan(&ns, fd, 4096, err, sizeof(err)), 0);
+		ns.share_links = share;
+		freeze_all(&ns, fd);
+		/* 300 files of 2 units each, named twice, and one of 3 */
+		ck_assert_uint_eq(ns.nunits, (uint64_t)N * 2 * (share ? 1 : 2) + 3);
+		ck_assert_uint_eq(ns.shared_files, share ? N : 0);
+		ck_assert_uint_eq(ns.known_files, 2 * N + 1);
+		for (int i = 0; i < N; i++) {
+			snprintf(p, sizeof(p), "f%03d", i);
+			snprintf(q, sizeof(q), "g%03d", i);
+			ck_assert_int_eq(ns_resolve(&ns, p, &a), 0);
+			ck_assert_int_eq(ns_resolve(&ns, q, &b), 0);
+			ck_assert_uint_eq(ns.nodes[b].size, 5000 + (uint64_t)i);
+			ck_assert_uint_eq(ns.nodes[b].count, 2);
+			if (share)
+				ck_assert_uint_eq(ns.nodes[a].first, ns.nodes[b].first);
+			else
+				ck_assert_uint_ne(ns.nodes[a].first, ns.nodes[b].first);
+		}
+		close(fd);
+		ns_fini(&ns);
+		rm_rf();
+	}
+
+	/* A name whose inode changed (a new mtime) after its other name was
+	 * frozen keeps units of its own. */
+	root_make();
+	mkfile("x", 100);
+	snprintf(p, sizeof(p), "%s/x", root);
+	snprintf(q, sizeof(q), "%s/y", root);
+	ck_assert_int_eq(link(p, q), 0);
+	int fd = open(root, O_RDONLY | O_DIRECTORY);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ns_scan(&ns, fd, 4096, err, sizeof(err)), 0);
+	ns.share_links = true;
+	ck_assert_int_eq(ns_resolve(&ns, "x", &a), 0);
+	ck_assert_int_eq(ns_resolve(&ns, "y", &b), 0);
+	ck_assert_int_eq(fstatat(fd, "x", &st, AT_SYMLINK_NOFOLLOW), 0);
+	ck_assert_int_eq(ns_freeze(&ns, a, &st), 0);
+	st.st_mtim.tv_nsec = (st.st_mtim.tv_nsec + 1) % 1000000000;
+	ck_assert_int_eq(ns_freeze(&ns, b, &st), 0);
+	ck_assert_uint_ne(ns.nodes[a].first, ns.nodes[b].first);
+	ck_assert_uint_eq(ns.shared_files, 0);
+	close(fd);
+	ns_fini(&ns);
+	rm_rf();
+}
+END_TEST
+
 /* A large directory: names sorted, sizes as frozen at first lookup. */
 START_TEST(large_directory_scanned_in_parallel)
 {
@@ -836,6 +909,7 @@ int main(void)
 	tcase_add_test(tc, listing_many_keys);
 	tcase_add_test(tc, snapshot_etag);
 	tcase_add_test(tc, attributes_at_first_lookup);
+	tcase_add_test(tc, hard_links_share_units);
 	suite_add_tcase(s, tc);
 	return check_run(s);
 }
