@@ -469,9 +469,11 @@ int ns_set_known(struct ns *ns, bool all)
 	return 0;
 }
 
-static uint32_t link_slot(const struct ns *ns, uint64_t dev, uint64_t ino)
+_Static_assert(sizeof(struct ns_link) == 16, "a hard-linked file's slot stays 16 bytes");
+
+static uint32_t link_slot(const struct ns *ns, uint32_t dev, uint64_t ino)
 {
-	uint64_t h = (ino ^ (dev * 0x9E3779B97F4A7C15ULL)) * 0xBF58476D1CE4E5B9ULL;
+	uint64_t h = (ino ^ ((uint64_t)dev << 40)) * 0x9E3779B97F4A7C15ULL;
 	uint32_t mask = ns->links_cap - 1, at = (uint32_t)(h >> 32) & mask;
 
 	while (ns->links[at].node != UINT32_MAX &&
@@ -485,14 +487,15 @@ static uint32_t link_find(const struct ns *ns, const struct stat *st)
 {
 	if (!ns->links_cap)
 		return UINT32_MAX;
-	return ns->links[link_slot(ns, (uint64_t)st->st_dev, (uint64_t)st->st_ino)].node;
+	return ns->links[link_slot(ns, ns_dev_fold((uint64_t)st->st_dev), (uint64_t)st->st_ino)]
+	    .node;
 }
 
 /* Remember node i as the holder of st's inode's units. Without memory it
  * is not remembered: its links are then cached apart, as before. */
 static void link_add(struct ns *ns, const struct stat *st, uint32_t i)
 {
-	if ((uint64_t)ns->nlinks + 1 > ns->links_cap / 2) {
+	if ((uint64_t)ns->nlinks + 1 > (uint64_t)ns->links_cap / 4 * 3) {
 		uint32_t ncap = ns->links_cap ? ns->links_cap * 2 : 64;
 		if (ncap <= ns->links_cap)
 			return;
@@ -510,8 +513,9 @@ static void link_add(struct ns *ns, const struct stat *st, uint32_t i)
 				ns->links[link_slot(ns, old[k].dev, old[k].ino)] = old[k];
 		free(old);
 	}
-	uint32_t at = link_slot(ns, (uint64_t)st->st_dev, (uint64_t)st->st_ino);
-	ns->links[at] = (struct ns_link){ (uint64_t)st->st_dev, (uint64_t)st->st_ino, i };
+	uint32_t dev = ns_dev_fold((uint64_t)st->st_dev);
+	uint32_t at = link_slot(ns, dev, (uint64_t)st->st_ino);
+	ns->links[at] = (struct ns_link){ (uint64_t)st->st_ino, dev, i };
 	ns->nlinks++;
 }
 

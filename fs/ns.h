@@ -46,10 +46,18 @@ struct ns_node {
 	uint16_t name_len;
 };
 
-struct ns_link {
-	uint64_t dev, ino;
+struct ns_link { /* 16 bytes */
+	uint64_t ino;
+	uint32_t dev; /* ns_dev_fold of st_dev */
 	uint32_t node;
 };
+
+/* st_dev in 32 bits: exact for every device whose major is below 4096
+ * and minor below 2^20 (glibc's encoding keeps those in the low 32). */
+static inline uint32_t ns_dev_fold(uint64_t dev)
+{
+	return (uint32_t)(dev ^ (dev >> 32));
+}
 
 struct ns {
 	struct ns_node *nodes;
@@ -69,8 +77,9 @@ struct ns {
 	 * a file frozen with st_nlink > 1 whose inode another frozen file
 	 * has, with the same size and mtime, takes that file's cache units
 	 * instead of new ones, so its bytes are cached and read once. links:
-	 * open addressing over (dev, ino), under freeze_lock, holding only
-	 * such files. */
+	 * open addressing over (dev, ino), at most 3/4 full, under
+	 * freeze_lock, holding only such files (16 bytes each, 21-43 bytes a
+	 * file with the free slots). */
 	bool share_links;
 	struct ns_link *links;
 	uint32_t links_cap, nlinks;
