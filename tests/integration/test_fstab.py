@@ -143,6 +143,39 @@ def test_mount_type_fuse_coordfs(c):
 		unmount(c, 'mount -t fuse PROG#SOURCE', td)
 
 
+def test_fstab_disk_cache(c):
+	"""The disk tier's options in the fstab form: DIR made 0700, the limit
+	taken, and what one mount admitted served by the next, from the same
+	line."""
+	big = 300 * KIB + 7
+	with ct.TempDirs() as td:
+		populate(td.src, big)
+		tier = os.path.join(td.root, 'tier')
+		opts = f'cache_size=1M,chunk_size=64K,disk_cache={tier},disk_cache_size=16M'
+		files = {os.path.relpath(os.path.join(d, f), td.src):
+			 open(os.path.join(d, f), 'rb').read()
+			 for d, _, fs in os.walk(td.src) for f in fs}
+		for k in (1, 2):
+			label = f'fstab form with disk_cache, mount {k}'
+			rc, out, err = run(['mount', '-t', 'fuse', f'{c.bin}#{td.src}', td.mnt,
+					    '-o', opts])
+			c.eq(f'{label}: exit status', (rc, err.strip()), (0, ''))
+			if rc != 0:
+				return
+			disk = ct.disk_stats(td.mnt)
+			c.eq(f'{label}: disk_cache_size=16M is the limit', disk['capacity_bytes'],
+			     16 * MIB)
+			c.eq(f'{label}: DIR is 0700', os.stat(tier).st_mode & 0o777, 0o700)
+			got = ct.epoch(c, label, td.mnt, files)
+			if k == 1:
+				c.eq(f'{label}: the dataset read from SOURCE', got,
+				     sum(len(v) for v in files.values()))
+				ct.disk_settle(c, label, td.mnt)
+			else:
+				c.eq(f'{label}: nothing read from SOURCE', got, 0)
+			unmount(c, label, td)
+
+
 def test_dash_o(c):
 	big = 300 * KIB + 7
 	with ct.Mount(extra_args=['-o', 'cache_size=1M,chunk_size=64K,ro'],
@@ -187,6 +220,7 @@ def main():
 	c = ct.Checker('test_fstab', timeout=110)
 	c.group(test_mount_type_fuse_coordfs, c)
 	c.group(test_dash_o, c)
+	c.group(test_fstab_disk_cache, c)
 	c.finish()
 
 
