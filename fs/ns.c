@@ -548,6 +548,7 @@ int ns_freeze(struct ns *ns, uint32_t i, const struct stat *st)
 			atomic_fetch_add_explicit(&ns->known_files, 1, memory_order_relaxed);
 			atomic_fetch_add_explicit(&ns->total_bytes, n->size, memory_order_relaxed);
 			atomic_fetch_add_explicit(&ns->shared_files, 1, memory_order_relaxed);
+			atomic_fetch_add_explicit(&ns->shared_bytes, n->size, memory_order_relaxed);
 			atomic_store_explicit(&ns->known[i], 1, memory_order_release);
 			goto out;
 		}

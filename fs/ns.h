@@ -84,6 +84,7 @@ struct ns {
 	struct ns_link *links;
 	uint32_t links_cap, nlinks;
 	_Atomic uint64_t shared_files; /* files frozen onto another's units */
+	_Atomic uint64_t shared_bytes; /* and their sizes (in total_bytes too) */
 	uint32_t ndirs; /* directories below the root */
 	/* Entries left out of the namespace, each logged once at scan. */
 	uint64_t skipped_special;    /* fifos, sockets, devices */

@@ -226,6 +226,7 @@ static json_t *stats_tree(struct fs_ctx *fs, bool local, bool summary)
 	     put(names, "attrs_known", num(atomic_load(&ns->known_files))) &&
 	     put(names, "listing_attrs", json_boolean(atomic_load(&fs->list_attrs))) &&
 	     put(names, "hard_links_shared", num(atomic_load(&ns->shared_files))) &&
+	     put(names, "hard_links_shared_bytes", num(atomic_load(&ns->shared_bytes))) &&
 	     put(names, "skipped",
 		 num(ns->skipped_special + ns->skipped_long + ns->skipped_unreadable)) &&
 	     put(names, "skipped_special", num(ns->skipped_special)) &&

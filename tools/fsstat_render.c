@@ -463,15 +463,24 @@ static void render_passes(FILE *out, const json_t *s, const struct fsstat_passes
 		return;
 	if (cap.ok && disk.ok && disk.v > cap.v)
 		cap.v = disk.v;
+	/* Names that share another's units (hard links) are read from SOURCE
+	 * and cached once: what a pass must read is the rest. */
+	struct counter shared = get_counter(s, "namespace.hard_links_shared_bytes");
+	double stored = shared.ok && shared.v > 0 && shared.v < ds.v ? ds.v - shared.v : ds.v;
 	if (cap.ok && single && !partial) {
 		optimum.ok = true;
-		optimum.v = ds.v > cap.v ? ds.v - cap.v : 0;
+		optimum.v = stored > cap.v ? stored - cap.v : 0;
 	}
 	fprintf(out, LABEL "dataset %s files, %s%s%s%s  read %s passes  optimum per pass %s\n",
 		"passes", fmt_count(files, a, sizeof(a)), fmt_size(ds, b, sizeof(b)),
 		partial ? " in the " : "", partial ? fmt_count(known, kn, sizeof(kn)) : "",
 		partial ? " looked up" : "",
 		rd.ok ? (snprintf(c, sizeof(c), "%.2f", rd.v / ds.v), c) : "-", fmt_size(optimum, d, sizeof(d)));
+	if (stored < ds.v) {
+		struct counter once = { true, ds.v - stored };
+		fprintf(out, LABEL "hard links: %s of it are other names of files, read once\n", "",
+			fmt_size(once, a, sizeof(a)));
+	}
 	if (!p || !p->have_sample) {
 		/* One look: the totals since mount. */
 		struct counter per = { src.ok && rd.ok && rd.v > 0, 0 };
@@ -496,7 +505,7 @@ static void render_passes(FILE *out, const json_t *s, const struct fsstat_passes
 		else
 			snprintf(label, sizeof(label), "passes %llu-%llu", from->pass + 1, to->pass);
 		/* The first pass reads everything, whatever the cache. */
-		double best = optimum.v * (double)n + (from->pass == 0 ? ds.v - optimum.v : 0);
+		double best = optimum.v * (double)n + (from->pass == 0 ? stored - optimum.v : 0);
 
 		if (optimum.ok && best > 0)
 			snprintf(vs, sizeof(vs), "  %.2fx optimum", per.v * (double)n / best);

@@ -625,6 +625,8 @@ def test_hard_links(c):
 				else:
 					c.eq(f'{what}: the three names read from SOURCE once', got, a + b)
 					c.eq(f'{what}: two names share the first one\'s units', shared, 2)
+					c.eq(f'{what}: their bytes are counted apart',
+					     m.stats()['namespace']['hard_links_shared_bytes'], 2 * a)
 					c.eq(f'{what}: the cache holds the file once (4 + 2 units of 64K)',
 					     m.stats()['cache']['items'], 6)
 				c.eq(f'{what}: epoch 2 reads nothing from SOURCE',

@@ -610,6 +610,41 @@ START_TEST(passes_from_mount)
 }
 END_TEST
 
+/* Hard links: names sharing another's units are read once, so the optimum
+ * counts the dataset without them. */
+START_TEST(passes_hard_links_read_once)
+{
+	struct fsstat_passes p;
+	const char *tmpl = "{\"uptime_s\": %d, \"files\": 4, \"dataset_bytes\": 1000,"
+			   " \"namespace\": {\"hard_links_shared_bytes\": 200},"
+			   " \"cache\": {\"capacity_bytes\": 600}, \"source\": {\"bytes\": %d},"
+			   " \"fuse\": {\"read_bytes\": %d}, \"peers\": {\"nodes\": []}}";
+	char text[512];
+	struct fsstat_view view = { .passes = &p };
+	char *out = NULL;
+	int rc;
+
+	fsstat_passes_init(&p);
+	for (int i = 0; i < 3; i++) {
+		static const int read[] = { 0, 1000, 2000 }, source[] = { 0, 800, 1000 };
+		snprintf(text, sizeof(text), tmpl, i + 1, source[i], read[i]);
+		json_t *v = parse_ok(text);
+		fsstat_passes_update(&p, v);
+		free(out);
+		out = render(v, &view, &rc);
+		ck_assert_int_eq(rc, 0);
+		json_decref(v);
+	}
+	/* 1000 - 200 shared - 600 cached */
+	assert_contains(out, "optimum per pass 200 B");
+	assert_contains(out, "hard links: 200 B of it are other names of files, read once");
+	/* the first pass reads the 800 stored bytes, the second the 200 not cached */
+	assert_contains(out, "pass 1       from source 800 B  1.00x optimum");
+	assert_contains(out, "pass 2       from source 200 B  1.00x optimum");
+	free(out);
+}
+END_TEST
+
 /* A disk tier: its lines, and an optimum counting memory and disk. */
 START_TEST(disk_tier_line_and_optimum)
 {
@@ -800,6 +835,7 @@ int main(void)
 	tcase_add_test(table, passes_from_mount);
 	tcase_add_test(table, passes_seen_from_the_middle);
 	tcase_add_test(table, disk_tier_line_and_optimum);
+	tcase_add_test(table, passes_hard_links_read_once);
 	tcase_add_test(table, passes_first_sample_before_any_lookup);
 	tcase_add_test(table, kernel_cache_note_only_when_on);
 	tcase_add_test(table, passes_without_tracker_or_dataset);
