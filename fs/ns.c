@@ -469,7 +469,12 @@ int ns_set_known(struct ns *ns, bool all)
 	return 0;
 }
 
-_Static_assert(sizeof(struct ns_link) == 16, "a hard-linked file's slot stays 16 bytes");
+_Static_assert(sizeof(struct ns_link) == 24, "a hard-linked file's slot stays 24 bytes");
+
+static int64_t ctime_ns_of(const struct stat *st)
+{
+	return (int64_t)st->st_ctim.tv_sec * 1000000000LL + st->st_ctim.tv_nsec;
+}
 
 static uint32_t link_slot(const struct ns *ns, uint32_t dev, uint64_t ino)
 {
@@ -482,17 +487,19 @@ static uint32_t link_slot(const struct ns *ns, uint32_t dev, uint64_t ino)
 	return at;
 }
 
-/* The node frozen first with st's inode, or UINT32_MAX. */
-static uint32_t link_find(const struct ns *ns, const struct stat *st)
+/* The entry of the node last frozen with st's inode, or NULL. */
+static const struct ns_link *link_find(const struct ns *ns, const struct stat *st)
 {
 	if (!ns->links_cap)
-		return UINT32_MAX;
-	return ns->links[link_slot(ns, ns_dev_fold((uint64_t)st->st_dev), (uint64_t)st->st_ino)]
-	    .node;
+		return NULL;
+	const struct ns_link *l =
+	    &ns->links[link_slot(ns, ns_dev_fold((uint64_t)st->st_dev), (uint64_t)st->st_ino)];
+	return l->node == UINT32_MAX ? NULL : l;
 }
 
-/* Remember node i as the holder of st's inode's units. Without memory it
- * is not remembered: its links are then cached apart, as before. */
+/* Remember node i as the holder of st's inode's units (in place of an
+ * entry for an earlier state of that inode). Without memory it is not
+ * remembered: its links are then cached apart, as before. */
 static void link_add(struct ns *ns, const struct stat *st, uint32_t i)
 {
 	if ((uint64_t)ns->nlinks + 1 > (uint64_t)ns->links_cap / 4 * 3) {
@@ -515,8 +522,9 @@ static void link_add(struct ns *ns, const struct stat *st, uint32_t i)
 	}
 	uint32_t dev = ns_dev_fold((uint64_t)st->st_dev);
 	uint32_t at = link_slot(ns, dev, (uint64_t)st->st_ino);
-	ns->links[at] = (struct ns_link){ (uint64_t)st->st_ino, dev, i };
-	ns->nlinks++;
+	if (ns->links[at].node == UINT32_MAX)
+		ns->nlinks++;
+	ns->links[at] = (struct ns_link){ (uint64_t)st->st_ino, ctime_ns_of(st), dev, i };
 }
 
 int ns_freeze(struct ns *ns, uint32_t i, const struct stat *st)
@@ -534,11 +542,12 @@ int ns_freeze(struct ns *ns, uint32_t i, const struct stat *st)
 		goto out;
 	}
 	bool linked = ns->share_links && S_ISREG(st->st_mode) && st->st_nlink > 1;
-	uint32_t other = linked ? link_find(ns, st) : UINT32_MAX;
-	if (other != UINT32_MAX) {
-		const struct ns_node *o = &ns->nodes[other];
+	const struct ns_link *l = linked ? link_find(ns, st) : NULL;
+	if (l) {
+		const struct ns_node *o = &ns->nodes[l->node];
 		int64_t mtime_ns = (int64_t)st->st_mtim.tv_sec * 1000000000LL + st->st_mtim.tv_nsec;
-		if (st->st_size >= 0 && o->size == (uint64_t)st->st_size && o->mtime_ns == mtime_ns) {
+		if (st->st_size >= 0 && o->size == (uint64_t)st->st_size && o->mtime_ns == mtime_ns &&
+		    l->ctime_ns == ctime_ns_of(st)) {
 			/* Another name of a file already frozen, unchanged
 			 * since: its units, cached once. */
 			fill_attrs(n, st);
@@ -552,8 +561,9 @@ int ns_freeze(struct ns *ns, uint32_t i, const struct stat *st)
 			atomic_store_explicit(&ns->known[i], 1, memory_order_release);
 			goto out;
 		}
-		/* Changed since its other name was frozen: units of its own. */
-		linked = false;
+		/* Changed since its other name was frozen, or another file
+		 * under a reused inode number: units of its own, which later
+		 * names of this state share. */
 	}
 	if (S_ISREG(st->st_mode)) {
 		uint64_t size = (uint64_t)st->st_size;

@@ -46,9 +46,10 @@ struct ns_node {
 	uint16_t name_len;
 };
 
-struct ns_link { /* 16 bytes */
+struct ns_link { /* 24 bytes */
 	uint64_t ino;
-	uint32_t dev; /* ns_dev_fold of st_dev */
+	int64_t ctime_ns; /* the inode's st_ctim when node was frozen */
+	uint32_t dev;	  /* ns_dev_fold of st_dev */
 	uint32_t node;
 };
 
@@ -75,10 +76,12 @@ struct ns {
 	pthread_mutex_t freeze_lock;
 	/* Hard links: with share_links (set by the daemon before serving),
 	 * a file frozen with st_nlink > 1 whose inode another frozen file
-	 * has, with the same size and mtime, takes that file's cache units
+	 * has, with the same size, mtime and ctime (which no one can set: a
+	 * reused inode number, or a file changed and its mtime put back,
+	 * differs there), takes that file's cache units
 	 * instead of new ones, so its bytes are cached and read once. links:
 	 * open addressing over (dev, ino), at most 3/4 full, under
-	 * freeze_lock, holding only such files (16 bytes each, 21-43 bytes a
+	 * freeze_lock, holding only such files (24 bytes each, 32-64 bytes a
 	 * file with the free slots). */
 	bool share_links;
 	struct ns_link *links;
@@ -194,7 +197,8 @@ static inline bool ns_known(const struct ns *ns, uint32_t i)
  * Freeze node i's attributes from st (its first lookup). The first call
  * wins; later ones return 0 and change nothing. A regular file gets its
  * cache units numbered, or, with share_links, those of another name of
- * the same inode frozen before with the same size and mtime (a hard link).
+ * the same inode frozen before with the same size, mtime and ctime (a hard
+ * link).
  * Returns 0, -ESTALE when st's type is not the type
  * listed at mount (nothing is frozen), or -EOVERFLOW (the unit ids left,
  * less one kept for each file not yet frozen, are too few; or a file over
