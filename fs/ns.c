@@ -60,13 +60,18 @@ static int node_add(struct ns *ns, size_t *cap, uint32_t *idx)
 	return 0;
 }
 
+static int64_t ts_ns(struct timespec t)
+{
+	return (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
 static void fill_attrs(struct ns_node *n, const struct stat *st)
 {
 	n->mode = (uint16_t)st->st_mode;
 	n->uid = st->st_uid;
 	n->gid = st->st_gid;
 	n->size = S_ISDIR(st->st_mode) ? 0 : (uint64_t)st->st_size;
-	n->mtime_ns = (int64_t)st->st_mtim.tv_sec * 1000000000LL + st->st_mtim.tv_nsec;
+	n->mtime_ns = ts_ns(st->st_mtim);
 }
 
 /*
@@ -471,11 +476,6 @@ int ns_set_known(struct ns *ns, bool all)
 
 _Static_assert(sizeof(struct ns_link) == 24, "a hard-linked file's slot stays 24 bytes");
 
-static int64_t ctime_ns_of(const struct stat *st)
-{
-	return (int64_t)st->st_ctim.tv_sec * 1000000000LL + st->st_ctim.tv_nsec;
-}
-
 static uint32_t link_slot(const struct ns *ns, uint32_t dev, uint64_t ino)
 {
 	uint64_t h = (ino ^ ((uint64_t)dev << 40)) * 0x9E3779B97F4A7C15ULL;
@@ -524,7 +524,7 @@ static void link_add(struct ns *ns, const struct stat *st, uint32_t i)
 	uint32_t at = link_slot(ns, dev, (uint64_t)st->st_ino);
 	if (ns->links[at].node == UINT32_MAX)
 		ns->nlinks++;
-	ns->links[at] = (struct ns_link){ (uint64_t)st->st_ino, ctime_ns_of(st), dev, i };
+	ns->links[at] = (struct ns_link){ (uint64_t)st->st_ino, ts_ns(st->st_ctim), dev, i };
 }
 
 int ns_freeze(struct ns *ns, uint32_t i, const struct stat *st)
@@ -541,54 +541,48 @@ int ns_freeze(struct ns *ns, uint32_t i, const struct stat *st)
 		rc = -ESTALE;
 		goto out;
 	}
-	bool linked = ns->share_links && S_ISREG(st->st_mode) && st->st_nlink > 1;
-	const struct ns_link *l = linked ? link_find(ns, st) : NULL;
-	if (l) {
-		const struct ns_node *o = &ns->nodes[l->node];
-		int64_t mtime_ns = (int64_t)st->st_mtim.tv_sec * 1000000000LL + st->st_mtim.tv_nsec;
-		if (st->st_size >= 0 && o->size == (uint64_t)st->st_size && o->mtime_ns == mtime_ns &&
-		    l->ctime_ns == ctime_ns_of(st)) {
-			/* Another name of a file already frozen, unchanged
-			 * since: its units, cached once. */
-			fill_attrs(n, st);
-			n->first = o->first;
-			n->count = o->count;
-			n->ino_fold = o->ino_fold;
-			atomic_fetch_add_explicit(&ns->known_files, 1, memory_order_relaxed);
-			atomic_fetch_add_explicit(&ns->total_bytes, n->size, memory_order_relaxed);
-			atomic_fetch_add_explicit(&ns->shared_files, 1, memory_order_relaxed);
-			atomic_fetch_add_explicit(&ns->shared_bytes, n->size, memory_order_relaxed);
-			atomic_store_explicit(&ns->known[i], 1, memory_order_release);
-			goto out;
-		}
-		/* Changed since its other name was frozen, or another file
-		 * under a reused inode number: units of its own, which later
-		 * names of this state share. */
-	}
 	if (S_ISREG(st->st_mode)) {
 		uint64_t size = (uint64_t)st->st_size;
-		uint64_t units = ns_units_of(size, ns->chunk_size);
-		uint64_t first = atomic_load_explicit(&ns->nunits, memory_order_relaxed);
-		/* One unit id stays kept for each file not looked up yet, so a
-		 * few huge (sparse) files looked up first cannot use up the ids
-		 * and leave every later file unreadable. */
-		uint64_t later = ns->nfiles - atomic_load_explicit(&ns->known_files,
-								   memory_order_relaxed) - 1;
-		/* count is 32-bit: 2^32 units would be stored as 0 and the file
-		 * would read the next file's units. */
-		if (st->st_size < 0 || size > ns_max_file_size(ns->chunk_size) ||
-		    units + later > NS_MAX_UNITS - first) {
-			rc = -EOVERFLOW;
-			goto out;
+		bool linked = ns->share_links && st->st_nlink > 1;
+		const struct ns_link *l = linked ? link_find(ns, st) : NULL;
+		const struct ns_node *o = l ? &ns->nodes[l->node] : NULL;
+		if (o && st->st_size >= 0 && o->size == size && o->mtime_ns == ts_ns(st->st_mtim) &&
+		    l->ctime_ns == ts_ns(st->st_ctim)) {
+			/* Another name of a file already frozen, unchanged
+			 * since: its units, cached once. */
+			n->first = o->first;
+			n->count = o->count;
+			atomic_fetch_add_explicit(&ns->shared_files, 1, memory_order_relaxed);
+			atomic_fetch_add_explicit(&ns->shared_bytes, size, memory_order_relaxed);
+		} else {
+			/* Units of its own (for a name whose inode changed since
+			 * its other name was frozen, or another file under a
+			 * reused inode number, too: later names of this state
+			 * share them). */
+			uint64_t units = ns_units_of(size, ns->chunk_size);
+			uint64_t first = atomic_load_explicit(&ns->nunits, memory_order_relaxed);
+			/* One unit id stays kept for each file not looked up
+			 * yet, so a few huge (sparse) files looked up first
+			 * cannot use up the ids and leave every later file
+			 * unreadable. */
+			uint64_t later = ns->nfiles -
+					 atomic_load_explicit(&ns->known_files, memory_order_relaxed) - 1;
+			/* count is 32-bit: 2^32 units would be stored as 0 and
+			 * the file would read the next file's units. */
+			if (st->st_size < 0 || size > ns_max_file_size(ns->chunk_size) ||
+			    units + later > NS_MAX_UNITS - first) {
+				rc = -EOVERFLOW;
+				goto out;
+			}
+			n->first = (uint32_t)first;
+			n->count = (uint32_t)units;
+			atomic_store_explicit(&ns->nunits, first + units, memory_order_relaxed);
+			if (linked)
+				link_add(ns, st, i);
 		}
-		n->first = (uint32_t)first;
-		n->count = (uint32_t)units;
-		atomic_store_explicit(&ns->nunits, first + units, memory_order_relaxed);
 		atomic_fetch_add_explicit(&ns->known_files, 1, memory_order_relaxed);
 		atomic_fetch_add_explicit(&ns->total_bytes, size, memory_order_relaxed);
 		n->ino_fold = ns_ino_fold((uint64_t)st->st_ino);
-		if (linked)
-			link_add(ns, st, i);
 	}
 	fill_attrs(n, st);
 	atomic_store_explicit(&ns->known[i], 1, memory_order_release);
